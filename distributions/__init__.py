@@ -1,0 +1,20 @@
+"""Tile -> node maps for the tiled Cholesky (pure Python, no MPI, no StarPU).
+
+Every map has ``nodes``, ``slices``, ``owner(i, j[, s])`` and the vectorised
+``owner_map(nt[, s])`` / ``owner_maps(nt)``; build one by name with :func:`get_map`.
+"""
+from .base import TileMap
+from .block_cyclic import BlockCyclic2D
+from .custom import CustomMap, load_custom_map, read_chameleon_text, write_chameleon_text
+from .factory import (MAP_NAMES, get_map, maps_for_nodes, parse_grid, sbc_basic_r,
+                      sbc_extended_r, square_grid)
+from .load import node_load
+from .sliced import Sliced25D
+from .symmetric_block_cyclic import SymmetricBlockCyclic
+
+__all__ = [
+    "TileMap", "BlockCyclic2D", "SymmetricBlockCyclic", "Sliced25D", "CustomMap",
+    "MAP_NAMES", "get_map", "maps_for_nodes", "parse_grid", "square_grid",
+    "sbc_extended_r", "sbc_basic_r", "load_custom_map", "read_chameleon_text",
+    "write_chameleon_text", "node_load",
+]

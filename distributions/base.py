@@ -1,0 +1,73 @@
+"""The common interface of tile maps.
+
+A tile map sends tile (i, j) of the lower triangle (i >= j, tile row i, tile column j)
+of an NT x NT tiled matrix to a node (an MPI rank), numbered 0 .. nodes-1.
+2.5D maps hold ``slices`` copies of the matrix; slice s uses its own nodes.
+"""
+import numpy as np
+
+
+class TileMap:
+    """Base class: subclasses implement :meth:`_slice_owner_map`.
+
+    Attributes:
+        name: the map's command-line name (``2dbc``, ``sbc``, ...).
+        nodes: total number of nodes P (all slices).
+        slices: number of slices c (1 for 2D maps).
+    """
+
+    name = "map"
+    slices = 1
+
+    def __init__(self, nodes):
+        self.nodes = int(nodes)
+
+    @property
+    def nodes_per_slice(self):
+        """Nodes of one slice: P / c."""
+        return self.nodes // self.slices
+
+    # -- what subclasses provide ------------------------------------------------------
+    def _slice_owner_map(self, nt, s):
+        """Global node ids of slice ``s`` for tiles (i, j), 0 <= i, j < nt, int64 (nt, nt)."""
+        raise NotImplementedError
+
+    # -- public interface -------------------------------------------------------------
+    def owner_map(self, nt, s=0):
+        """Owner of every tile of an nt x nt tiled matrix under slice ``s``.
+
+        Returns an int64 array ``o`` of shape (nt, nt) with global node ids; every entry
+        is filled, but only the lower triangle (i >= j) is used by the algorithms.
+        """
+        nt = int(nt)
+        if nt < 1:
+            raise ValueError(f"nt must be >= 1, got {nt}")
+        if not 0 <= s < self.slices:
+            raise ValueError(f"slice {s} out of range 0..{self.slices - 1}")
+        return np.ascontiguousarray(self._slice_owner_map(nt, s), dtype=np.int64)
+
+    def owner_maps(self, nt):
+        """All slices' maps stacked: int64 array (slices, nt, nt)."""
+        return np.stack([self.owner_map(nt, s) for s in range(self.slices)])
+
+    def owner(self, i, j, s=0):
+        """Global node that owns tile (i, j) in slice ``s`` (i >= j expected)."""
+        i, j = int(i), int(j)
+        if i < 0 or j < 0:
+            raise ValueError(f"tile ({i}, {j}) has a negative index")
+        return int(self.owner_map(max(i, j) + 1, s)[i, j])
+
+    def slice_of_node(self, node):
+        """Slice that node ``node`` belongs to (0 for 2D maps)."""
+        return int(node) // self.nodes_per_slice
+
+    def slice_of_iteration(self, k):
+        """Slice that runs iteration (panel) ``k``: k mod c."""
+        return int(k) % self.slices
+
+    def params(self):
+        """Parameters that identify the map, as a dict for reports."""
+        return {"dist": self.name, "nodes": self.nodes, "slices": self.slices}
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self}>"

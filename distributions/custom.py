@@ -1,0 +1,101 @@
+"""User maps read from a file.
+
+Two formats:
+
+- Chameleon's text format (its ``--custom=FILE`` option): a first line ``M N``, then M
+  lines of N node ids (0-based); used periodically: tile (i, j) -> entry (i mod M, j mod N).
+- A ``.npy`` file holding a 2D integer array, used the same way.
+"""
+import os
+
+import numpy as np
+
+from ..errors import UsageError
+from .base import TileMap
+
+
+class CustomMap(TileMap):
+    """A periodic M x N pattern of node ids; ``nodes`` defaults to max id + 1."""
+
+    name = "custom"
+
+    def __init__(self, pattern, nodes=None, source=None):
+        pattern = np.asarray(pattern)
+        where = f" in {source}" if source else ""
+        if pattern.ndim != 2 or pattern.size == 0:
+            raise UsageError(f"custom map{where} must be a non-empty 2D array of node ids, "
+                             f"got shape {pattern.shape}")
+        if not np.issubdtype(pattern.dtype, np.integer):
+            raise UsageError(f"custom map{where} must hold integer node ids, got {pattern.dtype}")
+        lo, hi = int(pattern.min()), int(pattern.max())
+        if lo < 0:
+            raise UsageError(f"custom map{where} has a negative node id ({lo}); ids are 0-based")
+        if nodes is None:
+            nodes = hi + 1
+        elif hi >= nodes:
+            raise UsageError(f"custom map{where} uses node {hi} but --nodes is {nodes}; "
+                             f"use --nodes {hi + 1} or fix the map")
+        super().__init__(nodes)
+        self.pattern = pattern.astype(np.int64)
+        self.source = source
+
+    def _slice_owner_map(self, nt, s):
+        m, n = self.pattern.shape
+        return self.pattern[np.arange(nt)[:, None] % m, np.arange(nt)[None, :] % n]
+
+    def period(self):
+        return self.pattern.shape
+
+    def params(self):
+        return {**super().params(), "file": self.source}
+
+    def __str__(self):
+        m, n = self.pattern.shape
+        return f"custom {m}x{n} pattern ({self.nodes} nodes)"
+
+
+def read_chameleon_text(path):
+    """Read Chameleon's map text format; returns an int64 array (M, N)."""
+    with open(path) as fh:
+        tokens = fh.read().split()
+    try:
+        values = [int(t) for t in tokens]
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a Chameleon map file (expected integers: "
+                         f"'M N' then M rows of N node ids): {exc}") from None
+    if len(values) < 2 or values[0] < 1 or values[1] < 1:
+        raise UsageError(f"{path}: first line must be 'M N' with M, N >= 1")
+    m, n = values[:2]
+    body = values[2:]
+    if len(body) != m * n:
+        raise UsageError(f"{path}: header says {m} x {n} = {m * n} node ids, "
+                         f"the file holds {len(body)}")
+    return np.array(body, dtype=np.int64).reshape(m, n)
+
+
+def load_custom_map(path, nodes=None):
+    """Read a map file (``.npy`` or Chameleon text) into a :class:`CustomMap`."""
+    if not path:
+        raise UsageError("custom map needs a file: --map-file FILE (Chameleon text or .npy)")
+    if not os.path.isfile(path):
+        raise UsageError(f"map file {path!r} not found")
+    if path.endswith(".npy"):
+        try:
+            pattern = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"{path}: cannot read as .npy: {exc}") from None
+    else:
+        pattern = read_chameleon_text(path)
+    return CustomMap(pattern, nodes=nodes, source=path)
+
+
+def write_chameleon_text(path, pattern):
+    """Write an int array (M, N) in Chameleon's map text format, atomically."""
+    pattern = np.asarray(pattern, dtype=np.int64)
+    m, n = pattern.shape
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(f"{m} {n}\n")
+        for row in pattern:
+            fh.write(" ".join(str(int(v)) for v in row) + "\n")
+    os.replace(tmp, path)

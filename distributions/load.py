@@ -1,0 +1,40 @@
+"""Load-balance figures of a map: tiles stored and flops run per node.
+
+Flops are in units of NB^3 (one tile kernel of size NB): POTRF = 1/3, TRSM = 1,
+SYRK = 1, GEMM = 2. Tile (m, n) of the lower triangle (m >= n) receives one update per
+iteration k < n (SYRK when m == n, GEMM otherwise), then one POTRF (m == n) or TRSM.
+For a 2.5D map, the update of iteration k runs on slice k mod c, the POTRF/TRSM of
+column n on slice n mod c; a slice stores its copy of tile (m, n) only if it factors it
+or updates it (s == n mod c or s < n).
+"""
+import numpy as np
+
+
+def node_load(tile_map, nt):
+    """Tiles stored and flops (NB^3 units) per node for an nt x nt tiled Cholesky.
+
+    Returns a dict with ``tiles`` (int64 array, P), ``flops`` (float64 array, P),
+    ``tiles_max_over_avg`` and ``flops_max_over_avg`` (busiest node / average).
+    """
+    p, c = tile_map.nodes, tile_map.slices
+    m = np.arange(nt)[:, None]
+    n = np.arange(nt)[None, :]
+    lower = m >= n
+    diag = m == n
+    tiles = np.zeros(p, dtype=np.int64)
+    flops = np.zeros(p, dtype=np.float64)
+    for s in range(c):
+        owner = tile_map.owner_map(nt, s)
+        updates = np.maximum(0, -(-(n - s) // c))  # #{k < n : k mod c == s}
+        factors = (n % c) == s
+        per_tile = updates * np.where(diag, 1.0, 2.0) + factors * np.where(diag, 1 / 3, 1.0)
+        stored = lower & (factors | (s < n))
+        tiles += np.bincount(owner[stored], minlength=p)
+        flops += np.bincount(owner[lower], weights=np.broadcast_to(per_tile, owner.shape)[lower],
+                             minlength=p)
+    return {
+        "tiles": tiles,
+        "flops": flops,
+        "tiles_max_over_avg": float(tiles.max() / tiles.mean()) if tiles.sum() else 1.0,
+        "flops_max_over_avg": float(flops.max() / flops.mean()) if flops.sum() else 1.0,
+    }

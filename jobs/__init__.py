@@ -1,0 +1,15 @@
+"""The ``starchol`` command line: one module per subcommand.
+
+Each module exposes ``register(subparsers)``, which adds its parser and sets
+``func`` to the function that runs it. Modules whose runtime dependencies are
+missing still register, and report the missing piece when run.
+"""
+import importlib
+
+#: subcommand modules, in the order ``starchol --help`` lists them
+COMMANDS = ("map_cmd", "volume_cmd", "compare_cmd")
+
+
+def command_modules():
+    """Import and return the subcommand modules."""
+    return [importlib.import_module(f".{name}", __name__) for name in COMMANDS]

@@ -1,0 +1,237 @@
+"""Exact count of the inter-node transfers of the tiled Cholesky under any map.
+
+Right-looking, lower, NT x NT tiles, owner-computes (every task runs on the node that
+owns the tile it writes). Iteration k (on slice k mod c for 2.5D maps) runs:
+
+    POTRF(k, k)                          writes L[k][k]
+    TRSM(m, k)     m > k                 reads L[k][k], writes L[m][k]
+    SYRK(n, k)     n > k                 reads L[n][k], writes A[n][n]
+    GEMM(m, n, k)  m > n > k             reads L[m][k] and L[n][k], writes A[m][n]
+
+So only panel results cross the network:
+
+- L[k][k] is read by the TRSMs of column k: the owners of tiles (m, k), m > k.
+- L[i][k], i > k, is read by SYRK(i, k) and GEMM(i, n, k), k < n < i (the owners of row i,
+  columns k+1 .. i) and by GEMM(m, i, k), m > i (the owners of column i below the diagonal).
+
+With StarPU-MPI's receive cache on (the default), one tile version is sent at most once
+to each node: one transfer per (tile version, destination node). With it off, one
+transfer per (task, remote operand).
+
+2.5D maps (c slices): iteration k uses slice k mod c's owners. Tile (i, j) is factored on
+slice j mod c; before its POTRF/TRSM, every other slice that applied at least one update
+to it (slice s with s < j, s != j mod c) sends its partial sum once, from its owner of
+(i, j) to the factoring slice's owner.
+
+Counts are in tiles, or in bytes with :func:`transfer_pairs_bytes` (float64 tiles; the last
+tile row/column is smaller when N is not a multiple of NB). The count is exact and costs
+O(NT^2 + NT u^2) numpy work (u = nodes met by one tile row and column), with one Python
+iteration per tile row, never per task.
+"""
+import math
+
+import numpy as np
+
+DOUBLE_BYTES = 8
+
+
+def tile_extents(n, nb):
+    """Sizes (in matrix rows) of the NT = ceil(n / nb) tile rows; the last may be smaller."""
+    n, nb = int(n), int(nb)
+    nt = -(-n // nb)
+    sizes = np.full(nt, nb, dtype=np.int64)
+    sizes[-1] = n - (nt - 1) * nb
+    return sizes
+
+
+def stored_tiles(nt):
+    """S = NT(NT+1)/2, the tiles of the lower triangle."""
+    return nt * (nt + 1) // 2
+
+
+def _as_owner_stack(owners):
+    owners = np.asarray(owners, dtype=np.int64)
+    if owners.ndim == 2:
+        owners = owners[None]
+    if owners.ndim != 3 or owners.shape[1] != owners.shape[2]:
+        raise ValueError(f"owners must be (nt, nt) or (slices, nt, nt), got {owners.shape}")
+    return owners
+
+
+def _broadcast_counts(row_lab, col_lab, u, ks, i):
+    """Cache on: counts[a, b] of panel tiles L[i][k], k in ``ks``, sent from a to b.
+
+    ``row_lab`` holds the labels of the owners of row i, columns 0..i; ``col_lab`` those
+    of column i below the diagonal. b reads L[i][k] iff b owns a tile of column i below
+    the diagonal, or a tile (i, n) with k < n <= i, i.e. iff k < thr[b] where thr[b] = i
+    for column owners and the last column of row i that b owns otherwise.
+    """
+    last = np.full(u, -1, dtype=np.int64)
+    rev_labels, rev_first = np.unique(row_lab[::-1], return_index=True)
+    last[rev_labels] = i - rev_first
+    thr = last
+    thr[col_lab] = i
+    senders = row_lab[ks]
+    prefix = np.searchsorted(ks, thr, side="left")  # senders k < thr[b]: ks[:prefix[b]]
+    sorted_prefix = np.sort(prefix)
+    seg = np.searchsorted(sorted_prefix, np.arange(len(ks)), side="right")
+    hist = np.bincount(seg * u + senders, minlength=(u + 1) * u).reshape(u + 1, u)
+    cum = np.cumsum(hist, axis=0)
+    rank = np.searchsorted(sorted_prefix, prefix, side="left")
+    counts = cum[rank, :].T.copy()  # [a, b]
+    np.fill_diagonal(counts, 0)
+    return counts
+
+
+def _task_operand_counts(row_lab, col_lab, u, ks, i):
+    """Cache off: counts[a, b] of (task, remote operand) transfers of L[i][k], k in ``ks``.
+
+    L[i][k] is read once by each task SYRK(i, k), GEMM(i, n, k) (k < n < i) and
+    GEMM(m, i, k) (m > i): b receives it (#{n in (k, i] : row i, col n is b's} +
+    #{m > i : tile (m, i) is b's}) times, unless b sent it.
+    """
+    onehot = np.zeros((len(row_lab) + 1, u), dtype=np.int64)
+    onehot[np.arange(1, len(row_lab) + 1), row_lab] = 1
+    prefix = np.cumsum(onehot, axis=0)  # prefix[x, b] = #{n < x : row_lab[n] == b}
+    col_count = np.bincount(col_lab, minlength=u)
+    senders = row_lab[ks]
+    # per sender k: reads by b = prefix[i+1, b] - prefix[k+1, b] + col_count[b]
+    per_sender = prefix[-1][None, :] + col_count[None, :] - prefix[ks + 1]
+    counts = np.zeros((u, u), dtype=np.int64)
+    order = np.argsort(senders, kind="stable")
+    labels_sorted = senders[order]
+    starts = np.flatnonzero(np.r_[True, labels_sorted[1:] != labels_sorted[:-1]])
+    if len(order):
+        counts[labels_sorted[starts]] = np.add.reduceat(per_sender[order], starts, axis=0)
+    np.fill_diagonal(counts, 0)
+    return counts
+
+
+def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=None):
+    """Transfers between every pair of nodes, from owner arrays.
+
+    Args:
+        owners: int array (nt, nt) for a 2D map, or (slices, nt, nt) for a 2.5D map
+            (global node ids; only the lower triangle i >= j is read).
+        nodes: P; defaults to max owner + 1.
+        cache: StarPU-MPI receive cache on (one transfer per tile version and
+            destination node) or off (one per task and remote operand).
+        row_weights: optional int array (nt, nt) ``w``: a transfer of tile (i, j) counts
+            ``w[i, j]`` (e.g. its bytes); default 1 (counts tiles).
+        progress: optional callable(rows_done, nt), called as tile rows are counted.
+
+    Returns:
+        int64 array (P, P): entry [a, b] is what node a sends to node b (tiles, or the
+        unit of ``row_weights``).
+    """
+    owners = _as_owner_stack(owners)
+    c, nt, _ = owners.shape
+    p = int(owners.max()) + 1 if nodes is None else int(nodes)
+    pairs = np.zeros((p, p), dtype=np.int64)
+    weight = (lambda i, j: 1) if row_weights is None else (lambda i, j: int(row_weights[i, j]))
+    counter = _broadcast_counts if cache else _task_operand_counts
+    for i in range(nt):
+        for s in range(c):
+            o = owners[s]
+            ks = np.arange(s, i, c)
+            diag_here = i % c == s
+            if not len(ks) and not diag_here:
+                continue
+            labels, inv = np.unique(np.concatenate([o[i, :i + 1], o[i + 1:, i]]),
+                                    return_inverse=True)
+            u = len(labels)
+            row_lab, col_lab = inv[:i + 1], inv[i + 1:]
+            if len(ks):
+                # panel tiles L[i][k], k < i, all of one size in row i
+                counts = counter(row_lab, col_lab, u, ks, i)
+                pairs[np.ix_(labels, labels)] += counts * weight(i, 0)
+            if diag_here and len(col_lab):
+                # L[i][i] goes to the TRSMs of column i
+                src = row_lab[i]
+                if cache:
+                    dst = np.unique(col_lab)
+                    dst = dst[dst != src]
+                    pairs[labels[src], labels[dst]] += weight(i, i)
+                else:
+                    got = np.bincount(col_lab, minlength=u)
+                    got[src] = 0
+                    pairs[labels[src], labels] += got * weight(i, i)
+        if progress is not None:
+            progress(i + 1, nt)
+    if c > 1:
+        pairs += _reduction_pairs(owners, p, row_weights)
+    return pairs
+
+
+def _reduction_pairs(owners, p, row_weights=None):
+    """2.5D: partial sums sent to the factoring slice, one per (tile, other updating slice)."""
+    c, nt, _ = owners.shape
+    i, j = np.tril_indices(nt)
+    home = j % c
+    target = owners[home, i, j]
+    w = np.ones(len(i), dtype=np.int64) if row_weights is None else row_weights[i, j]
+    flat = np.zeros(p * p, dtype=np.int64)
+    for s in range(c):
+        sends = (s < j) & (s != home)
+        src = owners[s, i[sends], j[sends]]
+        flat += np.bincount(src * p + target[sends], weights=w[sends],
+                            minlength=p * p).astype(np.int64)
+    return flat.reshape(p, p)
+
+
+def transfer_pairs_tiles(tile_map, nt, cache=True, progress=None):
+    """Tiles sent between every pair of nodes for an nt x nt tiled Cholesky under ``tile_map``.
+
+    Returns an int64 array (P, P), sender row, receiver column.
+    """
+    return transfer_pairs(tile_map.owner_maps(nt), tile_map.nodes, cache=cache,
+                          progress=progress)
+
+
+def tile_bytes(n, nb):
+    """Bytes of every tile (i, j) of an n x n float64 matrix in nb x nb tiles: int64 (nt, nt)."""
+    ext = tile_extents(n, nb)
+    return np.outer(ext, ext) * DOUBLE_BYTES
+
+
+def transfer_pairs_bytes(tile_map, n, nb, cache=True, progress=None):
+    """Bytes sent between every pair of nodes for an n x n float64 matrix in nb x nb tiles.
+
+    Tile (i, j) weighs rows(i) * cols(j) * 8 bytes; the last tile row/column holds
+    n - (NT-1) * nb rows. Returns an int64 array (P, P), sender row, receiver column.
+    """
+    nt = len(tile_extents(n, nb))
+    return transfer_pairs(tile_map.owner_maps(nt), tile_map.nodes, cache=cache,
+                          row_weights=tile_bytes(n, nb), progress=progress)
+
+
+# -- closed forms --------------------------------------------------------------------------
+def leading_factor(tile_map):
+    """The constant F of the leading term D ~ S * F (transfers per stored tile).
+
+    2dbc p x q: p + q - 2; extended SBC: r - 2; basic SBC: r - 1; 2.5D maps: the slice's
+    factor + (c - 1). Custom maps: the mean, over pattern rows x, of the distinct nodes in
+    pattern row x and column x minus one (the sender). None if not known.
+    """
+    from ..distributions import BlockCyclic2D, CustomMap, Sliced25D, SymmetricBlockCyclic
+
+    if isinstance(tile_map, Sliced25D):
+        base = leading_factor(tile_map.base)
+        return None if base is None else base + tile_map.slices - 1
+    if isinstance(tile_map, BlockCyclic2D):
+        return tile_map.p + tile_map.q - 2
+    if isinstance(tile_map, SymmetricBlockCyclic):
+        return tile_map.r - (2 if tile_map.extended else 1)
+    if isinstance(tile_map, CustomMap):
+        pat = tile_map.pattern
+        m, n = pat.shape
+        period = m * n // math.gcd(m, n)
+        sizes = [len(set(pat[x % m, :]) | set(pat[:, x % n])) - 1 for x in range(period)]
+        return float(np.mean(sizes))
+    return None
+
+
+def leading_term_tiles(tile_map, nt):
+    """Closed-form leading term of the transfers, in tiles: S * :func:`leading_factor`."""
+    f = leading_factor(tile_map)
+    return None if f is None else stored_tiles(nt) * f

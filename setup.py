@@ -1,0 +1,38 @@
+"""Build and install starchol.
+
+The owner's top-level folders are mapped into one import package, ``starchol``:
+
+    starchol                 <- starchol/        version, ``python -m starchol``
+    starchol.distributions   <- distributions/   tile -> node maps (pure Python)
+    starchol.linalg          <- linalg/          tiled Cholesky, volume model, matrices, I/O
+    starchol.runtime         <- runtime/         Python front of the StarPU-MPI runtime
+    starchol.runtime._starpu <- pyx/*.pyx        the compiled Cython layer
+    starchol.jobs            <- jobs/            the command line
+
+The compiler and linker flags for the Cython layer come from one place,
+``build_flags.py`` (pkg-config for StarPU + ``mpicc --showme`` for Open MPI); the
+CMake build reads the same sources of truth.
+Set ``STARCHOL_NO_RUNTIME=1`` to install only the pure-Python parts (maps, volume model).
+"""
+import os
+import sys
+
+from setuptools import setup
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import build_flags  # noqa: E402  (lives beside this file)
+
+PACKAGE_DIRS = {
+    "starchol": "starchol",
+    "starchol.distributions": "distributions",
+    "starchol.linalg": "linalg",
+    "starchol.runtime": "runtime",
+    "starchol.jobs": "jobs",
+}
+
+setup(
+    packages=list(PACKAGE_DIRS),
+    package_dir=PACKAGE_DIRS,
+    ext_modules=build_flags.runtime_extensions(),
+    zip_safe=False,
+)
