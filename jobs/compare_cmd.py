@@ -1,0 +1,95 @@
+"""``starchol compare``: every map that fits P nodes or fewer, by predicted bytes."""
+from ..distributions import get_map, sbc_basic_r, sbc_extended_r, square_grid
+from ..linalg.volume_summary import format_bytes, volume_summary
+from .options import add_size_args, sizes_from_args
+from .output import print_json
+from .progress import Progress
+
+
+def register(sub):
+    p = sub.add_parser(
+        "compare", help="compare the predicted traffic of every map that fits P nodes",
+        description="One table of the maps that fit P nodes or fewer: every 2dbc grid of P, "
+                    "the largest sbc and sbc-basic, and the 2.5D maps (2dbc25d for the slice "
+                    "counts that divide P, sbc25d for every slice count with the largest SBC "
+                    "slice that fits), sorted by predicted bytes.")
+    p.add_argument("--nodes", type=int, required=True, metavar="P", help="nodes available")
+    add_size_args(p)
+    p.add_argument("--cache", choices=("on", "off"), default="on")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def _largest(count_of, limit, start):
+    """Largest count_of(r) <= limit over r = start, start+step..., with its r."""
+    best = None
+    r = start
+    while count_of(r) <= limit:
+        best = r
+        r += 1
+    return best
+
+
+def candidate_maps(nodes):
+    """Maps that fit ``nodes`` nodes or fewer, one per family member (see the help)."""
+    from ..errors import UsageError
+
+    if nodes < 1:
+        raise UsageError(f"--nodes must be >= 1, got {nodes}")
+    out = []
+    grids = [(p, nodes // p) for p in range(1, nodes + 1) if nodes % p == 0]
+    proper = [g for g in grids if min(g) >= 2]
+    for p, q in proper or grids:
+        out.append(get_map("2dbc", nodes, grid=(p, q)))
+    r = _largest(lambda r: r * (r - 1) // 2, nodes, 3)
+    if r:
+        out.append(get_map("sbc", r * (r - 1) // 2))
+    r = _largest(lambda r: 2 * r * r, nodes, 1)  # r/2 = half-pattern, P = 2 (r/2)^2
+    if r:
+        out.append(get_map("sbc-basic", 2 * r * r))
+    for c in range(2, nodes // 2 + 1):
+        if nodes % c == 0:
+            out.append(get_map("2dbc25d", nodes, grid=square_grid(nodes // c), slices=c))
+        per = nodes // c
+        best = max([v for v in range(3, per + 1) if sbc_extended_r(v) or sbc_basic_r(v)],
+                   default=None)
+        if best is not None:
+            out.append(get_map("sbc25d", best * c, slices=c))
+    return out
+
+
+def run(args):
+    nt, n, nb = sizes_from_args(args)
+    maps = candidate_maps(args.nodes)
+    progress = Progress("comparing maps", unit="maps", enabled=None if not args.quiet else False)
+    rows = []
+    for k, tile_map in enumerate(maps):
+        doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", with_pairs=False)
+        lead = doc["leading_term_tiles"]
+        rows.append({
+            "map": str(tile_map), **tile_map.params(),
+            "transfers_tiles": doc["transfers_tiles"], "bytes": doc["bytes"],
+            "ratio": doc["ratio"],
+            "leading_term_tiles": lead,
+            "leading_ratio": None if lead is None else lead / doc["stored_tiles"],
+            "flops_max_over_avg": doc["load"]["flops_max_over_avg"],
+            "tiles_per_node_max": int(max(doc["load"]["tiles"])),
+        })
+        progress(k + 1, len(maps))
+    rows.sort(key=lambda row: (row["bytes"], row["nodes"]))
+    if args.json:
+        print_json({"nodes": args.nodes, "nt": nt, "n": n, "nb": nb, "rows": rows})
+        return 0
+    print(f"maps for up to {args.nodes} nodes, N = {n}, NB = {nb}, NT = {nt}, "
+          f"cache {args.cache}; sorted by predicted bytes")
+    head = (f"{'map':<52} {'nodes':>5} {'transfers':>12} {'bytes':>12} {'D/S':>7} "
+            f"{'lead/S':>7} {'flops max/avg':>13}")
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        lead = "-" if row["leading_ratio"] is None else f"{row['leading_ratio']:.2f}"
+        print(f"{row['map']:<52} {row['nodes']:>5} {row['transfers_tiles']:>12} "
+              f"{format_bytes(row['bytes']):>12} {row['ratio']:>7.3f} {lead:>7} "
+              f"{row['flops_max_over_avg']:>13.3f}")
+    return 0

@@ -1,0 +1,78 @@
+"""``starchol map``: show, save or export a tile map."""
+import numpy as np
+
+from ..distributions import node_load, write_chameleon_text
+from ..errors import UsageError
+from .options import add_map_args, map_from_args
+from .output import print_json
+
+#: the text view prints tile owners up to this NT
+TEXT_MAX_NT = 40
+
+
+def register(sub):
+    p = sub.add_parser(
+        "map", help="show a tile map (text, JSON, PNG, Chameleon file)",
+        description="Owner node of every tile (i, j), i >= j, of an NT x NT tiled matrix.")
+    add_map_args(p)
+    p.add_argument("--nt", type=int, required=True, metavar="NT", help="tile rows/columns")
+    p.add_argument("--json", action="store_true",
+                   help='print {"dist", "nodes", "slices", "nt", "owner"} '
+                        "(owner: slices x NT x NT global node ids)")
+    p.add_argument("--png", metavar="FILE", help="draw the map (one colour per node)")
+    p.add_argument("--chameleon", metavar="FILE",
+                   help="write the map file that Chameleon's --custom option reads")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    if args.nt < 1:
+        raise UsageError(f"--nt must be >= 1, got {args.nt}")
+    tile_map = map_from_args(args)
+    owners = tile_map.owner_maps(args.nt)
+    if args.chameleon:
+        write_chameleon(tile_map, args.nt, args.chameleon)
+    if args.png:
+        from ..distributions.picture import draw_map
+
+        draw_map(tile_map, args.nt, args.png)
+    if args.json:
+        print_json({"dist": tile_map.name, "nodes": tile_map.nodes,
+                    "slices": tile_map.slices, "nt": args.nt, "owner": owners,
+                    "map": str(tile_map)})
+        return 0
+    print(text_view(tile_map, owners))
+    if args.png:
+        print(f"picture written to {args.png}")
+    if args.chameleon:
+        print(f"Chameleon map written to {args.chameleon}")
+    return 0
+
+
+def write_chameleon(tile_map, nt, path):
+    """Chameleon map file: the map's period if it has one, else the whole NT x NT map."""
+    if tile_map.slices > 1:
+        raise UsageError("Chameleon has no 2.5D maps; --chameleon needs a 2D map "
+                         "(2dbc, sbc, sbc-basic, custom)")
+    period = getattr(tile_map, "period", lambda: None)()
+    pattern = tile_map.owner_map(nt)
+    if period is not None:
+        pattern = tile_map.owner_map(max(period))[:period[0], :period[1]]
+    write_chameleon_text(path, pattern)
+
+
+def text_view(tile_map, owners):
+    """The lower triangle of owners (small NT) and the load per node."""
+    c, nt, _ = owners.shape
+    lines = [f"{tile_map}, NT = {nt}"]
+    if nt <= TEXT_MAX_NT:
+        width = len(str(tile_map.nodes - 1))
+        for s in range(c):
+            if c > 1:
+                lines.append(f"slice {s}:")
+            for i in range(nt):
+                lines.append(" ".join(f"{v:>{width}}" for v in owners[s, i, :i + 1]))
+    load = node_load(tile_map, nt)
+    lines.append(f"tiles per node: {int(np.min(load['tiles']))}..{int(np.max(load['tiles']))}; "
+                 f"flops max/avg {load['flops_max_over_avg']:.3f}")
+    return "\n".join(lines)

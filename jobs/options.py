@@ -1,0 +1,67 @@
+"""Command-line options shared by several subcommands: the map and the matrix size."""
+import math
+
+from ..distributions import MAP_NAMES, get_map
+from ..errors import UsageError
+
+DEFAULT_NB = 500
+
+
+def add_map_args(parser, nodes_required=True):
+    """--dist, --nodes, --grid, --slices, --map-file."""
+    g = parser.add_argument_group("map")
+    g.add_argument("--dist", required=True, choices=MAP_NAMES, metavar="D",
+                   help=f"tile map: {', '.join(MAP_NAMES)}")
+    g.add_argument("--nodes", type=int, required=nodes_required, metavar="P",
+                   help="number of nodes (MPI ranks), all slices together")
+    g.add_argument("--grid", metavar="PxQ",
+                   help="2dbc grid (one slice's grid for 2dbc25d); default: most square, P <= Q")
+    g.add_argument("--slices", type=int, default=1, metavar="C",
+                   help="slices c of a 2.5D map (2dbc25d, sbc25d); default 1")
+    g.add_argument("--map-file", metavar="FILE",
+                   help="custom map: Chameleon text ('M N' then M rows) or .npy int array")
+
+
+def map_from_args(args):
+    """Build the map the options describe (UsageError with a fix-it message if wrong)."""
+    if args.dist == "custom" and not args.map_file:
+        raise UsageError("--dist custom needs --map-file FILE")
+    if args.map_file and args.dist != "custom":
+        raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
+    return get_map(args.dist, args.nodes, grid=args.grid, slices=args.slices,
+                   path=args.map_file)
+
+
+def add_size_args(parser, nt_help="number of tile rows/columns NT"):
+    """--nt NT, or --n N --nb NB."""
+    g = parser.add_argument_group("matrix size (give --nt, or --n and --nb)")
+    g.add_argument("--nt", type=int, metavar="NT", help=nt_help)
+    g.add_argument("--n", type=int, metavar="N", help="matrix order N (elements)")
+    g.add_argument("--nb", type=int, metavar="NB",
+                   help=f"tile size NB (elements); default {DEFAULT_NB} with --nt")
+
+
+def sizes_from_args(args):
+    """Return (nt, n, nb): NT tiles of NB elements for a matrix of order N.
+
+    With --nt only, NB defaults to 500 and N = NT * NB. With --n and --nb,
+    NT = ceil(N / NB) (the last tile is smaller when NB does not divide N).
+    """
+    if args.nt is not None:
+        if args.n is not None:
+            raise UsageError("give either --nt NT or --n N --nb NB, not both")
+        if args.nt < 1:
+            raise UsageError(f"--nt must be >= 1, got {args.nt}")
+        nb = DEFAULT_NB if args.nb is None else args.nb
+        if nb < 1:
+            raise UsageError(f"--nb must be >= 1, got {nb}")
+        return args.nt, args.nt * nb, nb
+    if args.n is None or args.nb is None:
+        raise UsageError("give the matrix size: --nt NT, or --n N and --nb NB")
+    if args.n < 1:
+        raise UsageError(f"--n must be >= 1, got {args.n}")
+    if args.nb < 1:
+        raise UsageError(f"--nb must be >= 1, got {args.nb}")
+    if args.nb > args.n:
+        raise UsageError(f"--nb {args.nb} is larger than --n {args.n}; use --nb <= {args.n}")
+    return math.ceil(args.n / args.nb), args.n, args.nb

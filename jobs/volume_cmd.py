@@ -1,0 +1,59 @@
+"""``starchol volume``: predicted inter-node traffic of a map, without running it."""
+from ..linalg.volume_summary import format_bytes, volume_summary
+from .options import add_map_args, add_size_args, map_from_args, sizes_from_args
+from .output import print_json
+from .progress import Progress
+
+#: show progress from this many tile rows on
+PROGRESS_MIN_NT = 400
+
+
+def register(sub):
+    p = sub.add_parser(
+        "volume", help="exact predicted communication volume of a map (no run)",
+        description="Count the tiles the right-looking tiled Cholesky sends between nodes "
+                    "under a map (owner-computes, StarPU-MPI receive cache on by default).")
+    add_map_args(p)
+    add_size_args(p)
+    p.add_argument("--cache", choices=("on", "off"), default="on",
+                   help="StarPU-MPI receive cache (default on)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    tile_map = map_from_args(args)
+    nt, n, nb = sizes_from_args(args)
+    progress = None
+    if nt >= PROGRESS_MIN_NT and not args.quiet:
+        progress = Progress("counting transfers", unit="tile rows")
+    doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", progress=progress)
+    if args.json:
+        print_json(doc)
+        return 0
+    print(text_report(doc))
+    return 0
+
+
+def text_report(doc):
+    """The human summary of :func:`volume_summary`'s document."""
+    lead = doc["leading_term_tiles"]
+    lines = [
+        f"map:        {doc['map']}",
+        f"matrix:     N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} "
+        f"({doc['stored_tiles']} stored tiles S)",
+        f"cache:      {'on' if doc['cache'] else 'off'}",
+        f"transfers:  {doc['transfers_tiles']} tiles = {format_bytes(doc['bytes'])} "
+        f"({doc['transfers_tiles'] / doc['stored_tiles']:.4f} x S)",
+    ]
+    if lead is not None:
+        lines.append(f"leading:    {lead:.0f} tiles ({lead / doc['stored_tiles']:.4f} x S)")
+    sent = doc["per_node"]["sent_tiles"]
+    recv = doc["per_node"]["received_tiles"]
+    lines += [
+        f"per node:   sent {min(sent)}..{max(sent)} tiles, received {min(recv)}..{max(recv)} tiles",
+        f"load:       tiles {min(doc['load']['tiles'])}..{max(doc['load']['tiles'])}, "
+        f"flops max/avg {doc['load']['flops_max_over_avg']:.3f}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""One summary of a map's predicted traffic and load: what ``starchol volume`` reports."""
+import numpy as np
+
+from ..distributions import node_load
+from .volume import (DOUBLE_BYTES, leading_term_tiles, stored_tiles, transfer_pairs,
+                     tile_bytes)
+
+#: node-pair matrices are included in summaries up to this many nodes
+PAIRS_MAX_NODES = 256
+
+
+def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progress=None):
+    """Predicted transfers (tiles and bytes) and load of an nt x nt tiled Cholesky.
+
+    Args:
+        tile_map: a map from :mod:`starchol.distributions`.
+        nt: tile rows/columns NT.
+        nb: tile size NB (elements); a tile is NB*NB*8 bytes.
+        n: matrix order; if given and not NT*NB, the last tile row/column is smaller and
+            ``bytes`` is counted exactly per tile size.
+        cache: StarPU-MPI receive cache on or off.
+        with_pairs: include the node-pair matrix (default: when P <= 256).
+
+    Returns:
+        dict with ``dist, nodes, slices, nt, nb, n, cache, stored_tiles, transfers_tiles,
+        bytes, ratio, leading_term_tiles, per_node{sent_tiles, received_tiles}, load{tiles,
+        flops, flops_max_over_avg, tiles_max_over_avg}`` and ``pairs_tiles`` (sender row).
+    """
+    n = nt * nb if n is None else int(n)
+    owners = tile_map.owner_maps(nt)
+    pairs = transfer_pairs(owners, tile_map.nodes, cache=cache, progress=progress)
+    total = int(pairs.sum())
+    if n == nt * nb:
+        nbytes = total * nb * nb * DOUBLE_BYTES
+    else:
+        nbytes = int(transfer_pairs(owners, tile_map.nodes, cache=cache,
+                                    row_weights=tile_bytes(n, nb)).sum())
+    s = stored_tiles(nt)
+    lead = leading_term_tiles(tile_map, nt)
+    load = node_load(tile_map, nt)
+    doc = {
+        **tile_map.params(),
+        "map": str(tile_map),
+        "nt": int(nt), "nb": int(nb), "n": int(n), "cache": bool(cache),
+        "stored_tiles": s,
+        "transfers_tiles": total,
+        "bytes": nbytes,
+        "ratio": total / s,
+        "leading_term_tiles": lead,
+        "per_node": {"sent_tiles": pairs.sum(axis=1), "received_tiles": pairs.sum(axis=0)},
+        "load": {
+            "tiles": load["tiles"],
+            "flops": load["flops"],
+            "tiles_max_over_avg": load["tiles_max_over_avg"],
+            "flops_max_over_avg": load["flops_max_over_avg"],
+        },
+    }
+    if with_pairs is None:
+        with_pairs = tile_map.nodes <= PAIRS_MAX_NODES
+    if with_pairs:
+        doc["pairs_tiles"] = pairs
+    return doc
+
+
+def format_bytes(nbytes):
+    """Human-readable bytes (decimal units: kB, MB, GB, TB)."""
+    value = float(nbytes)
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if abs(value) < 1000 or unit == "PB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{value} B"
+
+
+def tiles_per_node_memory_bytes(tile_map, nt, nb):
+    """Bytes of tile storage on the busiest node (NB*NB*8 per stored tile)."""
+    return int(np.max(node_load(tile_map, nt)["tiles"])) * nb * nb * DOUBLE_BYTES

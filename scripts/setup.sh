@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up starchol on a fresh Debian/Ubuntu machine; safe to run again (idempotent).
+#   1. system packages with apt-get, only those missing: StarPU 1.3 + StarPU-MPI, Open MPI,
+#      OpenBLAS, LAPACKE, pkg-config, a C compiler, Python headers and venv;
+#   2. a project virtual environment in .venv (override with STARCHOL_VENV);
+#   3. mpi4py built from source against the system Open MPI (the one StarPU-MPI uses);
+#   4. starchol itself, editable, with its Cython runtime layer compiled.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+VENV=${STARCHOL_VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+SYSTEM_PACKAGES=(libstarpu-dev openmpi-bin libopenmpi-dev libopenblas-dev liblapacke-dev
+                 pkg-config gcc g++ make)
+if ! command -v "$PYTHON" >/dev/null 2>&1 || [ "$(command -v "$PYTHON")" = /usr/bin/python3 ]; then
+    SYSTEM_PACKAGES+=(python3 python3-venv python3-dev)
+fi
+missing=()
+for pkg in "${SYSTEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    say "installing system packages: ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    say "system packages present"
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating virtual environment $VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
+"${PIP[@]}" install -U "pip>=23" "setuptools>=68" wheel
+"${PIP[@]}" install -r requirements/build.txt
+
+# mpi4py must use the same Open MPI as StarPU-MPI: build it from source with mpicc.
+if ! "$VENV/bin/python" -c "import mpi4py, sys; from mpi4py import MPI; sys.exit('Open MPI' not in MPI.Get_library_version())" 2>/dev/null; then
+    say "building mpi4py against the system Open MPI (a few minutes)"
+    MPICC=mpicc "${PIP[@]}" install --no-binary mpi4py --no-cache-dir -r requirements/mpi4py.txt
+fi
+
+say "installing starchol (editable; compiles the Cython runtime layer)"
+"${PIP[@]}" install --no-build-isolation -e ".[test]"
+"$VENV/bin/starchol" --version >&2

@@ -1,0 +1,150 @@
+"""Tile maps: formulas, SBC properties, 2.5D slices, custom files, fix-it errors."""
+import numpy as np
+import pytest
+
+from starchol import UsageError
+from starchol.distributions import (get_map, maps_for_nodes, node_load, read_chameleon_text,
+                                    square_grid, write_chameleon_text)
+
+
+def test_2dbc_formula_and_default_grid():
+    m = get_map("2dbc", 28, grid="7x4")
+    o = m.owner_map(15)
+    i, j = np.indices(o.shape)
+    np.testing.assert_array_equal(o, (i % 7) * 4 + j % 4)
+    assert (get_map("2dbc", 28).p, get_map("2dbc", 28).q) == (4, 7)
+    assert square_grid(20) == (4, 5) and square_grid(7) == (1, 7)
+    assert m.owner(9, 2) == (9 % 7) * 4 + 2
+
+
+SBC = [("sbc", 3), ("sbc", 6), ("sbc", 10), ("sbc", 15), ("sbc", 21), ("sbc", 28),
+       ("sbc", 36), ("sbc-basic", 2), ("sbc-basic", 8), ("sbc-basic", 18), ("sbc-basic", 32)]
+
+
+@pytest.mark.parametrize("name,nodes", SBC)
+def test_sbc_pairs_are_symmetric_and_rows_hold_r_minus_1_nodes(name, nodes):
+    m = get_map(name, nodes)
+    r = m.r
+    nt = 3 * r + 2  # not a multiple of the pattern
+    o = m.owner_map(nt)
+    i, j = np.indices(o.shape)
+    off = i % r != j % r
+    np.testing.assert_array_equal(o[off], o.T[off])  # cell (x, y) and (y, x): same node
+    assert sorted(np.unique(o[np.tril_indices(nt)])) == list(range(nodes))
+    for x in range(r):
+        rows = [i for i in range(nt) if i % r == x]
+        offdiag = {int(o[i, j]) for i in rows for j in range(nt) if j % r != x}
+        assert len(offdiag) == r - 1
+        diag = {int(o[i, i]) for i in rows}
+        if m.extended:
+            assert diag <= offdiag  # the diagonal node already sits in its row
+        else:
+            assert not diag & offdiag and len(diag) == 1
+
+
+@pytest.mark.parametrize("r", range(3, 10))  # NT=120 holds >= 13 pattern blocks
+def test_extended_sbc_diagonal_is_balanced(r):
+    m = get_map("sbc", r * (r - 1) // 2)
+    load = node_load(m, 120)
+    assert load["flops_max_over_avg"] < 1.10
+    nt = r * 40
+    o = m.owner_map(nt)
+    i, j = np.indices(o.shape)
+    on_pattern_diagonal = (i % r == j % r) & (i >= j)
+    counts = np.bincount(o[on_pattern_diagonal], minlength=m.nodes)
+    assert counts.max() / counts.mean() < 1.10
+
+
+def test_load_figures_from_the_paper():
+    for nodes, expected in [(10, 1.035), (15, 1.042), (21, 1.052), (28, 1.061), (36, 1.093)]:
+        assert node_load(get_map("sbc", nodes), 120)["flops_max_over_avg"] == \
+            pytest.approx(expected, abs=1e-3)
+    assert node_load(get_map("2dbc", 28, grid="7x4"), 120)["flops_max_over_avg"] == \
+        pytest.approx(1.078, abs=1e-3)
+    assert node_load(get_map("2dbc", 36), 120)["flops_max_over_avg"] == pytest.approx(1.116, abs=1e-3)
+
+
+def test_load_counts_every_task_once():
+    nt = 9
+    load = node_load(get_map("sbc", 6), nt)
+    total = nt / 3 + nt * (nt - 1) / 2 + sum(n for n in range(nt)) + \
+        2 * sum(n * (nt - 1 - n) for n in range(nt))
+    assert load["flops"].sum() == pytest.approx(total)
+    assert load["tiles"].sum() == nt * (nt + 1) // 2
+
+
+@pytest.mark.parametrize("name,nodes,c,base", [("sbc25d", 12, 2, "sbc"), ("sbc25d", 16, 2, "sbc-basic"),
+                                               ("2dbc25d", 8, 2, "2dbc"), ("sbc25d", 18, 3, "sbc")])
+def test_2_5d_slices_use_their_own_nodes(name, nodes, c, base):
+    m = get_map(name, nodes, slices=c)
+    assert m.slices == c and m.nodes == nodes and m.base.name == base
+    per = nodes // c
+    o = m.owner_maps(11)
+    for s in range(c):
+        low = o[s][np.tril_indices(11)]
+        assert low.min() >= s * per and low.max() < (s + 1) * per
+        np.testing.assert_array_equal(o[s] - s * per, o[0])
+    assert m.slice_of_iteration(5) == 5 % c
+
+
+def test_grid_of_2dbc25d_is_one_slice():
+    m = get_map("2dbc25d", 8, slices=2, grid="2x2")
+    assert m.base.p == 2 and m.base.q == 2
+    with pytest.raises(UsageError, match="2x2"):
+        get_map("2dbc25d", 8, slices=2, grid="2x4")
+
+
+def test_wrong_sbc_count_lists_valid_counts_and_a_map_that_fits():
+    with pytest.raises(UsageError) as e:
+        get_map("sbc", 20)
+    msg = str(e.value)
+    assert "15" in msg and "21" in msg and "r(r-1)/2" in msg and "2dbc --grid 4x5" in msg
+    with pytest.raises(UsageError, match=r"r\^2/2.*use 18 or 32"):
+        get_map("sbc-basic", 20)
+    with pytest.raises(UsageError, match="divisible by 4"):
+        get_map("sbc25d", 18, slices=4)
+    with pytest.raises(UsageError, match="neither"):
+        get_map("sbc25d", 14, slices=2)
+    with pytest.raises(UsageError, match="unknown map"):
+        get_map("cyclic", 4)
+    with pytest.raises(UsageError, match="--grid 7x4 has 28 nodes"):
+        get_map("2dbc", 20, grid="7x4")
+    with pytest.raises(UsageError, match="PxQ"):
+        get_map("2dbc", 20, grid="7by4")
+    with pytest.raises(UsageError, match=">= 1"):
+        get_map("2dbc", 0)
+    with pytest.raises(UsageError, match="2D map"):
+        get_map("sbc", 6, slices=2)
+
+
+def test_custom_map_files(tmp_path):
+    text = tmp_path / "map.txt"
+    text.write_text("2 3\n0 1 2\n3 4 5\n")
+    m = get_map("custom", path=str(text))
+    assert m.nodes == 6 and m.owner(3, 4) == 3 + 1
+    o = m.owner_map(5)
+    assert o[4, 2] == 2 and o[1, 0] == 3
+    npy = tmp_path / "map.npy"
+    np.save(npy, np.array([[0, 1], [1, 0]]))
+    assert get_map("custom", 4, path=str(npy)).nodes == 4
+    out = tmp_path / "out.txt"
+    write_chameleon_text(str(out), o)
+    np.testing.assert_array_equal(read_chameleon_text(str(out)), o)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 2\n0 1\n")
+    with pytest.raises(UsageError, match="header says 2 x 2"):
+        get_map("custom", path=str(bad))
+    with pytest.raises(UsageError, match="not found"):
+        get_map("custom", path=str(tmp_path / "missing.txt"))
+    with pytest.raises(UsageError, match="--nodes 6"):
+        get_map("custom", 4, path=str(text))
+    np.save(tmp_path / "neg.npy", np.array([[0, -1]]))
+    with pytest.raises(UsageError, match="negative"):
+        get_map("custom", path=str(tmp_path / "neg.npy"))
+
+
+def test_maps_for_nodes():
+    names = {(n, kw.get("slices", 1)) for n, kw in maps_for_nodes(28)}
+    assert ("sbc", 1) in names and ("2dbc", 1) in names and ("2dbc25d", 2) in names
+    assert ("sbc25d", 14) in names  # 2 nodes per slice: basic SBC r = 2
+    assert ("sbc-basic", 1) not in names

@@ -1,0 +1,139 @@
+"""The exact volume model against hand counts, a slow oracle and the closed forms."""
+import numpy as np
+import pytest
+
+from starchol.distributions import get_map
+from starchol.linalg.volume import (leading_term_tiles, stored_tiles, tile_bytes,
+                                    tile_extents, transfer_pairs, transfer_pairs_bytes,
+                                    transfer_pairs_tiles)
+from volume_reference import as_matrix, reference_pairs
+
+
+def test_hand_count_nt3_on_2x2():
+    # owners (i%2)*2 + j%2:  row0: 0 | row1: 2 3 | row2: 0 1 0
+    # L00 (node 0) -> TRSM(1,0) on 2                         : 0->2
+    # L10 (node 2) -> SYRK(1,0) on 3, GEMM(2,1,0) on 1       : 2->3, 2->1
+    # L20 (node 0) -> SYRK(2,0) on 0 (local), GEMM(2,1,0) on 1: 0->1
+    # L11 (node 3) -> TRSM(2,1) on 1                         : 3->1
+    # L21 (node 1) -> SYRK(2,1) on 0                         : 1->0
+    expected = np.zeros((4, 4), dtype=int)
+    for a, b in [(0, 2), (2, 3), (2, 1), (0, 1), (3, 1), (1, 0)]:
+        expected[a, b] += 1
+    m = get_map("2dbc", 4, grid="2x2")
+    for cache in (True, False):
+        np.testing.assert_array_equal(transfer_pairs_tiles(m, 3, cache=cache), expected)
+
+
+def test_hand_count_cache_off_counts_each_task():
+    # 1x2 grid, NT = 3: owners j % 2. L[2][0] (node 0) is read by SYRK(2,0) (node 0) and
+    # GEMM(2,1,0) (node 1): 1 remote read. L[1][0] (node 0): SYRK(1,0) on 1, GEMM(2,1,0) on 1
+    # -> cache on 1 transfer, cache off 2. L00: TRSM(1,0), TRSM(2,0) on 0: none.
+    # L11 (node 1) -> TRSM(2,1) on node 1: none; L21 (node 1) -> SYRK(2,1) on node 0: 1.
+    m = get_map("2dbc", 2, grid="1x2")
+    on = transfer_pairs_tiles(m, 3, cache=True)
+    off = transfer_pairs_tiles(m, 3, cache=False)
+    assert on.tolist() == [[0, 2], [1, 0]]
+    assert off.tolist() == [[0, 3], [1, 0]]
+
+
+CASES = [
+    ("2dbc", 4, {"grid": "2x2"}), ("2dbc", 6, {"grid": "3x2"}), ("2dbc", 6, {"grid": "1x6"}),
+    ("sbc", 3, {}), ("sbc", 6, {}), ("sbc", 10, {}), ("sbc", 15, {}),
+    ("sbc-basic", 2, {}), ("sbc-basic", 8, {}),
+    ("sbc25d", 6, {"slices": 2}), ("sbc25d", 16, {"slices": 2}), ("sbc25d", 9, {"slices": 3}),
+    ("2dbc25d", 8, {"slices": 2, "grid": "2x2"}), ("2dbc25d", 12, {"slices": 3}),
+    ("2dbc25d", 4, {"slices": 1, "grid": "2x2"}),
+]
+
+
+@pytest.mark.parametrize("name,nodes,kw", CASES)
+@pytest.mark.parametrize("nt", [1, 2, 5, 7, 11])
+@pytest.mark.parametrize("cache", [True, False])
+def test_fast_model_equals_reference(name, nodes, kw, nt, cache):
+    m = get_map(name, nodes, **kw)
+    fast = transfer_pairs_tiles(m, nt, cache=cache)
+    slow = as_matrix(reference_pairs(list(m.owner_maps(nt)), cache=cache), m.nodes)
+    assert fast.tolist() == slow
+
+
+def test_fast_model_equals_reference_on_random_maps():
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        nt = int(rng.integers(1, 10))
+        nodes = int(rng.integers(1, 7))
+        c = int(rng.integers(1, 4))
+        owners = rng.integers(0, nodes, size=(c, nt, nt)) + (np.arange(c) * nodes)[:, None, None]
+        for cache in (True, False):
+            fast = transfer_pairs(owners, nodes * c, cache=cache)
+            slow = as_matrix(reference_pairs(list(owners), cache=cache), nodes * c)
+            assert fast.tolist() == slow, (trial, cache)
+
+
+@pytest.mark.parametrize("n,nb", [(1000, 96), (960, 80), (500, 500), (10, 3)])
+@pytest.mark.parametrize("cache", [True, False])
+def test_bytes_weigh_each_tile_by_its_size(n, nb, cache):
+    m = get_map("sbc25d", 6, slices=2) if n == 960 else get_map("sbc", 6)
+    nt = len(tile_extents(n, nb))
+    sizes = tile_bytes(n, nb)
+    fast = transfer_pairs_bytes(m, n, nb, cache=cache)
+    slow = as_matrix(reference_pairs(list(m.owner_maps(nt)), cache=cache,
+                                     weight=lambda i, j: int(sizes[i, j])), m.nodes)
+    assert fast.tolist() == slow
+
+
+def test_tile_extents():
+    assert tile_extents(1000, 96).tolist() == [96] * 10 + [40]
+    assert tile_extents(960, 80).tolist() == [80] * 12
+    assert tile_bytes(10, 4)[2, 0] == 2 * 4 * 8
+
+
+def test_reference_figures_from_the_paper():
+    # FACTS.md section 1: NT = 600, NB = 500 (GB = 1e9 bytes)
+    tile = 500 * 500 * 8
+    for name, nodes, kw, gb in [("sbc", 21, {}, 1803), ("2dbc", 20, {"grid": "5x4"}, 2505),
+                                ("2dbc", 21, {"grid": "7x3"}, 2856), ("sbc", 28, {}, 2163),
+                                ("2dbc", 28, {"grid": "7x4"}, 3213)]:
+        total = int(transfer_pairs_tiles(get_map(name, nodes, **kw), 600).sum())
+        assert round(total * tile / 1e9) == gb, (name, nodes)
+    s = stored_tiles(120)
+    assert transfer_pairs_tiles(get_map("2dbc", 28, grid="7x4"), 120).sum() / s == \
+        pytest.approx(8.559, abs=5e-4)
+    assert transfer_pairs_tiles(get_map("sbc", 28), 120).sum() / s == pytest.approx(5.989, abs=5e-4)
+
+
+@pytest.mark.parametrize("r,expected", [(5, 2.998), (6, 3.996), (7, 4.994), (8, 5.989), (9, 6.985)])
+def test_extended_sbc_ratio_at_nt120(r, expected):
+    m = get_map("sbc", r * (r - 1) // 2)
+    assert transfer_pairs_tiles(m, 120).sum() / stored_tiles(120) == pytest.approx(expected, abs=5e-4)
+
+
+@pytest.mark.parametrize("name,nodes,kw", [
+    ("2dbc", 12, {"grid": "3x4"}), ("sbc", 10, {}), ("sbc-basic", 8, {}),
+    ("sbc25d", 12, {"slices": 2}), ("2dbc25d", 8, {"slices": 2})])
+def test_ratio_approaches_leading_term(name, nodes, kw):
+    m = get_map(name, nodes, **kw)
+    gaps = []
+    for nt in (40, 160, 480):
+        d = transfer_pairs_tiles(m, nt).sum()
+        gaps.append(abs(leading_term_tiles(m, nt) - d) / stored_tiles(nt))
+    assert gaps[0] > gaps[1] > gaps[2]
+    assert gaps[2] < 0.01 * leading_term_tiles(m, 1)  # within 1% of the leading factor
+
+
+def test_2_5d_with_one_slice_equals_2d():
+    a = transfer_pairs_tiles(get_map("2dbc25d", 6, slices=1, grid="2x3"), 13)
+    b = transfer_pairs_tiles(get_map("2dbc", 6, grid="2x3"), 13)
+    np.testing.assert_array_equal(a, b)
+    a = transfer_pairs_tiles(get_map("sbc25d", 10, slices=1), 13)
+    b = transfer_pairs_tiles(get_map("sbc", 10), 13)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_2_5d_reductions_count_c_minus_1_per_tile():
+    # with one node per... 2dbc25d 1x1 slices: every transfer is a reduction
+    m = get_map("2dbc25d", 3, slices=3, grid="1x1")
+    nt = 9
+    d = transfer_pairs_tiles(m, nt)
+    # panel broadcasts stay on the one node of each slice; tile (i, j) gets min(j, c-1)
+    expected = sum(min(j, 2) for j in range(nt) for i in range(j, nt))
+    assert d.sum() == expected
