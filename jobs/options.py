@@ -7,13 +7,14 @@ from ..errors import UsageError
 DEFAULT_NB = 500
 
 
-def add_map_args(parser, nodes_required=True):
-    """--dist, --nodes, --grid, --slices, --map-file."""
+def add_map_args(parser):
+    """--dist, --nodes, --grid, --slices, --map-file (--nodes is optional for custom)."""
     g = parser.add_argument_group("map")
     g.add_argument("--dist", required=True, choices=MAP_NAMES, metavar="D",
                    help=f"tile map: {', '.join(MAP_NAMES)}")
-    g.add_argument("--nodes", type=int, required=nodes_required, metavar="P",
-                   help="number of nodes (MPI ranks), all slices together")
+    g.add_argument("--nodes", type=int, metavar="P",
+                   help="number of nodes (MPI ranks), all slices together; required "
+                        "except for custom maps (default: highest id in the file + 1)")
     g.add_argument("--grid", metavar="PxQ",
                    help="2dbc grid (one slice's grid for 2dbc25d); default: most square, P <= Q")
     g.add_argument("--slices", type=int, default=1, metavar="C",

@@ -1,0 +1,125 @@
+"""The rank-free command line: map, volume, compare (acceptance figures and bad input)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from starchol.cli import main
+from volume_reference import as_matrix, reference_pairs
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv) + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_volume_acceptance_figures(capsys):
+    d = run_json(capsys, "volume", "--dist", "sbc", "--nodes", "28", "--nt", "600")
+    assert 5.99 <= d["ratio"] <= 6.01
+    d = run_json(capsys, "volume", "--dist", "2dbc", "--nodes", "28", "--grid", "7x4", "--nt", "600")
+    assert 8.90 <= d["ratio"] <= 8.92
+    d = run_json(capsys, "volume", "--dist", "sbc-basic", "--nodes", "32", "--nt", "120")
+    assert 6.98 <= d["ratio"] <= 6.99
+    d = run_json(capsys, "volume", "--dist", "sbc25d", "--nodes", "16", "--slices", "2", "--nt", "120")
+    assert abs(d["ratio"] - d["leading_term_tiles"] / d["stored_tiles"]) < 0.1
+
+
+def test_volume_json_keys_and_bytes(capsys):
+    d = run_json(capsys, "volume", "--dist", "sbc", "--nodes", "6", "--nt", "12")
+    for key in ("dist", "nodes", "slices", "nt", "nb", "stored_tiles", "transfers_tiles", "bytes",
+                "ratio", "leading_term_tiles", "per_node", "pairs_tiles", "load"):
+        assert key in d
+    assert d["nb"] == 500 and d["bytes"] == d["transfers_tiles"] * 500 * 500 * 8
+    assert d["stored_tiles"] == 78 and d["ratio"] == d["transfers_tiles"] / 78
+    pairs = np.array(d["pairs_tiles"])
+    assert pairs.sum(axis=1).tolist() == d["per_node"]["sent_tiles"]
+    assert pairs.sum(axis=0).tolist() == d["per_node"]["received_tiles"]
+    assert set(d["load"]) >= {"tiles", "flops_max_over_avg"}
+    # --n/--nb with a smaller last tile counts bytes per tile size
+    e = run_json(capsys, "volume", "--dist", "sbc", "--nodes", "6", "--n", "1000", "--nb", "96")
+    assert e["nt"] == 11 and e["bytes"] < e["transfers_tiles"] * 96 * 96 * 8
+    off = run_json(capsys, "volume", "--dist", "sbc", "--nodes", "6", "--nt", "12", "--cache", "off")
+    assert off["transfers_tiles"] > d["transfers_tiles"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--dist", "sbc", "--nodes", "6", "--nt", "11"],
+    ["--dist", "2dbc", "--nodes", "6", "--grid", "3x2", "--nt", "7"],
+    ["--dist", "sbc-basic", "--nodes", "8", "--nt", "9"],
+    ["--dist", "sbc25d", "--nodes", "6", "--slices", "2", "--nt", "12"],
+    ["--dist", "2dbc25d", "--nodes", "8", "--slices", "2", "--grid", "2x2", "--nt", "9"],
+])
+def test_recount_from_map_json_matches_volume(capsys, argv):
+    m = run_json(capsys, "map", *argv)
+    v = run_json(capsys, "volume", *argv)
+    owners = [np.array(o) for o in m["owner"]]
+    assert len(owners) == m["slices"] and owners[0].shape == (m["nt"], m["nt"])
+    recount = as_matrix(reference_pairs(owners), m["nodes"])
+    assert recount == v["pairs_tiles"]
+    assert sum(map(sum, recount)) == v["transfers_tiles"]
+
+
+def test_map_outputs(tmp_path, capsys):
+    png = tmp_path / "m.png"
+    cham = tmp_path / "m.txt"
+    assert main(["map", "--dist", "sbc", "--nodes", "6", "--nt", "8", "--png", str(png),
+                 "--chameleon", str(cham)]) == 0
+    out = capsys.readouterr().out
+    assert "sbc r=4" in out and png.read_bytes()[:4] == b"\x89PNG"
+    lines = cham.read_text().split("\n")
+    assert lines[0] == "8 8"
+    # the Chameleon file reads back as a custom map with the same owners
+    m = run_json(capsys, "map", "--dist", "custom", "--map-file", str(cham), "--nt", "8")
+    n = run_json(capsys, "map", "--dist", "sbc", "--nodes", "6", "--nt", "8")
+    assert m["owner"] == n["owner"]
+
+
+def test_compare_lists_maps_sorted_by_bytes(capsys):
+    d = run_json(capsys, "compare", "--nodes", "28", "--nt", "60")
+    names = [r["map"] for r in d["rows"]]
+    assert any(n.startswith("sbc r=8") for n in names)
+    assert "2dbc 7x4 (28 nodes)" in names and "2dbc 4x7 (28 nodes)" in names
+    assert any(n.startswith("sbc25d") for n in names) and any(n.startswith("2dbc25d") for n in names)
+    b = [r["bytes"] for r in d["rows"]]
+    assert b == sorted(b)
+    assert main(["compare", "--nodes", "10", "--n", "2000", "--nb", "300"]) == 0
+    assert "sorted by predicted bytes" in capsys.readouterr().out
+
+
+BAD = [
+    (["volume", "--dist", "sbc", "--nodes", "20", "--nt", "10"], ["15", "21"]),
+    (["volume", "--dist", "sbc", "--nodes", "6"], ["--nt NT"]),
+    (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "0"], [">= 1"]),
+    (["volume", "--dist", "sbc", "--nodes", "6", "--n", "100", "--nb", "200"], ["larger than --n"]),
+    (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "5", "--n", "10"], ["not both"]),
+    (["volume", "--dist", "2dbc", "--nodes", "6", "--grid", "4x4", "--nt", "5"], ["16 nodes"]),
+    (["volume", "--dist", "sbc", "--nodes", "6", "--grid", "2x3", "--nt", "5"], ["--grid applies"]),
+    (["volume", "--dist", "sbc25d", "--nodes", "7", "--slices", "2", "--nt", "5"], ["divisible"]),
+    (["volume", "--dist", "custom", "--nt", "5"], ["--map-file"]),
+    (["volume", "--dist", "custom", "--map-file", "/nonexistent.txt", "--nt", "5"], ["not found"]),
+    (["map", "--dist", "sbc25d", "--nodes", "12", "--slices", "2", "--nt", "5",
+      "--chameleon", "/tmp/x.txt"], ["no 2.5D"]),
+    (["compare", "--nodes", "0", "--nt", "5"], [">= 1"]),
+]
+
+
+@pytest.mark.parametrize("argv,words", BAD)
+def test_bad_input_gives_clear_error_and_nonzero_exit(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"starchol {argv[0]}: error:")
+    for w in words:
+        assert w in err
+
+
+def test_argparse_errors_and_module_entry_point():
+    env = dict(os.environ)
+    p = subprocess.run([sys.executable, "-m", "starchol", "volume", "--dist", "nope",
+                        "--nodes", "3", "--nt", "3"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "invalid choice" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "starchol", "volume", "--dist", "sbc",
+                        "--nodes", "20", "--nt", "10"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "15" in p.stderr and "21" in p.stderr and not p.stdout
