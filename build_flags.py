@@ -71,7 +71,9 @@ def runtime_extensions():
         sources=[pyx],
         include_dirs=[numpy.get_include(), os.path.join(HERE, "pyx")] + inc,
         library_dirs=libdirs,
-        libraries=libnames + ["openblas", "lapacke"],
+        # BLAS/LAPACK come from SciPy's Cython bindings (cython_blas/cython_lapack),
+        # i.e. the same OpenBLAS that scipy.linalg uses: nothing more to link.
+        libraries=libnames,
         extra_compile_args=ccx + ["-O3"],
         extra_link_args=lx,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],

@@ -1,1 +1,17 @@
-"""The StarPU-MPI runtime layer (filled in by the runtime issue)."""
+"""The StarPU-MPI runtime layer: the only code that sees StarPU and MPI handles.
+
+- :class:`Session` starts StarPU + StarPU-MPI on an mpi4py communicator (worker count,
+  scheduler, statistics, cache) and stops it before MPI finalises, also on errors.
+- :mod:`starchol.runtime._starpu` is the compiled Cython layer (tile registration,
+  codelets with nogil BLAS/LAPACK kernels, nogil task-graph submission).
+- StarPU error codes become :class:`StarPUError`; a failed factorization becomes
+  :class:`NotPositiveDefiniteError` on every rank.
+"""
+from .errors import NotPositiveDefiniteError, RuntimeUnavailableError, StarPUError
+from .session import (DEFAULT_SCHEDULER, Session, available_schedulers, default_workers,
+                      starpu_version)
+
+__all__ = [
+    "Session", "StarPUError", "NotPositiveDefiniteError", "RuntimeUnavailableError",
+    "available_schedulers", "default_workers", "starpu_version", "DEFAULT_SCHEDULER",
+]

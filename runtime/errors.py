@@ -1,0 +1,57 @@
+"""Exceptions of the runtime layer (all derive from :class:`starchol.StarcholError`)."""
+import errno
+import os
+
+from ..errors import StarcholError
+
+
+class StarPUError(StarcholError):
+    """A StarPU / StarPU-MPI call returned a negative error code.
+
+    Attributes:
+        code: the C status (negative errno), e.g. -19.
+        errno_name: its symbolic name, e.g. ``"ENODEV"``.
+        call: the StarPU function that failed.
+    """
+
+    def __init__(self, code, call):
+        self.code = int(code)
+        self.call = call
+        self.errno_name = errno.errorcode.get(-self.code, f"E{-self.code}")
+        hint = _HINTS.get(self.errno_name, "")
+        super().__init__(f"{call} failed with {self.errno_name} ({os.strerror(-self.code)})"
+                         + (f": {hint}" if hint else ""))
+
+
+_HINTS = {
+    "ENODEV": "no worker can run the task or StarPU found no processing unit; "
+              "check --workers and the STARPU_NCPU / STARPU_NCUDA environment",
+    "EINVAL": "invalid argument given to StarPU (this is a bug in starchol)",
+}
+
+
+class RuntimeUnavailableError(StarcholError):
+    """The runtime layer cannot run here: a library or feature is missing."""
+
+
+class NotPositiveDefiniteError(StarcholError):
+    """The Cholesky factorization met a non-positive pivot.
+
+    Raised on every rank with the same message (the ranks agree on the first failing
+    column with one reduction). ``column`` is the 0-based global column.
+    """
+
+    def __init__(self, column, n=None):
+        self.column = int(column)
+        self.n = n
+        size = f" of the {n} x {n} matrix" if n is not None else ""
+        super().__init__(
+            f"matrix is not positive definite: the factorization failed at global column "
+            f"{self.column} (0-based){size}; its leading minor of order {self.column + 1} "
+            f"is not positive")
+
+
+def check(code, call):
+    """Raise :class:`StarPUError` when a StarPU status ``code`` is not 0."""
+    if code:
+        raise StarPUError(code, call)

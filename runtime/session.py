@@ -1,0 +1,271 @@
+"""A StarPU-MPI session on an mpi4py communicator.
+
+    with Session(comm, workers=2, scheduler="prio", stats=True) as rt:
+        handles = rt.register_tiles(owners, tiles, rows)
+        ...
+
+StarPU reads a few settings only when it starts, so the session sets them in the
+environment first: ``STARPU_COMM_STATS`` (statistics), ``STARPU_MPI_CACHE`` (cache),
+and, unless already set, ``STARPU_SILENT=1``, ``STARPU_MPI_NOBIND=1`` and, when
+several ranks share a node, ``STARPU_WORKERS_NOBIND=1`` (otherwise every rank would
+bind its workers to the same first cores). Worker count and scheduler are passed in
+``starpu_conf`` and take precedence over ``STARPU_NCPU`` / ``STARPU_SCHED``.
+
+StarPU-MPI can be started once per process. The session shuts it down (waiting for
+tasks, unregistering the tiles still registered) on ``__exit__``, on :meth:`shutdown`,
+and at interpreter exit before mpi4py finalises MPI; all of them are idempotent.
+"""
+import atexit
+import logging
+import os
+import weakref
+
+import numpy as np
+
+from ..errors import StarcholError, UsageError
+from .errors import RuntimeUnavailableError, check
+
+log = logging.getLogger("starchol.runtime")
+
+#: the scheduler used when none is given (measured: prio, lws, dmda within a few %)
+DEFAULT_SCHEDULER = "prio"
+
+
+def _backend():
+    try:
+        from . import _starpu
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise RuntimeUnavailableError(
+            f"the StarPU-MPI layer (starchol.runtime._starpu) is not built or cannot load "
+            f"({exc}); install the system packages (libstarpu-dev, libopenmpi-dev, ...) "
+            f"and reinstall starchol with `pip install --no-build-isolation -e .`") from exc
+    return _starpu
+
+
+def _mpi():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise RuntimeUnavailableError(
+            "mpi4py is missing; build it against the system Open MPI: "
+            "MPICC=mpicc pip install --no-binary mpi4py mpi4py") from exc
+    return MPI
+
+
+def starpu_version():
+    """The version string of the StarPU library loaded at run time, e.g. ``"1.3.10"``."""
+    return ".".join(map(str, _backend().runtime_version()))
+
+
+def available_schedulers():
+    """Names of the scheduling policies of the installed StarPU."""
+    return [name for name, _ in _backend().predefined_schedulers()]
+
+
+def check_scheduler(name):
+    """Raise :class:`UsageError` unless ``name`` is a StarPU scheduling policy."""
+    names = available_schedulers()
+    if name not in names:
+        raise UsageError(f"unknown scheduler {name!r}; StarPU {starpu_version()} has: "
+                         f"{', '.join(names)} (default {DEFAULT_SCHEDULER})")
+    return name
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
+def default_workers(local_ranks=1):
+    """CPU workers per rank: the cores shared fairly among the ranks of one node,
+    at least 1, at most StarPU's build limit (STARPU_MAXCPUS)."""
+    return max(1, min(_backend().max_cpus(), _cores() // max(1, local_ranks)))
+
+
+def check_workers(workers):
+    """Raise :class:`UsageError` unless ``workers`` is a valid worker count."""
+    limit = _backend().max_cpus()
+    try:
+        w = int(workers)
+    except (TypeError, ValueError):
+        raise UsageError(f"--workers must be an integer, got {workers!r}") from None
+    if w < 1 or w > limit:
+        raise UsageError(f"--workers must be between 1 and {limit} (this StarPU build's "
+                         f"STARPU_MAXCPUS), got {w}")
+    return w
+
+
+class Session:
+    """StarPU + StarPU-MPI running on one MPI communicator. Collective.
+
+    Args:
+        comm: an mpi4py communicator (default ``MPI.COMM_WORLD``). The session works on
+            duplicates of it, one given to StarPU-MPI and one for its own collectives.
+        workers: CPU workers on this rank (default: :func:`default_workers`).
+        scheduler: a StarPU scheduling policy name (default ``prio``).
+        stats: count the bytes StarPU-MPI sends (``STARPU_COMM_STATS=1``).
+        cache: StarPU-MPI's receive cache (one transfer per tile version and node).
+    """
+
+    _live = None  # the started session of this process
+
+    def __init__(self, comm=None, workers=None, scheduler=DEFAULT_SCHEDULER, stats=False,
+                 cache=True):
+        MPI = _mpi()
+        self._backend = _backend()
+        self.user_comm = MPI.COMM_WORLD if comm is None else comm
+        self.scheduler = check_scheduler(scheduler)
+        self.workers = None if workers is None else check_workers(workers)
+        self.stats = bool(stats)
+        self.cache = bool(cache)
+        self.comm = None          # duplicate for the session's own collectives
+        self._starpu_comm = None  # duplicate handed to StarPU-MPI
+        self._handles = weakref.WeakSet()
+        self._next_matrix = 0
+        self.started = False
+        self.closed = False
+
+    # -- life cycle ---------------------------------------------------------------
+    def start(self):
+        """Start StarPU-MPI. Collective. Returns self."""
+        if self.started:
+            return self
+        if self.closed or self._backend.was_started():
+            raise StarcholError("StarPU-MPI was already started and stopped in this "
+                                "process; it cannot be restarted (use one Session)")
+        MPI = _mpi()
+        if not MPI.Is_initialized():
+            MPI.Init_thread(MPI.THREAD_MULTIPLE)
+        level = MPI.Query_thread()
+        if level < MPI.THREAD_SERIALIZED:
+            raise RuntimeUnavailableError(
+                f"StarPU-MPI needs MPI_THREAD_SERIALIZED or more; MPI gave level {level} "
+                f"(do not set mpi4py.rc.thread_level lower)")
+        local = self.user_comm.Split_type(MPI.COMM_TYPE_SHARED)
+        local_ranks = local.Get_size()
+        local.Free()
+        if self.workers is None:
+            self.workers = default_workers(local_ranks)
+        env = os.environ
+        env["STARPU_COMM_STATS"] = "1" if self.stats else "0"
+        env["STARPU_MPI_CACHE"] = "1" if self.cache else "0"
+        env.setdefault("STARPU_SILENT", "1")
+        env.setdefault("STARPU_MPI_NOBIND", "1")
+        if local_ranks > 1:
+            env.setdefault("STARPU_WORKERS_NOBIND", "1")
+        self.comm = self.user_comm.Dup()
+        self._starpu_comm = self.user_comm.Dup()
+        handle = self._starpu_comm.handle
+        code = self._backend.init(handle, self.workers, self.scheduler)
+        if code:
+            self._free_comms()
+            check(code, "starpu_mpi_init_conf")
+        self.started = True
+        Session._live = self
+        atexit.register(self.shutdown)
+        self._backend.cache_set(self.cache)
+        self.rank, self.size = self._backend.rank_size()
+        got = self._backend.worker_count()
+        if got != self.workers:
+            log.warning("asked for %d CPU workers, StarPU started %d", self.workers, got)
+            self.workers = got
+        return self
+
+    def shutdown(self):
+        """Wait for the tasks, unregister remaining tiles, stop StarPU-MPI. Idempotent.
+
+        Not a barrier: safe on error paths where other ranks may be elsewhere.
+        """
+        if not self.started or self.closed:
+            return
+        self.closed = True
+        try:
+            self._backend.wait_tasks()
+            for h in list(self._handles):
+                h.unregister()
+            quiet = self.stats and os.environ.get("STARCHOL_SHOW_COMM_STATS") != "1"
+            check(self._backend.shutdown(quiet), "starpu_mpi_shutdown")
+        finally:
+            self.started = False
+            if Session._live is self:
+                Session._live = None
+            self._free_comms()
+            try:
+                atexit.unregister(self.shutdown)
+            except Exception:  # pragma: no cover
+                pass
+
+    def _free_comms(self):
+        MPI = _mpi()
+        if MPI.Is_finalized():
+            return
+        for c in (self.comm, self._starpu_comm):
+            if c is not None:
+                try:
+                    c.Free()
+                except Exception:  # pragma: no cover
+                    pass
+        self.comm = self._starpu_comm = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.shutdown()
+        return False
+
+    # -- information -----------------------------------------------------------
+    @property
+    def version(self):
+        return starpu_version()
+
+    def describe(self):
+        """Runtime facts for reports."""
+        return {"scheduler": self.scheduler, "workers_per_rank": self.workers,
+                "starpu_version": self.version, "cache": self.cache, "stats": self.stats}
+
+    # -- data and tasks --------------------------------------------------------
+    def register_tiles(self, owners, tiles, rows):
+        """Register a tiled matrix: ``owners`` (nt, nt) int64, ``tiles`` {(i, j): array}
+        for this rank's tiles (Fortran-ordered float64), ``rows`` the nt tile sizes.
+        Each call gets fresh tags. Collective (same order on every rank)."""
+        self._require()
+        owners = np.ascontiguousarray(owners, dtype=np.int64)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        nt = owners.shape[0]
+        if nt >= 1 << 31:
+            raise UsageError("too many tiles")
+        tag_base = (self._next_matrix + 1) << 40
+        self._next_matrix += 1
+        h = self._backend.TileHandles(owners, tiles, rows, tag_base)
+        self._handles.add(h)
+        return h
+
+    def wait(self):
+        """Wait for this rank's tasks, then for all ranks' communications. Collective."""
+        self._require()
+        check(self._backend.wait_tasks(), "starpu_task_wait_for_all")
+        check(self._backend.wait_mpi(), "starpu_mpi_wait_for_all")
+
+    def bytes_sent(self):
+        """Bytes this rank has sent to each rank so far, int64 array (size,), or None
+        when statistics are off."""
+        self._require()
+        if not self.stats:
+            return None
+        return self._backend.comm_amounts().astype(np.int64)
+
+    def pause(self):
+        """Let StarPU's workers sleep (e.g. while another library computes)."""
+        self._require()
+        self._backend.pause()
+
+    def resume(self):
+        self._require()
+        self._backend.resume()
+
+    def _require(self):
+        if not self.started:
+            raise StarcholError("the StarPU session is not started (use `with Session(...)`)")
