@@ -10,11 +10,16 @@ or updates it (s == n mod c or s < n).
 import numpy as np
 
 
-def node_load(tile_map, nt):
+def node_load(tile_map, nt, tile_bytes=None):
     """Tiles stored and flops (NB^3 units) per node for an nt x nt tiled Cholesky.
 
+    Args:
+        tile_bytes: optional (nt, nt) array of each tile's bytes; adds ``bytes``, the
+            tile storage per node (every slice's copies included).
+
     Returns a dict with ``tiles`` (int64 array, P), ``flops`` (float64 array, P),
-    ``tiles_max_over_avg`` and ``flops_max_over_avg`` (busiest node / average).
+    ``tiles_max_over_avg`` and ``flops_max_over_avg`` (busiest node / average), and
+    ``bytes`` (int64 array, P) when ``tile_bytes`` is given.
     """
     p, c = tile_map.nodes, tile_map.slices
     m = np.arange(nt)[:, None]
@@ -23,6 +28,7 @@ def node_load(tile_map, nt):
     diag = m == n
     tiles = np.zeros(p, dtype=np.int64)
     flops = np.zeros(p, dtype=np.float64)
+    nbytes = np.zeros(p, dtype=np.int64)
     for s in range(c):
         owner = tile_map.owner_map(nt, s)
         updates = np.maximum(0, -(-(n - s) // c))  # #{k < n : k mod c == s}
@@ -30,11 +36,17 @@ def node_load(tile_map, nt):
         per_tile = updates * np.where(diag, 1.0, 2.0) + factors * np.where(diag, 1 / 3, 1.0)
         stored = lower & (factors | (s < n))
         tiles += np.bincount(owner[stored], minlength=p)
+        if tile_bytes is not None:
+            nbytes += np.bincount(owner[stored], weights=tile_bytes[stored],
+                                  minlength=p).astype(np.int64)
         flops += np.bincount(owner[lower], weights=np.broadcast_to(per_tile, owner.shape)[lower],
                              minlength=p)
-    return {
+    out = {
         "tiles": tiles,
         "flops": flops,
         "tiles_max_over_avg": float(tiles.max() / tiles.mean()) if tiles.sum() else 1.0,
         "flops_max_over_avg": float(flops.max() / flops.mean()) if flops.sum() else 1.0,
     }
+    if tile_bytes is not None:
+        out["bytes"] = nbytes
+    return out

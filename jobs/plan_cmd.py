@@ -1,0 +1,131 @@
+"""``starchol plan``: choose a map (2D or 2.5D, and c) for P nodes and a memory budget.
+
+Every map that fits P nodes or fewer (the candidates of ``starchol compare``) is scored
+with the exact volume model and a simple time estimate, stated with its assumptions:
+
+    compute_s = (flops of the busiest node) / node_gflops      (NB^3 units -> flops)
+    comm_s    = (bytes sent + received by the busiest node) / node_bandwidth
+    estimate  = compute_s + comm_s          (no overlap: a conservative bound)
+
+Maps whose tile storage on the busiest node exceeds ``--memory-per-node`` are listed as
+not fitting. The pick is the fitting map with the smallest estimate. With ample memory,
+the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
+"""
+from ..errors import UsageError
+from ..distributions import node_load
+from ..linalg.volume import tile_bytes
+from ..linalg.volume_summary import format_bytes, volume_summary
+from .compare_cmd import candidate_maps
+from .output import print_json
+from .progress import Progress
+
+
+def register(sub):
+    p = sub.add_parser(
+        "plan", help="pick a 2D or 2.5D map for P nodes and a memory budget",
+        description="List the 2D and 2.5D maps that fit P nodes and the memory per node, "
+                    "with predicted bytes and tile storage per node, best first, and explain "
+                    "the pick.")
+    p.add_argument("--nodes", type=int, required=True, metavar="P")
+    p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
+    p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",
+                   help="memory available for tiles on each node, bytes (e.g. 64e9)")
+    p.add_argument("--node-gflops", type=float, default=1000.0, metavar="GF",
+                   help="sustained DGEMM GFlop/s of one node for the estimate (default 1000)")
+    p.add_argument("--node-bandwidth", type=float, default=12.5e9, metavar="B/S",
+                   help="network bytes/s of one node for the estimate (default 12.5e9, 100 Gb/s)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def score_map(tile_map, n, nb, gflops, bandwidth):
+    """Predicted traffic, storage and time estimate of one map (see the module doc)."""
+    nt = -(-n // nb)
+    doc = volume_summary(tile_map, nt, nb, n=n, with_pairs=False)
+    load = node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb))
+    per_tile = nb * nb * 8
+    node_traffic = (doc["per_node"]["sent_tiles"] + doc["per_node"]["received_tiles"]) * per_tile
+    compute_s = float(load["flops"].max()) * nb ** 3 / (gflops * 1e9)
+    comm_s = float(node_traffic.max()) / bandwidth
+    return {
+        "map": str(tile_map), **tile_map.params(),
+        "bytes": doc["bytes"], "ratio": doc["ratio"],
+        "memory_per_node_bytes": int(load["bytes"].max()),
+        "busiest_node_traffic_bytes": int(node_traffic.max()),
+        "flops_max_over_avg": load["flops_max_over_avg"],
+        "compute_s": compute_s, "comm_s": comm_s, "estimate_s": compute_s + comm_s,
+    }
+
+
+def run(args):
+    for name in ("nodes", "n", "nb"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.nb > args.n:
+        raise UsageError(f"--nb {args.nb} is larger than --n {args.n}")
+    if args.memory_per_node <= 0:
+        raise UsageError("--memory-per-node must be a positive number of bytes (e.g. 64e9)")
+    maps = candidate_maps(args.nodes)
+    progress = Progress("scoring maps", unit="maps", enabled=False if args.quiet else None)
+    rows = []
+    for k, tile_map in enumerate(maps):
+        row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth)
+        row["fits"] = row["memory_per_node_bytes"] <= args.memory_per_node
+        rows.append(row)
+        progress(k + 1, len(maps))
+    rows.sort(key=lambda r: (not r["fits"], r["estimate_s"], r["bytes"]))
+    fitting = [r for r in rows if r["fits"]]
+    pick = fitting[0] if fitting else None
+    why = explain(pick, rows, args)
+    if args.json:
+        print_json({"nodes": args.nodes, "n": args.n, "nb": args.nb,
+                    "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
+                    "node_bandwidth": args.node_bandwidth, "rows": rows,
+                    "pick": pick, "explanation": why})
+        return 0 if pick else 1
+    print(f"maps for up to {args.nodes} nodes, N = {args.n}, NB = {args.nb}, memory "
+          f"{format_bytes(args.memory_per_node)} per node; estimate = compute + comm "
+          f"with {args.node_gflops:g} GFlop/s and {format_bytes(args.node_bandwidth)}/s per node")
+    head = (f"{'map':<52} {'nodes':>5} {'bytes':>11} {'mem/node':>10} {'fits':>4} "
+            f"{'compute s':>10} {'comm s':>9} {'estimate s':>10}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['map']:<52} {r['nodes']:>5} {format_bytes(r['bytes']):>11} "
+              f"{format_bytes(r['memory_per_node_bytes']):>10} {'yes' if r['fits'] else 'no':>4} "
+              f"{r['compute_s']:>10.1f} {r['comm_s']:>9.1f} {r['estimate_s']:>10.1f}")
+    print()
+    print(why)
+    return 0 if pick else 1
+
+
+def explain(pick, rows, args):
+    """One paragraph on why the pick was made (or why nothing fits)."""
+    if pick is None:
+        least = min(rows, key=lambda r: r["memory_per_node_bytes"])
+        return (f"no map fits {format_bytes(args.memory_per_node)} per node: the smallest "
+                f"need is {least['map']} with {format_bytes(least['memory_per_node_bytes'])} "
+                f"per node; use more nodes or a larger --memory-per-node")
+    best2d = min((r for r in rows if r["slices"] == 1 and r["dist"] == "2dbc"),
+                 key=lambda r: r["bytes"], default=None)
+    parts = [f"pick: {pick['map']}: fits memory ({format_bytes(pick['memory_per_node_bytes'])} "
+             f"of {format_bytes(args.memory_per_node)} per node) and has the smallest "
+             f"estimate ({pick['estimate_s']:.1f} s: {pick['compute_s']:.1f} s compute on the "
+             f"busiest node + {pick['comm_s']:.1f} s of its transfers)"]
+    if best2d is not None and best2d is not pick and best2d["bytes"] > pick["bytes"]:
+        parts.append(f"it moves {format_bytes(pick['bytes'])}, "
+                     f"{best2d['bytes'] / pick['bytes']:.2f}x less than the best 2dbc "
+                     f"({best2d['map']}, {format_bytes(best2d['bytes'])})")
+    if pick["slices"] > 1:
+        parts.append(f"2.5D keeps {pick['slices']} copies of the matrix, so it needs "
+                     f"about {pick['slices']}x the tile storage per node of a 2D map on the same nodes; "
+                     f"with ample memory the "
+                     f"SC22 rule of thumb is r = 2c")
+    unfit = [r for r in rows if not r["fits"] and r["estimate_s"] < pick["estimate_s"]]
+    if unfit:
+        parts.append(f"{len(unfit)} map(s) with a smaller estimate do not fit in memory "
+                     f"(best: {unfit[0]['map']}, needs "
+                     f"{format_bytes(unfit[0]['memory_per_node_bytes'])} per node)")
+    return "; ".join(parts) + "."

@@ -1,0 +1,43 @@
+"""``starchol plan``: 2D and 2.5D options within a memory budget, best first."""
+import json
+
+from starchol.cli import main
+
+
+def test_plan_lists_2d_and_25d_options_and_explains_the_pick(capsys):
+    assert main(["plan", "--nodes", "12", "--n", "20000", "--nb", "500",
+                 "--memory-per-node", "2e9", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    dists = {r["dist"] for r in d["rows"]}
+    assert {"2dbc", "sbc", "sbc25d", "2dbc25d"} <= dists
+    fitting = [r for r in d["rows"] if r["fits"]]
+    assert d["pick"] == fitting[0]
+    est = [r["estimate_s"] for r in fitting]
+    assert est == sorted(est)
+    assert all(r["memory_per_node_bytes"] <= 2e9 for r in fitting)
+    assert all(r["memory_per_node_bytes"] > 2e9 for r in d["rows"] if not r["fits"])
+    assert d["explanation"].startswith("pick: " + d["pick"]["map"])
+
+
+def test_plan_memory_grows_with_slices(capsys):
+    assert main(["plan", "--nodes", "12", "--n", "20000", "--nb", "500",
+                 "--memory-per-node", "1e12", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    sbc2 = next(r for r in rows if r["dist"] == "sbc25d" and r["slices"] == 2)
+    sbc1 = next(r for r in rows if r["dist"] == "sbc" and r["nodes"] == 10)
+    assert sbc2["memory_per_node_bytes"] > 1.5 * sbc1["memory_per_node_bytes"]
+
+
+def test_plan_nothing_fits(capsys):
+    assert main(["plan", "--nodes", "6", "--n", "20000", "--nb", "500",
+                 "--memory-per-node", "1e6"]) == 1
+    assert "no map fits" in capsys.readouterr().out
+
+
+def test_plan_bad_input(capsys):
+    assert main(["plan", "--nodes", "6", "--n", "100", "--nb", "500",
+                 "--memory-per-node", "1e9"]) == 2
+    assert "larger than --n" in capsys.readouterr().err
+    assert main(["plan", "--nodes", "6", "--n", "1000", "--nb", "100",
+                 "--memory-per-node", "-1"]) == 2
+    assert "positive" in capsys.readouterr().err
