@@ -1,0 +1,142 @@
+"""HDF5 input/output of tiled matrices (one process) and ``starchol generate``."""
+import hashlib
+
+import h5py
+import numpy as np
+import pytest
+
+from starchol import UsageError
+from starchol.cli import main
+from starchol.linalg import matrices
+from starchol.linalg.hdf5_io import (FactorWriter, inspect_input, parse_target, read_tiles,
+                                     write_matrix)
+from starchol.linalg.tiled import TiledMatrix
+
+
+def sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def tiled(n, nb, nodes=1):
+    nt = -(-n // nb)
+    return TiledMatrix(n, nb, np.zeros((nt, nt), dtype=np.int64), 0)
+
+
+def test_parse_target():
+    assert parse_target("a.h5:/A") == ("a.h5", "/A")
+    assert parse_target("dir/a.h5:grp/A") == ("dir/a.h5", "/grp/A")
+    for bad in ("a.h5", "a.h5:", ":/A", ""):
+        with pytest.raises(UsageError, match="FILE.h5:/DATASET"):
+            parse_target(bad)
+
+
+def test_generate_then_read_round_trip(tmp_path):
+    f = tmp_path / "a.h5"
+    assert main(["generate", "--n", "130", "--output", f"{f}:/A", "--seed", "3"]) == 0
+    n, dtype = inspect_input(str(f), "/A")
+    assert (n, dtype) == (130, "float64")
+    a = tiled(130, 32)
+    info = read_tiles(str(f), "/A", a, symmetry_tol=1e-12)
+    assert info["relative_asymmetry"] == 0.0
+    dense = matrices.dense(matrices.MatrixSpec(), 130, 3)
+    np.testing.assert_array_equal(a.to_dense_lower(), np.tril(dense))
+    assert all(t.flags.f_contiguous for t in a.tiles.values())
+
+
+def test_float32_is_upcast(tmp_path):
+    f = tmp_path / "a.h5"
+    m = np.eye(10, dtype=np.float32) * 3
+    with h5py.File(f, "w") as fh:
+        fh["A"] = m
+    a = tiled(10, 4)
+    assert read_tiles(str(f), "/A", a)["dtype"] == "float32"
+    assert a.tiles[(0, 0)].dtype == np.float64
+
+
+@pytest.mark.parametrize("content,words", [
+    (None, "not found"),
+    (np.zeros((4, 5)), "square"),
+    (np.zeros((4, 4), dtype=np.int32), "dtype int32"),
+    (np.zeros(4), "square"),
+])
+def test_bad_input_files(tmp_path, content, words):
+    f = tmp_path / "bad.h5"
+    if content is not None:
+        with h5py.File(f, "w") as fh:
+            fh["A"] = content
+    with pytest.raises(UsageError, match=words):
+        inspect_input(str(f), "/A")
+
+
+def test_missing_dataset_lists_what_is_there(tmp_path):
+    f = tmp_path / "a.h5"
+    with h5py.File(f, "w") as fh:
+        fh["B"] = np.eye(3)
+    with pytest.raises(UsageError, match=r"dataset '/A' not found.*datasets in the file: /B"):
+        inspect_input(str(f), "/A")
+    (tmp_path / "t.h5").write_text("not hdf5")
+    with pytest.raises(UsageError, match="not an HDF5 file"):
+        inspect_input(str(tmp_path / "t.h5"), "/A")
+
+
+def test_non_finite_and_non_symmetric_are_refused(tmp_path):
+    f = tmp_path / "a.h5"
+    m = np.eye(8) * 4
+    m[6, 2] = m[2, 6] = np.nan
+    with h5py.File(f, "w") as fh:
+        fh["A"] = m
+    with pytest.raises(UsageError, match="non-finite value.*row 6, column 2"):
+        read_tiles(str(f), "/A", tiled(8, 3))
+    m = np.eye(8) * 4
+    m[5, 1] = 1.0
+    with h5py.File(f, "w") as fh:
+        fh["A"] = m
+    with pytest.raises(UsageError, match=r"not symmetric.*2\.500e-01"):
+        read_tiles(str(f), "/A", tiled(8, 3))
+
+
+def test_factor_writer_is_atomic_and_keeps_other_data(tmp_path):
+    out = tmp_path / "l.h5"
+    with h5py.File(out, "w") as fh:
+        fh["keep"] = np.arange(3)
+    a = tiled(10, 4)
+    for (i, j) in a.local_keys():
+        a.tiles[(i, j)] = np.full((a.rows[i], a.rows[j]), 1.0 + i + j, order="F")
+    w = FactorWriter(str(out), "/L", 10)
+    w.write(a, {"map": "2dbc 1x1"})
+    with h5py.File(out, "r") as fh:
+        L = fh["/L"][...]
+        assert fh["/L"].attrs["map"] == "2dbc 1x1"
+        assert fh["keep"][...].tolist() == [0, 1, 2]
+    assert np.all(np.triu(L, 1) == 0) and L[9, 0] == 3.0 and L[0, 0] == 1.0
+    assert [p.name for p in tmp_path.iterdir()] == ["l.h5"]  # no temporary left
+    with pytest.raises(UsageError, match="already exists; pass --overwrite"):
+        FactorWriter(str(out), "/L", 10)
+    FactorWriter(str(out), "/L", 10, overwrite=True).write(a)
+
+
+def test_output_never_overwrites_input(tmp_path):
+    f = tmp_path / "a.h5"
+    write_matrix(str(f), "/A", 6, lambda r0, r1: np.eye(6)[r0:r1])
+    before = sha(f)
+    with pytest.raises(UsageError, match="never modifies its input"):
+        FactorWriter(str(f), "/L", 6, input_path=str(f))
+    assert sha(f) == before
+    with pytest.raises(UsageError, match="does not exist"):
+        FactorWriter(str(tmp_path / "no" / "l.h5"), "/L", 6)
+
+
+def test_generate_errors(tmp_path, capsys):
+    f = tmp_path / "a.h5"
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A"]) == 0
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A", "--overwrite",
+                 "--kind", "indefinite:4"]) == 0
+    with h5py.File(f) as fh:
+        assert fh["A"].attrs["kind"] == "indefinite:4"
+        with pytest.raises(np.linalg.LinAlgError):
+            np.linalg.cholesky(fh["A"][...])
+    assert main(["generate", "--n", "10", "--output", "nofile"]) == 2
+    assert main(["generate", "--n", "0", "--output", f"{f}:/B"]) == 2
+    assert main(["generate", "--n", "10", "--output", f"{f}:/B", "--kind", "indefinite:10"]) == 2
