@@ -1,0 +1,623 @@
+"""``starchol slurm``: sbatch scripts that run ``starchol run`` on a Slurm cluster.
+
+    starchol slurm --dist D --nodes P [--grid PxQ] [--slices C] --n N --nb NB
+        [--time HH:MM:SS] [--partition NAME] [--cpus-per-node K] [--ranks-per-node R]
+        [--launcher srun|mpirun] [--input F.h5:/A] [--output F.h5:/L] [--json-dir DIR]
+        [-o FILE]
+    starchol slurm --sweep --dist sbc,2dbc --nodes 28 --n 20000,40000 --nb 500 -o DIR
+
+``--nodes P`` is the map's node count, i.e. the number of MPI ranks. The script puts R
+ranks on each Slurm node (``--ranks-per-node``; by default derived from
+``--cpus-per-node``, see :func:`plan_ranks`), so it asks Slurm for ceil(P / R) nodes.
+
+Everything is checked before anything is written: the map (so a node count the map
+cannot use fails now, not in the queue), the sizes, the time limit, and the
+``starchol run`` command line itself against this installation's ``run`` parser.
+"""
+import argparse
+import contextlib
+import io
+import math
+import os
+import re
+import shlex
+import sys
+
+from ..distributions import MAP_NAMES
+from ..errors import UsageError
+from .options import map_from_args, sizes_from_args
+from .output import write_atomic
+
+#: CPU workers per process of the StarPU build (Debian's StarPU 1.3: STARPU_MAXCPUS=4)
+DEFAULT_MAX_WORKERS = 4
+#: the StarPU scheduler used when none is given (same default as ``starchol run``)
+DEFAULT_SCHED = "prio"
+DEFAULT_TIME = "01:00:00"
+LAUNCHERS = ("srun", "mpirun")
+MAPS_25D = ("2dbc25d", "sbc25d")
+
+_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_SCHED_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+def register(sub):
+    p = sub.add_parser(
+        "slurm", help="write sbatch scripts that run starchol run on a Slurm cluster",
+        description="Print (or write with -o) a complete, commented sbatch script that runs "
+                    "`starchol run` for one map and matrix size: nodes and ranks, StarPU "
+                    "environment, the launch line and a JSON report named after the job id. "
+                    "With --sweep, --dist/--nodes/--n take comma lists and -o names a folder "
+                    "that receives one script per (map, P, N) and a submit_all.sh.",
+        epilog="Example: starchol slurm --dist sbc --nodes 28 --n 100000 --nb 500 "
+               "--cpus-per-node 5 --time 00:30:00 --partition compute -o sbc28.sbatch")
+    g = p.add_argument_group("map and matrix (as for starchol run)")
+    g.add_argument("--dist", required=True, metavar="D",
+                   help=f"tile map: {', '.join(MAP_NAMES)} (with --sweep, a comma list)")
+    g.add_argument("--nodes", metavar="P",
+                   help="map nodes = MPI ranks (with --sweep, a comma list); "
+                        "optional for --dist custom")
+    g.add_argument("--grid", metavar="PxQ", help="2dbc grid (one slice's grid for 2dbc25d)")
+    g.add_argument("--slices", type=int, default=None, metavar="C",
+                   help="slices of a 2.5D map (2dbc25d, sbc25d)")
+    g.add_argument("--map-file", metavar="FILE", help="custom map file (--dist custom)")
+    g.add_argument("--n", metavar="N",
+                   help="matrix order (with --sweep, a comma list); optional with --input")
+    g.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    g.add_argument("--seed", type=int, default=None, metavar="S", help="matrix seed")
+    g.add_argument("--check", action="store_true", help="compute the residual (run --check)")
+    g.add_argument("--input", metavar="FILE.h5:/DSET", help="read A from HDF5 (run --input)")
+    g.add_argument("--output", metavar="FILE.h5:/DSET", help="write L to HDF5 (run --output)")
+    g.add_argument("--run-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for starchol run, verbatim (repeat; "
+                        "e.g. --run-arg=--no-cache)")
+
+    g = p.add_argument_group("Slurm resources")
+    g.add_argument("--time", default=DEFAULT_TIME, metavar="HH:MM:SS",
+                   help=f"time limit, HH:MM:SS or D-HH:MM:SS (default {DEFAULT_TIME})")
+    g.add_argument("--partition", metavar="NAME", help="partition (default: the cluster's)")
+    g.add_argument("--account", metavar="NAME", help="account to charge")
+    g.add_argument("--job-name", metavar="NAME",
+                   help="job name (default starchol-D-PP-NN)")
+    g.add_argument("--cpus-per-node", type=int, metavar="K",
+                   help="cores per Slurm node to use; sets the ranks per node (groups of up "
+                        "to --max-workers workers + 1 core for the MPI thread) and the "
+                        "workers per rank. Default: whole nodes (--exclusive), worker "
+                        "count computed in the job")
+    g.add_argument("--ranks-per-node", type=int, metavar="R",
+                   help="MPI ranks per Slurm node (default: from --cpus-per-node, else 1)")
+    g.add_argument("--overcommit", action="store_true",
+                   help="allow more ranks than cores (sbatch --overcommit; small tests)")
+    g.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
+                   help="extra #SBATCH line, verbatim (repeat; e.g. "
+                        "--sbatch-option=--qos=debug)")
+
+    g = p.add_argument_group("run time")
+    g.add_argument("--launcher", choices=LAUNCHERS, default="srun",
+                   help="srun --mpi=PLUGIN (default) or Open MPI's mpirun")
+    g.add_argument("--mpi-plugin", default="pmix", metavar="NAME",
+                   help="srun --mpi plugin (default pmix; Debian's Open MPI has no Slurm PMI2)")
+    g.add_argument("--workers", type=int, metavar="W",
+                   help="CPU workers per rank (default: from the cores of each rank)")
+    g.add_argument("--max-workers", type=int, default=DEFAULT_MAX_WORKERS, metavar="M",
+                   help="the StarPU build's CPU worker limit per process, STARPU_MAXCPUS "
+                        f"(default {DEFAULT_MAX_WORKERS}, Debian's StarPU 1.3)")
+    g.add_argument("--sched", default=DEFAULT_SCHED, metavar="NAME",
+                   help=f"StarPU scheduler (default {DEFAULT_SCHED}; dmda needs calibrated "
+                        "performance models, which a per-job STARPU_HOME does not keep)")
+    g.add_argument("--json-dir", metavar="DIR",
+                   help="folder of the JSON reports starchol-JOBID.json (default: the "
+                        "submission folder; DIR/results with --sweep)")
+    g.add_argument("--starchol", metavar="CMD",
+                   help="the starchol executable in the job (default: the one next to this "
+                        "Python, else starchol from PATH)")
+    g.add_argument("--setup", action="append", default=[], metavar="LINE",
+                   help="shell line run before the launch (repeat; e.g. "
+                        "--setup 'module load openmpi')")
+
+    p.add_argument("--sweep", action="store_true",
+                   help="one script per (map, P, N) from comma lists; -o DIR required")
+    p.add_argument("-o", "--out", metavar="FILE",
+                   help="write the script to FILE (with --sweep: a folder); default stdout")
+    p.set_defaults(func=run)
+
+
+# -- checks ------------------------------------------------------------------------------
+def parse_time(text):
+    """'[D-]HH:MM:SS' -> seconds (UsageError with the expected form otherwise)."""
+    m = _TIME_RE.match(str(text).strip())
+    if not m:
+        raise UsageError(f"--time must be HH:MM:SS or D-HH:MM:SS (e.g. 01:30:00 or "
+                         f"2-00:00:00), got {text!r}")
+    days, hours, minutes, seconds = (int(v) if v else 0 for v in m.groups())
+    if minutes > 59 or seconds > 59:
+        raise UsageError(f"--time {text!r}: minutes and seconds must be 00..59")
+    if m.group(1) and hours > 23:
+        raise UsageError(f"--time {text!r}: with days, hours must be 00..23")
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total == 0:
+        raise UsageError("--time must be longer than 00:00:00")
+    return total
+
+
+def _int_list(text, flag):
+    items = [t.strip() for t in str(text).split(",")]
+    try:
+        values = [int(t) for t in items]
+    except ValueError:
+        raise UsageError(f"{flag} must be an integer{' or a comma list' if ',' in text else ''}"
+                         f", got {text!r}") from None
+    return values
+
+
+def _name(value, flag):
+    if value is not None and not _NAME_RE.match(value):
+        raise UsageError(f"{flag} {value!r}: use letters, digits and . _ + - only")
+    return value
+
+
+def _h5_spec(value, flag):
+    """'file.h5:/dset' with the file made absolute (the job may start elsewhere)."""
+    if value is None:
+        return None
+    path, sep, dset = value.rpartition(":")
+    if not sep or not path or not dset:
+        raise UsageError(f"{flag} must look like FILE.h5:/DATASET (e.g. a.h5:/A), got {value!r}")
+    return f"{os.path.abspath(os.path.expanduser(path))}:{dset}"
+
+
+def workers_for(cores, max_workers=DEFAULT_MAX_WORKERS):
+    """CPU workers for a rank that has ``cores`` cores.
+
+    StarPU-MPI's communication thread wants a core of its own: 3 or more cores give
+    cores - 1 workers (at most ``max_workers``); with 1 or 2 cores every core is a
+    worker and the MPI thread shares them.
+    """
+    if cores >= 3:
+        return min(max_workers, cores - 1)
+    return max(1, cores)
+
+
+def plan_ranks(cpus_per_node, max_workers=DEFAULT_MAX_WORKERS):
+    """(ranks per node, cores per rank, workers per rank) for K cores per node.
+
+    Chooses the rank count R that gives the most workers on the node in total, each
+    rank having at least 3 cores (workers + MPI thread), the fewest ranks on a tie:
+    K <= 5 gives one rank (K=5: 4 workers + MPI thread); K=8: 2 ranks of 4 cores (3
+    workers each); K=10: 2 ranks of 5 cores; K=64: 12 ranks of 5 cores (48 workers).
+    """
+    k = cpus_per_node
+    best = (workers_for(k, max_workers), 1)
+    for r in range(2, k // 3 + 1):
+        total = r * workers_for(k // r, max_workers)
+        if total > best[0]:
+            best = (total, r)
+    r = best[1]
+    return r, k // r, workers_for(k // r, max_workers)
+
+
+# -- the plan of one job -------------------------------------------------------------------
+class JobPlan:
+    """Everything one sbatch script needs, checked."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _map_namespace(args, dist, nodes):
+    ns = argparse.Namespace(dist=dist, nodes=nodes, grid=None, slices=1,
+                            map_file=args.map_file)
+    if dist in ("2dbc", "2dbc25d"):
+        ns.grid = args.grid
+    elif args.grid and not args.sweep:
+        ns.grid = args.grid  # map_from_args reports the misuse
+    if dist in MAPS_25D:
+        ns.slices = args.slices if args.slices is not None else 1
+    elif args.slices not in (None, 1) and not args.sweep:
+        ns.slices = args.slices
+    return ns
+
+
+def _resources(args, nodes):
+    """Slurm node count, ranks per node, cores and workers per rank (None = in the job)."""
+    k, r = args.cpus_per_node, args.ranks_per_node
+    if k is not None and k < 1:
+        raise UsageError(f"--cpus-per-node must be >= 1, got {k}")
+    if r is not None and r < 1:
+        raise UsageError(f"--ranks-per-node must be >= 1, got {r}")
+    if args.max_workers < 1:
+        raise UsageError(f"--max-workers must be >= 1, got {args.max_workers}")
+    if args.workers is not None and not 1 <= args.workers <= args.max_workers:
+        raise UsageError(f"--workers must be between 1 and {args.max_workers} (the StarPU "
+                         f"build's limit STARPU_MAXCPUS; raise --max-workers if yours is "
+                         f"higher), got {args.workers}")
+    cores = None
+    if k is not None:
+        if r is None:
+            r, cores, _ = plan_ranks(k, args.max_workers)
+        elif r > k and not args.overcommit:
+            raise UsageError(f"--ranks-per-node {r} is more ranks than --cpus-per-node {k} "
+                             f"cores; add --overcommit (tests only: ranks then share cores) "
+                             f"or use --ranks-per-node {k} or fewer")
+        cores = max(1, k // r)
+    r = r or 1
+    r = min(r, nodes)  # never more ranks per node than ranks
+    slurm_nodes = math.ceil(nodes / r)
+    workers = args.workers
+    if workers is None and cores is not None:
+        workers = 1 if args.overcommit and r > (k or 0) else workers_for(cores, args.max_workers)
+    return slurm_nodes, r, cores, workers
+
+
+def plan_job(args, dist, nodes, n):
+    """Check one (map, P, N) and return its :class:`JobPlan` (UsageError if anything is off)."""
+    if dist not in MAP_NAMES:
+        raise UsageError(f"unknown map {dist!r}; choose one of {', '.join(MAP_NAMES)}")
+    tile_map = map_from_args(_map_namespace(args, dist, nodes))
+    nodes = tile_map.nodes
+    if args.input is None or n is not None:
+        if n is None:
+            raise UsageError("give the matrix order --n N (or --input FILE.h5:/DSET)")
+        sizes_from_args(argparse.Namespace(nt=None, n=n, nb=args.nb))
+    elif args.nb < 1:
+        raise UsageError(f"--nb must be >= 1, got {args.nb}")
+    slurm_nodes, rpn, cores, workers = _resources(args, nodes)
+    size = f"N{n}" if n is not None else "Nin"
+    tag = f"{dist}" + (f"-c{tile_map.slices}" if tile_map.slices > 1 else "") + \
+        f"-P{nodes}-{size}"
+    return JobPlan(dist=dist, nodes=nodes, n=n, map=tile_map, slurm_nodes=slurm_nodes,
+                   ranks_per_node=rpn, cores_per_rank=cores, workers=workers,
+                   tag=tag, job_name=args.job_name or f"starchol-{tag}")
+
+
+def run_argv(args, plan, json_path="$JSON"):
+    """The ``starchol run`` arguments (without the program), as a list of words."""
+    argv = ["run", "--dist", plan.dist]
+    if plan.dist in ("2dbc", "2dbc25d") and args.grid:
+        argv += ["--grid", args.grid]
+    if plan.map.slices > 1 or (plan.dist in MAPS_25D and args.slices is not None):
+        argv += ["--slices", str(plan.map.slices)]
+    if plan.dist == "custom":
+        argv += ["--map-file", os.path.abspath(args.map_file)]
+    if plan.n is not None:
+        argv += ["--n", str(plan.n)]
+    argv += ["--nb", str(args.nb)]
+    if args.seed is not None:
+        argv += ["--seed", str(args.seed)]
+    if args.input:
+        argv += ["--input", args.input]
+    if args.output:
+        argv += ["--output", args.output]
+    if args.check:
+        argv.append("--check")
+    argv += ["--sched", args.sched]
+    argv += ["--workers", "$WORKERS"]
+    argv += list(args.run_arg)
+    argv += ["--json", json_path]
+    return argv
+
+
+def check_run_argv(argv):
+    """Parse ``argv`` with this installation's ``starchol run`` parser.
+
+    Returns None when it parses, the parser's message when it does not, and
+    ``"no run command"`` when this installation has no ``run`` subcommand.
+    """
+    from ..cli import build_parser
+
+    parser = build_parser()
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs or "run" not in subs[0].choices:
+        return "no run command"
+    words = [w if w not in ("$WORKERS", "$JSON") else ("1" if w == "$WORKERS" else "x.json")
+             for w in argv]
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            subs[0].choices["run"].parse_args(words[1:])
+    except SystemExit as exc:
+        if exc.code:
+            lines = [ln for ln in err.getvalue().strip().splitlines() if ln.strip()]
+            return lines[-1] if lines else f"exit status {exc.code}"
+    return None
+
+
+def default_starchol():
+    """The starchol script next to the running Python (a venv's bin/), else 'starchol'."""
+    candidate = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "starchol")
+    return candidate if os.access(candidate, os.X_OK) else "starchol"
+
+
+# -- the script ------------------------------------------------------------------------------
+_EXPANDABLE_RE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]*(\$\{?[A-Z_][A-Z0-9_]*\}?[A-Za-z0-9_@%+=:,./-]*)+$")
+
+
+def _q(word):
+    """Shell-quote a word; one built from our own $VAR references stays expandable."""
+    if "$" in word and _EXPANDABLE_RE.match(word):
+        return word if word.startswith("-") else f'"{word}"'
+    return shlex.quote(word)
+
+
+def render_script(args, plan, json_dir, starchol):
+    """The sbatch script text for one job."""
+    from .. import __version__
+
+    q = shlex.quote
+    p = plan
+    lines = []
+    add = lines.append
+    total_ranks = p.nodes
+    add("#!/bin/bash")
+    add(f"# starchol {__version__}: distributed Cholesky, map {p.map}, N = "
+        f"{p.n if p.n is not None else '(from ' + args.input + ')'}, NB = {args.nb}")
+    add(f"# {total_ranks} MPI rank(s) (one per map node) on {p.slurm_nodes} Slurm node(s), "
+        f"{p.ranks_per_node} rank(s) per node.")
+    add("# Written by `starchol slurm`; submit with `sbatch THIS_FILE`.")
+    add("#")
+    add(f"#SBATCH --job-name={p.job_name}")
+    add(f"#SBATCH --nodes={p.slurm_nodes}")
+    add(f"#SBATCH --ntasks={total_ranks}")
+    if args.overcommit:
+        add("# more ranks than cores (tests): --overcommit, and no --ntasks-per-node,")
+        add("# which Slurm rejects above a node's core count even with --overcommit")
+        add("#SBATCH --overcommit")
+    else:
+        add(f"#SBATCH --ntasks-per-node={p.ranks_per_node}")
+    if p.cores_per_rank is not None and not args.overcommit:
+        add(f"#SBATCH --cpus-per-task={p.cores_per_rank}")
+    elif args.overcommit and args.cpus_per_node:
+        add("# with --overcommit, --cpus-per-task is allocated once per node: the node's")
+        add("# cores, shared by its ranks")
+        add(f"#SBATCH --cpus-per-task={args.cpus_per_node}")
+    else:
+        add("# whole nodes: the job sizes its workers from the cores it finds")
+        add("#SBATCH --exclusive")
+    add(f"#SBATCH --time={args.time}")
+    if args.partition:
+        add(f"#SBATCH --partition={args.partition}")
+    if args.account:
+        add(f"#SBATCH --account={args.account}")
+    add(f"#SBATCH --output={p.job_name}-%j.out")
+    for opt in args.sbatch_option:
+        add(f"#SBATCH {opt}")
+    add("")
+    add("set -euo pipefail")
+    add("")
+    add("# --- the run ----------------------------------------------------------------")
+    add(f"STARCHOL=${{STARCHOL:-{q(starchol)}}}")
+    add(f"RANKS_PER_NODE={p.ranks_per_node}")
+    if p.cores_per_rank is not None:
+        add(f"CORES_PER_RANK={p.cores_per_rank}")
+    else:
+        add("# whole nodes: cores of this node shared by its ranks")
+        add("CORES_PER_RANK=$(( ${SLURM_CPUS_ON_NODE:-1} / RANKS_PER_NODE ))")
+        add("[ \"$CORES_PER_RANK\" -ge 1 ] || CORES_PER_RANK=1")
+    if p.workers is not None:
+        add(f"WORKERS={p.workers}   # StarPU CPU workers per rank (build limit "
+            f"{args.max_workers})")
+    else:
+        add("# StarPU CPU workers per rank: with 3 or more cores, one core stays for the")
+        add(f"# MPI thread; at most {args.max_workers} (the build's STARPU_MAXCPUS)")
+        add(f"if [ \"$CORES_PER_RANK\" -ge 3 ]; then WORKERS=$(( CORES_PER_RANK - 1 )); "
+            f"else WORKERS=$CORES_PER_RANK; fi")
+        add(f"[ \"$WORKERS\" -le {args.max_workers} ] || WORKERS={args.max_workers}")
+    if json_dir is None:
+        add('JSON_DIR=${JSON_DIR:-$SLURM_SUBMIT_DIR}')
+    else:
+        add(f"JSON_DIR=${{JSON_DIR:-{q(json_dir)}}}")
+    add('JSON="$JSON_DIR/starchol-${SLURM_JOB_ID}.json"   # the report of this job')
+    add('mkdir -p "$JSON_DIR"')
+    add("")
+    add("# --- environment ------------------------------------------------------------")
+    add("# one BLAS thread per StarPU worker: the workers are the parallelism")
+    add("export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1")
+    add("# StarPU: starchol run passes --sched/--workers to StarPU itself; the variables")
+    add("# below say the same for any StarPU tool started in this job")
+    add(f"export STARPU_SCHED={q(args.sched)}")
+    add('export STARPU_NCPU="$WORKERS"')
+    add("export STARPU_SILENT=1          # no calibration chatter in the job log")
+    add("export STARPU_COMM_STATS=1      # count the bytes sent between ranks (the report)")
+    if p.ranks_per_node > 1 or args.overcommit:
+        add("# several ranks per node: let each rank's core set (launcher binding) place")
+        add("# its workers instead of every rank pinning to the node's first cores")
+        add("export STARPU_WORKERS_NOBIND=1")
+    add("export STARPU_MPI_NOBIND=1      # the MPI thread floats on the rank's cores")
+    add("# STARPU_HOME (bus calibration, performance models) on node-local storage, per job;")
+    add("# StarPU creates it on each node at first use")
+    add('export STARPU_HOME="${TMPDIR:-/tmp}/starpu-${SLURM_JOB_ID}"')
+    add('mkdir -p "$STARPU_HOME"')
+    add("cleanup() {")
+    add('    rm -rf "$STARPU_HOME"')
+    add('    if [ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]; then   # the other nodes\' copies')
+    add('        srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --overcommit '
+        'rm -rf "$STARPU_HOME" 2>/dev/null || true')
+    add("    fi")
+    add("}")
+    add("trap cleanup EXIT")
+    if os.name == "posix":
+        add("# Open MPI refuses root unless told (containers, test clusters)")
+        add('if [ "$(id -u)" -eq 0 ]; then '
+            'export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi')
+    for line in args.setup:
+        add(line)
+    add("")
+    add("# --- launch -----------------------------------------------------------------")
+    if args.launcher == "srun":
+        launch = ["srun", f"--mpi={args.mpi_plugin}", "--kill-on-bad-exit=1"]
+        if args.overcommit:
+            launch += ["--overcommit"]
+        else:
+            launch += ["--cpus-per-task=$CORES_PER_RANK"]
+        add(f"# srun --mpi={args.mpi_plugin} starts the ranks (Open MPI with PMIx); a failing "
+            f"rank")
+        add("# ends the job (--kill-on-bad-exit)"
+            + ("; ranks share the cores (--overcommit)" if args.overcommit else
+               "; each rank is bound to its own CORES_PER_RANK cores"))
+    else:
+        launch = ["mpirun", "-np", "$SLURM_NTASKS"]
+        if args.overcommit:
+            launch += ["--oversubscribe", "--bind-to", "none"]
+        else:
+            launch += ["--map-by", "ppr:$RANKS_PER_NODE:node:PE=$CORES_PER_RANK",
+                       "--bind-to", "core"]
+        add("# Open MPI's mpirun reads the Slurm allocation and starts the ranks; "
+            + ("they share the cores (overcommit)" if args.overcommit else
+               "each rank is bound to its own CORES_PER_RANK cores"))
+    argv = run_argv(args, plan)
+    words = [_q(w) for w in launch] + ['"$STARCHOL"'] + [_q(w) for w in argv]
+    add(_wrap(words))
+    add("")
+    add('test -s "$JSON" || { echo "starchol: no report written to $JSON" >&2; exit 1; }')
+    add('echo "report: $JSON"')
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(words, width=88):
+    """Join shell words into continuation lines no wider than ``width``, keeping each
+    option next to its value."""
+    units, i = [], 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-") \
+                and words[i + 1] != '"$STARCHOL"' and "=" not in w:
+            w = f"{w} {words[i + 1]}"
+            i += 1
+        units.append(w)
+        i += 1
+    out, line = [], ""
+    for w in units:
+        if line and len(line) + 1 + len(w) > width - 2:
+            out.append(line + " \\")
+            line = "    " + w
+        else:
+            line = f"{line} {w}" if line else w
+    out.append(line)
+    return "\n".join(out)
+
+
+# -- the command ----------------------------------------------------------------------------
+def _check_common(args):
+    parse_time(args.time)
+    _name(args.partition, "--partition")
+    _name(args.account, "--account")
+    _name(args.job_name, "--job-name")
+    if not _SCHED_RE.match(args.sched):
+        raise UsageError(f"--sched {args.sched!r} is not a StarPU scheduler name "
+                         f"(e.g. prio, lws, ws, dmda)")
+    if args.mpi_plugin and not _NAME_RE.match(args.mpi_plugin):
+        raise UsageError(f"--mpi-plugin {args.mpi_plugin!r}: e.g. pmix, pmix_v4")
+    for opt in args.sbatch_option:
+        if not opt.startswith("-") or "\n" in opt:
+            raise UsageError(f"--sbatch-option takes one sbatch option such as --qos=debug, "
+                             f"got {opt!r}")
+    if args.launcher == "mpirun" and args.mpi_plugin != "pmix":
+        raise UsageError("--mpi-plugin applies to --launcher srun")
+    if args.nb is not None and args.nb < 1:
+        raise UsageError(f"--nb must be >= 1, got {args.nb}")
+    args.input = _h5_spec(args.input, "--input")
+    args.output = _h5_spec(args.output, "--output")
+    if args.map_file and args.dist != "custom":
+        raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
+
+
+def _check_with_run(args, plan, strict=True):
+    """The run line must parse with this installation's ``starchol run``."""
+    problem = check_run_argv(run_argv(args, plan))
+    if problem is None:
+        return
+    if problem == "no run command":
+        raise UsageError("this starchol has no `run` command; install a starchol with "
+                         "`starchol run` to generate job scripts")
+    raise UsageError(f"this starchol's `run` would reject the job's command line: {problem}")
+
+
+def plans_from_args(args, validate_run=True):
+    """Every :class:`JobPlan` the options describe (one without --sweep)."""
+    _check_common(args)
+    if not args.sweep:
+        for flag, value in (("--dist", args.dist), ("--nodes", args.nodes), ("--n", args.n)):
+            if value is not None and "," in str(value):
+                raise UsageError(f"{flag} {value!r} is a list: lists need --sweep (and -o DIR)")
+        nodes = None if args.nodes is None else _int_list(args.nodes, "--nodes")[0]
+        n = None if args.n is None else _int_list(args.n, "--n")[0]
+        plans = [plan_job(args, args.dist, nodes, n)]
+    else:
+        dists = [d.strip() for d in args.dist.split(",") if d.strip()]
+        if len(set(dists)) != len(dists):
+            raise UsageError(f"--dist {args.dist!r} names a map twice")
+        if args.nodes is None and any(d != "custom" for d in dists):
+            raise UsageError("--sweep needs --nodes P (or a comma list)")
+        nodes_list = [None] if args.nodes is None else _int_list(args.nodes, "--nodes")
+        if args.n is None and args.input is None:
+            raise UsageError("--sweep needs --n N1,N2,... (or --input)")
+        ns = [None] if args.n is None else _int_list(args.n, "--n")
+        plans, errors = [], []
+        for dist in dists:
+            for nodes in nodes_list:
+                for n in ns:
+                    try:
+                        plans.append(plan_job(args, dist, nodes, n))
+                    except UsageError as exc:
+                        errors.append(f"  {dist} P={nodes} N={n}: {exc}")
+        if errors:
+            raise UsageError("some jobs of the sweep are not valid; fix or drop them:\n"
+                             + "\n".join(errors))
+        tags = [p.tag for p in plans]
+        if len(set(tags)) != len(tags):
+            raise UsageError("the sweep names the same job twice; check the lists")
+    if validate_run:
+        _check_with_run(args, plans[0])
+    return plans
+
+
+def run(args):
+    plans = plans_from_args(args)
+    starchol = args.starchol or default_starchol()
+    if not args.sweep:
+        json_dir = None if args.json_dir is None else os.path.abspath(args.json_dir)
+        text = render_script(args, plans[0], json_dir, starchol)
+        if args.out is None:
+            sys.stdout.write(text)
+            return 0
+        if os.path.isdir(args.out):
+            raise UsageError(f"-o {args.out} is a folder; give a file name (folders are "
+                             f"for --sweep)")
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(folder):
+            raise UsageError(f"-o {args.out}: folder {folder} does not exist")
+        write_atomic(args.out, text)
+        os.chmod(args.out, 0o755)
+        print(f"wrote {args.out}: {plans[0].slurm_nodes} node(s), {plans[0].nodes} rank(s); "
+              f"submit with: sbatch {args.out}", file=sys.stderr)
+        return 0
+    if args.out is None:
+        raise UsageError("--sweep writes one script per job: give the folder with -o DIR")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"-o {args.out} exists and is not a folder")
+    os.makedirs(args.out, exist_ok=True)
+    folder = os.path.abspath(args.out)
+    json_dir = os.path.abspath(args.json_dir) if args.json_dir else \
+        os.path.join(folder, "results")
+    names = []
+    for plan in plans:
+        name = f"{plan.tag}.sbatch"
+        path = os.path.join(folder, name)
+        write_atomic(path, render_script(args, plan, json_dir, starchol))
+        os.chmod(path, 0o755)
+        names.append(name)
+    submit = ["#!/bin/bash",
+              f"# Submit the {len(names)} jobs of this sweep (written by `starchol slurm "
+              f"--sweep`).",
+              f"# Reports: {json_dir}/starchol-JOBID.json; compare them with "
+              f"`starchol report {json_dir}/*.json -o report`.",
+              "set -euo pipefail",
+              'cd "$(dirname "${BASH_SOURCE[0]}")"']
+    submit += [f"sbatch {shlex.quote(n)}" for n in names]
+    path = os.path.join(folder, "submit_all.sh")
+    write_atomic(path, "\n".join(submit) + "\n")
+    os.chmod(path, 0o755)
+    print(f"wrote {len(names)} scripts and submit_all.sh to {args.out}:", file=sys.stderr)
+    for name in names:
+        print(f"  {name}", file=sys.stderr)
+    return 0

@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# A real Slurm on localhost (munged + slurmctld + slurmd), for tests and trials.
+#
+#   scripts/slurm-local.sh start DIR    install Debian's Slurm if missing, write DIR/slurm.conf,
+#                                       start the daemons, wait until the node is idle;
+#                                       prints "export SLURM_CONF=DIR/slurm.conf" on stdout
+#   scripts/slurm-local.sh stop DIR     cancel the jobs left, stop the daemons (SIGTERM via
+#                                       their pid files: slurmd, slurmctld, munged)
+#   scripts/slurm-local.sh status DIR   which daemons run, and sinfo
+#
+# DIR holds everything (configuration, state, spool, logs, pid files, munge key and
+# socket); it is created if missing and made world-traversable (munged runs as user
+# munge). Use a fresh DIR per start: a drained node state would persist in DIR/state.
+# Every Slurm client command needs SLURM_CONF=DIR/slurm.conf in its environment.
+#
+# Needs root (slurmd, and munged started as user munge). Exit status 77 means "cannot
+# run here" (not root, or apt-get cannot install the packages): callers may skip.
+# If start fails after starting something, it stops what it started.
+#
+# Environment: SLURM_LOCAL_TIMEOUT  seconds to wait for the node to become idle (30)
+#              SLURM_LOCAL_PORT     first slurmctld port to try (6817; slurmd uses +1)
+set -euo pipefail
+
+PACKAGES=(slurmctld slurmd slurm-client munge)
+TIMEOUT=${SLURM_LOCAL_TIMEOUT:-30}
+
+say() { printf 'slurm-local: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+cannot() { say "cannot run here: $*"; exit 77; }
+
+usage() {
+    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+    exit 2
+}
+
+# --- packages -------------------------------------------------------------------------
+missing_packages() {
+    local pkg
+    for pkg in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
+            || printf '%s\n' "$pkg"
+    done
+}
+
+install_packages() {
+    command -v dpkg-query >/dev/null 2>&1 || cannot "no dpkg/apt-get (not Debian or Ubuntu)"
+    local missing
+    missing=$(missing_packages | tr '\n' ' ')
+    [ -z "$missing" ] && return 0
+    command -v apt-get >/dev/null 2>&1 || cannot "apt-get not found; install: $missing"
+    say "installing $missing"
+    export DEBIAN_FRONTEND=noninteractive
+    # the package lists may be recent enough already: update only if the install fails
+    if ! apt-get install -y -qq --no-install-recommends $missing >"$DIR/apt.log" 2>&1; then
+        say "install failed; running apt-get update and trying again"
+        if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing; } \
+                >>"$DIR/apt.log" 2>&1; then
+            tail -n 20 "$DIR/apt.log" >&2
+            cannot "apt-get could not install $missing (log: $DIR/apt.log)"
+        fi
+    fi
+    [ -z "$(missing_packages)" ] || cannot "packages still missing after apt-get: $(missing_packages | tr '\n' ' ')"
+}
+
+# --- helpers --------------------------------------------------------------------------
+# the pid in FILE if that process is alive and runs program NAME
+live_pid() {
+    local file=$1 name=$2 pid comm
+    [ -f "$file" ] || return 1
+    pid=$(tr -dc '0-9' <"$file")
+    [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+    [ "$comm" = "$name" ] || return 1
+    printf '%s\n' "$pid"
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_for_file() {
+    local file=$1 i
+    for i in $(seq 1 100); do
+        [ -s "$file" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+show_logs() {
+    local f
+    for f in "$DIR"/log/*.log "$DIR"/munge/munged.log; do
+        [ -f "$f" ] || continue
+        say "--- last lines of $f"
+        tail -n 15 "$f" >&2
+    done
+}
+
+# --- start ----------------------------------------------------------------------------
+start() {
+    [ "$(id -u)" -eq 0 ] || cannot "must run as root (slurmd runs as root; munged as user munge)"
+    mkdir -p "$DIR"
+    DIR=$(cd "$DIR" && pwd)
+    install_packages
+    for cmd in munged slurmctld slurmd sinfo runuser; do
+        command -v "$cmd" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
+        command -v "$cmd" >/dev/null 2>&1 || die "$cmd not found after installing ${PACKAGES[*]}"
+    done
+    id munge >/dev/null 2>&1 || die "user munge does not exist (the munge package creates it)"
+    if live_pid "$DIR/run/slurmctld.pid" slurmctld >/dev/null; then
+        die "a Slurm from $DIR is already running; stop it first"
+    fi
+
+    # from here on, a failure stops whatever was started
+    trap 'rc=$?; if [ $rc -ne 0 ]; then show_logs; say "start failed; stopping what was started"; stop_daemons; fi' EXIT
+
+    chmod 755 "$DIR"
+    mkdir -p "$DIR"/{state,spool,log,run,tmp,munge}
+    chown munge:munge "$DIR/munge"
+    chmod 755 "$DIR/munge"   # munged wants its socket folder traversable by all
+
+    # munge: a key of our own, so that nothing under /etc is needed or changed
+    if [ ! -s "$DIR/munge/munge.key" ]; then
+        (umask 077; head -c 1024 /dev/urandom >"$DIR/munge/munge.key")
+        chown munge:munge "$DIR/munge/munge.key"
+        chmod 400 "$DIR/munge/munge.key"
+    fi
+    runuser -u munge -- munged \
+        --socket="$DIR/munge/munge.socket" --pid-file="$DIR/munge/munged.pid" \
+        --log-file="$DIR/munge/munged.log" --seed-file="$DIR/munge/munged.seed" \
+        --key-file="$DIR/munge/munge.key" \
+        || die "munged did not start"
+    wait_for_file "$DIR/munge/munged.pid" || die "munged wrote no pid file"
+
+    # the node as slurmd sees it: CPUs=... Boards=... SocketsPerBoard=... RealMemory=...
+    local hw field value node_line=""
+    hw=$(slurmd -C 2>/dev/null | head -n 1) || die "slurmd -C failed"
+    for field in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; do
+        value=$(printf '%s\n' "$hw" | tr ' ' '\n' | sed -n "s/^$field=//p")
+        [ -n "$value" ] && node_line+=" $field=$value"
+    done
+    [ -n "$node_line" ] || die "could not read the CPUs and memory from 'slurmd -C': $hw"
+
+    local port=${SLURM_LOCAL_PORT:-6817}
+    while port_in_use "$port" || port_in_use $((port + 1)); do
+        port=$((port + 2))
+        [ "$port" -lt 7817 ] || die "no free pair of ports from ${SLURM_LOCAL_PORT:-6817}"
+    done
+
+    cat >"$DIR/slurm.conf" <<EOF
+# Written by scripts/slurm-local.sh: a one-node Slurm on localhost for tests.
+ClusterName=starchol-local
+SlurmctldHost=localhost
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$DIR/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmdPidFile=$DIR/run/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+TmpFS=$DIR/tmp
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=pmix
+MailProg=/bin/true
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
+ReturnToService=2
+InactiveLimit=0
+KillWait=5
+MinJobAge=600
+SlurmdTimeout=60
+NodeName=localhost NodeAddr=127.0.0.1$node_line State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+EOF
+    export SLURM_CONF=$DIR/slurm.conf
+
+    slurmctld -f "$SLURM_CONF" || die "slurmctld did not start"
+    wait_for_file "$DIR/run/slurmctld.pid" || die "slurmctld wrote no pid file"
+    slurmd -f "$SLURM_CONF" -N localhost || die "slurmd did not start"
+    wait_for_file "$DIR/run/slurmd.pid" || die "slurmd wrote no pid file"
+
+    local deadline=$((SECONDS + TIMEOUT)) state=""
+    while :; do
+        state=$(sinfo -h -n localhost -o %T 2>/dev/null || true)
+        case "$state" in idle|idle*) break ;; esac
+        if [ $SECONDS -ge $deadline ]; then
+            die "node not idle after ${TIMEOUT}s (state: ${state:-no answer from slurmctld})"
+        fi
+        live_pid "$DIR/run/slurmctld.pid" slurmctld >/dev/null || die "slurmctld exited"
+        live_pid "$DIR/run/slurmd.pid" slurmd >/dev/null || die "slurmd exited"
+        sleep 0.2
+    done
+    trap - EXIT
+    say "Slurm up on localhost:$port ($node_line ), node idle"
+    printf 'export SLURM_CONF=%s\n' "$SLURM_CONF"
+}
+
+# --- stop -----------------------------------------------------------------------------
+stop_one() {
+    local file=$1 name=$2 pid i
+    pid=$(live_pid "$file" "$name") || { rm -f "$file"; return 0; }
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || { rm -f "$file"; return 0; }
+        sleep 0.1
+    done
+    say "$name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$file"
+}
+
+stop_daemons() {
+    local jobs i
+    if [ -f "$DIR/slurm.conf" ] && live_pid "$DIR/run/slurmctld.pid" slurmctld >/dev/null; then
+        export SLURM_CONF=$DIR/slurm.conf
+        jobs=$(timeout 10 squeue -h -o %i 2>/dev/null || true)
+        if [ -n "$jobs" ]; then
+            say "cancelling jobs left: $(echo $jobs)"
+            timeout 10 scancel $jobs 2>/dev/null || true
+            for i in $(seq 1 50); do
+                [ -z "$(timeout 10 squeue -h -o %i 2>/dev/null || true)" ] && break
+                sleep 0.2
+            done
+        fi
+    fi
+    stop_one "$DIR/run/slurmd.pid" slurmd
+    stop_one "$DIR/run/slurmctld.pid" slurmctld
+    stop_one "$DIR/munge/munged.pid" munged
+}
+
+stop() {
+    [ -d "$DIR" ] || { say "no such folder: $DIR"; return 0; }
+    DIR=$(cd "$DIR" && pwd)
+    stop_daemons
+    say "stopped"
+}
+
+status() {
+    local name file
+    for name in slurmd slurmctld munged; do
+        file=$DIR/run/$name.pid
+        [ $name = munged ] && file=$DIR/munge/munged.pid
+        if pid=$(live_pid "$file" $name); then echo "$name: running (pid $pid)"; else echo "$name: stopped"; fi
+    done
+    if [ -f "$DIR/slurm.conf" ]; then
+        SLURM_CONF=$DIR/slurm.conf timeout 10 sinfo 2>&1 || true
+    fi
+}
+
+[ $# -eq 2 ] || usage
+DIR=$2
+case "$1" in
+    start) start ;;
+    stop) stop ;;
+    status) status ;;
+    *) usage ;;
+esac
