@@ -1,0 +1,207 @@
+"""``starchol report``: Markdown + PNG views of run documents, or of the volume model.
+
+Two forms:
+
+- ``starchol report RUN.json [RUN2.json ...] -o DIR``: per run, the measured node-pair
+  byte matrix as a heat map beside the predicted one, and bytes sent/received per node;
+  for several runs, GFlop/s and bytes by map.
+- ``starchol report --model --nodes-range A..B (--n N --nb NB | --nt NT) -o DIR``: predicted
+  bytes against node count for 2dbc, sbc, sbc-basic, 2dbc25d and sbc25d with the leading
+  terms, the gain figure, ``model.json`` with every number.
+
+Both write ``DIR/report.md`` listing every figure (relative links, captions, tables).
+Every file is written atomically (temporary file in DIR, then rename).
+"""
+import os
+import re
+import shlex
+import sys
+
+from ..errors import UsageError
+from .options import add_size_args, sizes_from_args
+from .output import dumps, write_atomic
+from .progress import Progress
+
+RANGE_RE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+
+
+def register(sub):
+    p = sub.add_parser(
+        "report", help="Markdown + PNG report of run JSON documents, or of the volume model",
+        description="Write DIR/report.md and PNG figures: from `starchol run --json` "
+                    "documents (node-pair byte heat maps, bytes per node, GFlop/s and bytes "
+                    "by map), or with --model the predicted volume against node count of "
+                    "every map family with the leading terms.")
+    p.add_argument("runs", nargs="*", metavar="RUN.json", help="run documents to report")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="output folder (created if missing)")
+    g = p.add_argument_group("model report (--model)")
+    g.add_argument("--model", action="store_true",
+                   help="report the predicted volume against node count (no run documents)")
+    g.add_argument("--nodes-range", metavar="A..B",
+                   help="node counts A to B inclusive, e.g. 3..60 (A >= 2)")
+    g.add_argument("--slices", default="best", metavar="best|C[,C...]",
+                   help="2.5D slice counts: 'best' (the c >= 2 with the fewest bytes at "
+                        "each P, default) or a list such as 2,3")
+    g.add_argument("--cache", choices=("on", "off"), default="on",
+                   help="StarPU-MPI receive cache in the model (default on)")
+    add_size_args(p)
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def parse_range(text):
+    """'3..60' -> (3, 60)."""
+    if text is None:
+        raise UsageError("--model needs --nodes-range A..B (e.g. 3..60)")
+    m = RANGE_RE.match(str(text))
+    if not m:
+        raise UsageError(f"--nodes-range must look like A..B with integers A <= B "
+                         f"(e.g. 3..60), got {text!r}")
+    first, last = int(m.group(1)), int(m.group(2))
+    if first > last:
+        raise UsageError(f"--nodes-range {text} is empty ({first} > {last}); give A <= B, "
+                         f"e.g. {last}..{first}")
+    if first < 2:
+        raise UsageError(f"--nodes-range starts at {first}: one node sends nothing; start at "
+                         f"2 or more (e.g. {max(first, 2)}..{max(last, 3)})")
+    return first, last
+
+
+def parse_slices(text):
+    """'best' -> 'best'; '2,3' -> [2, 3]."""
+    if str(text).strip().lower() == "best":
+        return "best"
+    try:
+        values = sorted({int(v) for v in str(text).split(",") if v.strip()})
+    except ValueError:
+        values = []
+    if not values or min(values) < 2:
+        raise UsageError(f"--slices must be 'best' or a list of slice counts >= 2 such as "
+                         f"2,3; got {text!r}")
+    return values
+
+
+def prepare_output(folder):
+    """Create the output folder if missing; refuse a path that is a file."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"-o {folder}: exists and is not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {folder}: cannot create the folder ({exc.strerror or exc})") \
+            from None
+    return folder
+
+
+def command_line(argv=None):
+    """The command as typed, for the report's provenance line."""
+    argv = sys.argv[1:] if argv is None else argv
+    return "starchol " + " ".join(shlex.quote(a) for a in argv)
+
+
+def run(args):
+    if args.model:
+        if args.runs:
+            raise UsageError("give run JSON files or --model, not both")
+        return run_model(args)
+    if not args.runs:
+        raise UsageError("give one or more run JSON files (from `starchol run --json FILE`), "
+                         "or --model --nodes-range A..B --n N --nb NB")
+    for flag, value in (("--nodes-range", args.nodes_range), ("--nt", args.nt),
+                        ("--n", args.n), ("--nb", args.nb)):
+        if value is not None:
+            raise UsageError(f"{flag} applies to --model reports only")
+    return run_runs(args)
+
+
+# -- model report --------------------------------------------------------------------------
+def run_model(args):
+    from . import report_figures as figs
+    from .report_markdown import model_figure_captions, model_markdown, sbc_statement
+    from .report_model import gains, model_document
+
+    first, last = parse_range(args.nodes_range)
+    nt, n, nb = sizes_from_args(args)
+    slices = parse_slices(args.slices)
+    folder = prepare_output(args.output)
+    progress = Progress("model report", unit="node counts",
+                        enabled=False if args.quiet else None)
+    doc = model_document(first, last, n, nb, slices=slices, cache=args.cache == "on",
+                         progress=progress)
+    doc["command"] = command_line()
+    write_atomic(os.path.join(folder, "model.json"), dumps(doc) + "\n")
+    vol_caption, gain_caption = model_figure_captions(doc)
+    figures = [("model_volume.png", vol_caption)]
+    figs.model_volume_figure(doc, os.path.join(folder, "model_volume.png"))
+    g = gains(doc)
+    if any(g.values()):
+        figs.model_gain_figure(doc, g, os.path.join(folder, "model_gain.png"))
+        figures.append(("model_gain.png", gain_caption))
+    text = model_markdown(doc, figures, doc["command"], "model.json")
+    write_atomic(os.path.join(folder, "report.md"), text)
+    print(f"wrote {os.path.join(folder, 'report.md')}, model.json and "
+          f"{', '.join(name for name, _ in figures)} in {folder}")
+    print(sbc_statement(doc).replace("**", ""))
+    return 0
+
+
+# -- run report ----------------------------------------------------------------------------
+def run_runs(args):
+    from . import report_figures as figs
+    from .report_markdown import run_markdown
+    from .report_runs import file_stem, load_run
+
+    runs = [load_run(path) for path in args.runs]
+    folder = prepare_output(args.output)
+    sections = []
+    for k, run in enumerate(runs, start=1):
+        stem = file_stem(run["path"], k)
+        notes, out = [], []
+        meas, pred = run["bytes_measured_pairs"], run["bytes_predicted_pairs"]
+        if meas is None:
+            notes.append("no `bytes_measured_pairs` in the document: measured bytes not shown")
+        if pred is None:
+            notes.append("no `bytes_predicted_pairs` in the document: predicted bytes not shown")
+        if meas is not None and pred is not None and run.get("match") is None:
+            run["match"] = bool((meas == pred).all())
+        if meas is not None or pred is not None:
+            name = f"{stem}_pairs.png"
+            figs.pairs_figure(run, os.path.join(folder, name))
+            out.append((name, _pairs_caption(run)))
+            name = f"{stem}_per_node.png"
+            figs.per_node_figure(run, os.path.join(folder, name))
+            out.append((name, f"Bytes sent (left) and received (right) by each node, "
+                              f"measured by StarPU-MPI beside the exact model: {run['label']}."))
+        run["report_notes"] = notes
+        sections.append(out)
+    comparison = []
+    if len(runs) > 1:
+        if sum(r.get("gflops") is not None for r in runs) >= 1:
+            figs.runs_gflops_figure(runs, os.path.join(folder, "runs_gflops.png"))
+            comparison.append(("runs_gflops.png", "GFlop/s of each run (N^3/3 flops divided "
+                                                  "by the factorization time), by map."))
+        if any(r.get("bytes_measured_total") is not None
+               or r.get("bytes_predicted_total") is not None for r in runs):
+            figs.runs_bytes_figure(runs, os.path.join(folder, "runs_bytes.png"))
+            comparison.append(("runs_bytes.png", "Total bytes sent between nodes in each run, "
+                                                 "measured beside predicted, by map."))
+    text = run_markdown(runs, sections, comparison, command_line())
+    write_atomic(os.path.join(folder, "report.md"), text)
+    count = sum(len(s) for s in sections) + len(comparison)
+    print(f"wrote {os.path.join(folder, 'report.md')} and {count} figure"
+          f"{'s' if count != 1 else ''} for {len(runs)} run{'s' if len(runs) != 1 else ''}")
+    return 0
+
+
+def _pairs_caption(run):
+    parts = ["Bytes sent from each node (row) to each node (column)"]
+    if run["bytes_measured_pairs"] is not None and run["bytes_predicted_pairs"] is not None:
+        parts.append(": measured by StarPU-MPI (left), predicted by the exact model (middle), "
+                     "and their difference (right)")
+        if run.get("match") is True:
+            parts.append("; they are equal byte for byte")
+        elif run.get("match") is False:
+            parts.append("; they DIFFER")
+    parts.append(f". {run['label']}.")
+    return "".join(parts)

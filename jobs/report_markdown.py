@@ -1,0 +1,208 @@
+"""The text of ``report.md``: figures with captions and tables of the numbers behind them.
+
+``figures`` arguments are lists of (file name relative to report.md, caption).
+"""
+import math
+
+from ..linalg.volume_summary import format_bytes
+
+
+def _cell(value):
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table(head, rows):
+    """A Markdown table."""
+    lines = ["| " + " | ".join(_cell(h) for h in head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def figure_block(figures, first_number=1):
+    """Markdown images with numbered captions."""
+    out = []
+    for k, (name, caption) in enumerate(figures, start=first_number):
+        out += [f"![Figure {k}]({name})", "", f"*Figure {k}. {caption}*", ""]
+    return out
+
+
+def _num(value, fmt):
+    return "-" if value is None else format(value, fmt)
+
+
+# -- model report --------------------------------------------------------------------------
+def _point_params(name, pt):
+    parts = []
+    if "slices" in pt and pt.get("slices", 1) > 1 and name.endswith("(best c)"):
+        parts.append(f"c={pt['slices']}")
+    if pt.get("grid"):
+        parts.append(pt["grid"])
+    if pt.get("r"):
+        parts.append(f"r={pt['r']}")
+    return ", ".join(parts)
+
+
+def sbc_statement(doc):
+    """One sentence: where sbc is below 2dbc (most square grid) at equal node count."""
+    rows = doc["sbc_vs_2dbc"]
+    lo, hi = doc["nodes_range"]
+    if not rows:
+        return (f"No sbc node count (P = r(r-1)/2: 3, 6, 10, 15, 21, ...) lies in {lo}..{hi}, "
+                f"so sbc and 2dbc are not compared here.")
+    below = [r["nodes"] for r in rows if r["sbc_below"]]
+    above = [r["nodes"] for r in rows if not r["sbc_below"]]
+    gains = [r["ratio_2dbc_over_sbc"] for r in rows]
+    if not above:
+        text = (f"**sbc is below 2dbc at every node count where both exist** "
+                f"(P = {', '.join(map(str, below))}): 2dbc moves {min(gains):.3f} to "
+                f"{max(gains):.3f} times the bytes of sbc.")
+    else:
+        text = (f"sbc is below 2dbc at P = {', '.join(map(str, below)) or 'none'}, and **not** "
+                f"at P = {', '.join(map(str, above))}.")
+    return text
+
+
+def model_markdown(doc, figures, command, json_name):
+    """report.md of ``starchol report --model``."""
+    lo, hi = doc["nodes_range"]
+    cache = "on" if doc["cache"] else "off"
+    lines = [
+        f"# Predicted communication volume, {lo} to {hi} nodes",
+        "",
+        f"Exact model of the right-looking tiled Cholesky (owner computes, StarPU-MPI receive "
+        f"cache {cache}) for N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}: "
+        f"S = {doc['stored_tiles']} stored tiles ({format_bytes(doc['stored_bytes'])}). "
+        f"Bytes are decimal (1 GB = 10^9 B). Made by `{command}`; the numbers are in "
+        f"[{json_name}]({json_name}).",
+        "",
+        "## Where sbc is below 2dbc",
+        "",
+        sbc_statement(doc),
+        "",
+        "## Figures",
+        "",
+    ]
+    lines += figure_block(figures)
+    lines += ["## Numbers", "",
+              "Exact predicted bytes per map and node count (map parameters in brackets); "
+              "`-` where the map does not exist at that node count. The 2.5D maps keep c "
+              "copies of the matrix (c times the memory per node).", ""]
+    names = [n for n, pts in doc["series"].items()]
+    by_name = {n: {pt["nodes"]: pt for pt in pts} for n, pts in doc["series"].items()}
+    versus = {r["nodes"]: r for r in doc["sbc_vs_2dbc"]}
+    rows = []
+    for p in range(lo, hi + 1):
+        row = [p]
+        for name in names:
+            pt = by_name[name].get(p)
+            if pt is None:
+                row.append("-")
+                continue
+            params = _point_params(name, pt)
+            mark = " (1D)" if pt.get("degenerate") else ""
+            row.append(f"{format_bytes(pt['bytes'])} ({params}){mark}" if params
+                       else format_bytes(pt["bytes"]))
+        v = versus.get(p)
+        row.append("-" if v is None else f"{v['ratio_2dbc_over_sbc']:.3f}")
+        rows.append(row)
+    lines.append(table(["P"] + names + ["2dbc / sbc"], rows))
+    lines += ["", "Transfers per stored tile (D/S) and the leading factor F (D ~ S F):", ""]
+    rows = []
+    for name in names:
+        for pt in doc["series"][name]:
+            rows.append([name, pt["nodes"], _point_params(name, pt) or "-",
+                         pt["transfers_tiles"], f"{pt['ratio']:.3f}",
+                         _num(pt["leading_factor"], ".3g")])
+    lines.append(table(["map", "P", "parameters", "transfers (tiles)", "D/S", "F"], rows))
+    lines.append("")
+    return "\n".join(lines)
+
+
+# -- run report ----------------------------------------------------------------------------
+def _bytes_or_dash(value):
+    return "-" if value is None else format_bytes(value)
+
+
+def run_markdown(runs, sections, comparison, command):
+    """report.md of ``starchol report RUN.json ...``.
+
+    ``sections`` is one list of (figure, caption) per run, ``comparison`` the figures that
+    compare runs, ``notes`` per run are in ``run["report_notes"]``.
+    """
+    lines = [f"# Run report: {len(runs)} run{'s' if len(runs) > 1 else ''}", "",
+             f"Made by `{command}` from the run documents below (`starchol run --json`). "
+             f"Bytes are decimal (1 MB = 10^6 B); predicted bytes come from the exact model "
+             f"of the same map, N and NB.", "", "## Runs", ""]
+    rows = []
+    for k, run in enumerate(runs, start=1):
+        rt = run["runtime"]
+        match = run.get("match")
+        rows.append([
+            k, run["path"], run["dist"] + (f" {run['grid']}" if isinstance(run.get("grid"), str)
+                                           else ""),
+            run["nodes"], run["n"], run["nb"], run["nt"],
+            _num(run.get("time_s"), ".3f"), _num(run.get("gflops"), ".2f"),
+            _num(run.get("residual"), ".2e"),
+            _bytes_or_dash(run.get("bytes_measured_total")),
+            _bytes_or_dash(run.get("bytes_predicted_total")),
+            "-" if match is None else ("yes" if match else "**NO**"),
+            rt.get("scheduler", "-"), rt.get("workers_per_rank", "-"),
+            rt.get("starpu_version", "-"),
+        ])
+    lines.append(table(["#", "file", "map", "nodes", "N", "NB", "NT", "time (s)", "GFlop/s",
+                        "residual", "bytes measured", "bytes predicted", "match", "scheduler",
+                        "workers/rank", "StarPU"], rows))
+    lines.append("")
+    mismatched = [k for k, r in enumerate(runs, start=1) if r.get("match") is False]
+    if mismatched:
+        lines += [f"**Measured bytes differ from the model in run(s) "
+                  f"{', '.join(map(str, mismatched))}.**", ""]
+    number = 1
+    for k, (run, figs) in enumerate(zip(runs, sections), start=1):
+        lines += [f"## Run {k}: {run['label']}", ""]
+        for note in run.get("report_notes", []):
+            lines += [f"- {note}"]
+        if run.get("report_notes"):
+            lines.append("")
+        lines += figure_block(figs, number)
+        number += len(figs)
+        lines += _per_node_table(run)
+    if comparison:
+        lines += ["## Comparison of the runs", ""]
+        lines += figure_block(comparison, number)
+    return "\n".join(lines)
+
+
+def _per_node_table(run):
+    meas, pred = run["bytes_measured_pairs"], run["bytes_predicted_pairs"]
+    if meas is None and pred is None:
+        return []
+    head = ["node"]
+    cols = []
+    for mat, lab in ((meas, "measured"), (pred, "predicted")):
+        if mat is not None:
+            head += [f"sent ({lab})", f"received ({lab})"]
+            cols += [mat.sum(axis=1), mat.sum(axis=0)]
+    rows = [[a] + [format_bytes(c[a]) for c in cols] for a in range(run["nodes"])]
+    return ["Bytes per node:", "", table(head, rows), ""]
+
+
+def model_figure_captions(doc):
+    """Captions of the two model figures."""
+    slices = ("with, at each P, the slice count c >= 2 that moves the fewest bytes"
+              if doc["slices"] == "best" else
+              f"with c = {', '.join(map(str, doc['slices']))} slices")
+    vol = (f"Predicted bytes sent between nodes against node count P (log scale), exact "
+           f"model as markers joined by solid lines, closed-form leading terms dashed in the "
+           f"same colour: 2dbc S(p+q-2) on the most square p x q grid (hollow markers: prime "
+           f"P, only 1 x P), sbc S(r-2) at P = r(r-1)/2, sbc-basic S(r-1) at P = r^2/2, 2.5D "
+           f"maps + S(c-1) {slices}.")
+    gain = ("Volume gain at equal node count: bytes of 2dbc divided by bytes of sbc and "
+            "sbc-basic (tends to sqrt(2) for large P), and bytes of 2dbc25d divided by bytes "
+            "of sbc25d (tends to cbrt(2) with the best c).")
+    return vol, gain
+
+
+def is_finite(x):
+    return x is not None and math.isfinite(x)
