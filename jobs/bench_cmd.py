@@ -1,0 +1,112 @@
+"""``starchol bench``: starchol's factorization vs LAPACK dpotrf on one rank, all cores.
+
+    starchol bench --n N --nb NB [--repeat R] [--seed S] [--sched NAME] [--json FILE]
+
+Both factor the same SPD matrix; runs alternate (starchol, LAPACK, starchol, ...).
+starchol runs with one single-threaded BLAS per StarPU worker (as many workers as
+cores); LAPACK is scipy.linalg.lapack.dpotrf on a Fortran-ordered copy, overwritten
+in place, with BLAS on all cores (StarPU's workers paused meanwhile). Flops N^3/3.
+"""
+import statistics
+import time
+
+import numpy as np
+
+from ..errors import StarcholError, UsageError
+from .output import dumps, write_atomic
+
+
+def register(sub):
+    p = sub.add_parser(
+        "bench", help="time starchol (1 rank) against LAPACK dpotrf",
+        description="Factor the same SPD matrix with starchol (one rank, StarPU workers on "
+                    "all cores) and with scipy's LAPACK dpotrf (BLAS on all cores), "
+                    "alternating; report GFlop/s and the median ratio.")
+    p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
+    p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    p.add_argument("--repeat", type=int, default=3, metavar="R", help="runs of each (default 3)")
+    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
+    p.add_argument("--workers", type=int, default=None, metavar="K",
+                   help="StarPU workers (default: all cores)")
+    p.add_argument("--no-lapack", action="store_true", help="time starchol only")
+    p.add_argument("--json", metavar="FILE", help="write the result document")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from ..linalg.cholesky import factorize, flops
+    from ..linalg.matrices import MatrixSpec
+    from ..linalg.tiled import TiledMatrix, check_sizes
+    from ..runtime.session import (DEFAULT_SCHEDULER, Session, check_scheduler,
+                                   check_workers, _cores)
+
+    check_sizes(args.n, args.nb)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be >= 1, got {args.repeat}")
+    sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
+    workers = None if args.workers is None else check_workers(args.workers)
+    from mpi4py import MPI
+    from scipy.linalg import lapack
+    from threadpoolctl import threadpool_limits
+
+    if MPI.COMM_WORLD.Get_size() != 1:
+        raise UsageError("starchol bench runs on one rank; launch it without mpirun")
+    cores = _cores()
+    n, nb = args.n, args.nb
+    nt = -(-n // nb)
+    owners = np.zeros((nt, nt), dtype=np.int64)
+    spec = MatrixSpec("spd")
+    fl = flops(n)
+    ours, theirs, submit, tasks = [], [], [], 0
+    with Session(MPI.COMM_SELF, workers=workers, scheduler=sched, stats=False) as rt:
+        pristine = TiledMatrix.generate(spec, n, nb, owners, 0, args.seed)
+        dense = None if args.no_lapack else pristine.to_dense_lower()
+        if dense is not None:
+            dense = np.asfortranarray(dense + np.tril(dense, -1).T)
+        for _ in range(args.repeat):
+            a = pristine.copy()
+            with threadpool_limits(limits=1, user_api="blas"):
+                fac = factorize(rt, a)
+            ours.append(fl / fac.time_s / 1e9)
+            submit.append(fac.submit_s)
+            tasks = fac.tasks
+            del a
+            if dense is None:
+                continue
+            c = np.array(dense, order="F", copy=True)
+            rt.pause()
+            try:
+                with threadpool_limits(limits=cores, user_api="blas"):
+                    t0 = time.perf_counter()
+                    _, info = lapack.dpotrf(c, lower=1, clean=0, overwrite_a=1)
+                    dt = time.perf_counter() - t0
+            finally:
+                rt.resume()
+            if info != 0:
+                raise StarcholError(f"LAPACK dpotrf failed with info={info}")
+            theirs.append(fl / dt / 1e9)
+        info = rt.describe()
+    med_ours = statistics.median(ours)
+    doc = {"n": n, "nb": nb, "nt": nt, "repeat": args.repeat, "cores": cores,
+           "starchol_gflops": ours, "lapack_gflops": theirs,
+           "starchol_median_gflops": med_ours,
+           "lapack_median_gflops": statistics.median(theirs) if theirs else None,
+           "ratio_median": (statistics.median([a / b for a, b in zip(ours, theirs)])
+                            if theirs else None),
+           "submit_s": submit, "tasks": tasks,
+           "runtime": {"scheduler": info["scheduler"], "workers_per_rank": info["workers_per_rank"],
+                       "starpu_version": info["starpu_version"]}}
+    lines = [f"starchol bench: N = {n}, NB = {nb} (NT = {nt}, {tasks} tasks), {cores} cores, "
+             f"{info['workers_per_rank']} StarPU workers, scheduler {info['scheduler']}",
+             "  starchol GFlop/s: " + ", ".join(f"{g:.1f}" for g in ours)
+             + f"  (median {med_ours:.1f}; submission "
+             + ", ".join(f"{s:.3f}" for s in submit) + " s)"]
+    if theirs:
+        lines.append("  LAPACK   GFlop/s: " + ", ".join(f"{g:.1f}" for g in theirs)
+                     + f"  (median {doc['lapack_median_gflops']:.1f})")
+        lines.append(f"  median ratio starchol / LAPACK: {doc['ratio_median']:.3f}")
+    print("\n".join(lines))
+    if args.json:
+        write_atomic(args.json, dumps(doc) + "\n")
+    return 0

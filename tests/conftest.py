@@ -1,0 +1,57 @@
+"""Shared test helpers: launching ``mpirun -np N`` with a timeout (a hang fails, never blocks)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+MPIRUN = shutil.which("mpirun")
+
+
+def _starchol_exe():
+    exe = os.path.join(os.path.dirname(sys.executable), "starchol")
+    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
+
+
+@pytest.fixture(scope="session")
+def starpu_home(tmp_path_factory):
+    """A writable STARPU_HOME shared by the session's runs (bus calibration lands there)."""
+    return str(tmp_path_factory.mktemp("starpu_home"))
+
+
+@pytest.fixture
+def mpirun(starpu_home):
+    """``mpirun(np, *starchol_args, timeout=120)`` -> CompletedProcess with ``rank_exits``.
+
+    Each rank runs ``starchol ARGS`` under a small shell that prints its exit status
+    (``starchol-exit=RC``) on stderr, so a test sees every rank's status. mpirun is told
+    not to kill the other ranks when one fails. On timeout the whole process group is
+    killed and the test fails.
+    """
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+
+    def run(np_, *args, timeout=120, workers=None):
+        env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_rmaps_base_oversubscribe="1")
+        cmd = [MPIRUN, "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0",
+               "-np", str(np_), "sh", "-c", '"$@"; echo "starchol-exit=$?" >&2', "sh",
+               *_starchol_exe(), *map(str, args)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"mpirun -np {np_} starchol {' '.join(map(str, args))} hung "
+                        f"(killed after {timeout} s)\nstdout:\n{out}\nstderr:\n{err}")
+        res = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        res.rank_exits = [int(line.split("=", 1)[1]) for line in err.splitlines()
+                          if line.startswith("starchol-exit=")]
+        return res
+
+    return run

@@ -1,0 +1,125 @@
+"""Runtime layer and matrices without mpirun (fast)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from starchol.errors import UsageError
+from starchol.linalg import matrices
+from starchol.linalg.tiled import TiledMatrix, check_sizes, tile_sizes
+
+starpu = pytest.importorskip("starchol.runtime._starpu",
+                             reason="runtime layer not built (STARCHOL_NO_RUNTIME=1?)")
+
+
+def test_versions_and_schedulers():
+    assert starpu.compiled_version()[:2] == starpu.runtime_version()[:2] == (1, 3)
+    from starchol.runtime import available_schedulers
+    names = available_schedulers()
+    assert "prio" in names and "lws" in names and "dmda" in names
+
+
+def test_unknown_scheduler_and_workers():
+    from starchol.runtime.session import check_scheduler, check_workers
+    with pytest.raises(UsageError, match="unknown scheduler 'nope'.*prio"):
+        check_scheduler("nope")
+    with pytest.raises(UsageError, match="between 1 and"):
+        check_workers(0)
+    with pytest.raises(UsageError, match="between 1 and"):
+        check_workers(starpu.max_cpus() + 1)
+
+
+def test_error_names():
+    from starchol.runtime import NotPositiveDefiniteError, StarPUError
+    e = StarPUError(-19, "starpu_init")
+    assert e.errno_name == "ENODEV" and "ENODEV" in str(e)
+    e = NotPositiveDefiniteError(41, 100)
+    assert e.column == 41 and "global column 41" in str(e)
+
+
+@pytest.mark.parametrize("n,nb", [(0, 1), (10, 0), (-3, 2), (10, 11)])
+def test_bad_sizes(n, nb):
+    with pytest.raises(UsageError):
+        check_sizes(n, nb)
+
+
+def test_tiles_last_smaller():
+    assert tile_sizes(10, 4).tolist() == [4, 4, 2]
+    assert tile_sizes(8, 4).tolist() == [4, 4]
+
+
+def test_matrix_independent_of_nb_and_map():
+    n, seed = 37, 5
+    spec = matrices.MatrixSpec("spd")
+    ref = matrices.dense(spec, n, seed)
+    assert np.allclose(ref, ref.T)
+    np.linalg.cholesky(ref)  # SPD
+    for nb, p in [(8, 1), (5, 3), (37, 2)]:
+        nt = -(-n // nb)
+        owners = (np.add.outer(np.arange(nt), np.arange(nt)) % p).astype(np.int64)
+        got = np.zeros((n, n))
+        for r in range(p):
+            a = TiledMatrix.generate(spec, n, nb, owners, r, seed)
+            got += a.to_dense_lower()
+        assert np.array_equal(got, np.tril(ref))
+    assert not np.array_equal(matrices.dense(spec, n, seed + 1), ref)
+
+
+@pytest.mark.parametrize("j", [0, 7, 36])
+def test_indefinite_fails_exactly_at_j(j):
+    import scipy.linalg.lapack as lapack
+    n = 37
+    a = matrices.dense(matrices.parse_matrix_spec(f"indefinite:{j}", n), n, 1)
+    _, info = lapack.dpotrf(a.copy(order="F"), lower=1)
+    assert info == j + 1
+
+
+def test_matrix_spec_errors():
+    with pytest.raises(UsageError, match="0..9"):
+        matrices.parse_matrix_spec("indefinite:10", 10)
+    with pytest.raises(UsageError):
+        matrices.parse_matrix_spec("hermitian", 10)
+
+
+def _run_py(code, starpu_home, timeout=120):
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_session_one_process(starpu_home):
+    """Session on COMM_SELF: factor, residual, idempotent shutdown, no restart."""
+    code = r"""
+import numpy as np
+from mpi4py import MPI
+from starchol.runtime import Session
+from starchol.linalg import matrices
+from starchol.linalg.tiled import TiledMatrix
+from starchol.linalg.cholesky import factorize, residual
+n, nb = 203, 40
+spec = matrices.MatrixSpec("spd")
+nt = -(-n // nb)
+rt = Session(MPI.COMM_SELF, workers=1, stats=True)
+with rt:
+    a = TiledMatrix.generate(spec, n, nb, np.zeros((nt, nt), np.int64), 0, 3)
+    orig = a.copy()
+    f = factorize(rt, a, keep=True)
+    res = residual(rt, f, orig)
+    assert res < 1e-14, res
+    ref = np.linalg.cholesky(matrices.dense(spec, n, 3))
+    assert np.allclose(a.to_dense_lower(), ref, atol=1e-12)
+    assert f.bytes_sent.tolist() == [0]
+rt.shutdown(); rt.shutdown()
+try:
+    Session(MPI.COMM_SELF).start()
+except Exception as e:
+    print("restart refused:", type(e).__name__)
+print("ok", f.tasks)
+"""
+    p = _run_py(code, starpu_home)
+    assert p.returncode == 0, p.stderr
+    assert "restart refused: StarcholError" in p.stdout
+    assert "ok" in p.stdout
