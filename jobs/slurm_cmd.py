@@ -36,7 +36,7 @@ DEFAULT_TIME = "01:00:00"
 LAUNCHERS = ("srun", "mpirun")
 MAPS_25D = ("2dbc25d", "sbc25d")
 
-_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,2}):(\d{2}):(\d{2})$")
+_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+):(\d{2}):(\d{2})$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _SCHED_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -411,7 +411,9 @@ def render_script(args, plan, json_dir, starchol):
     add("")
     add("# --- environment ------------------------------------------------------------")
     add("# one BLAS thread per StarPU worker: the workers are the parallelism")
-    add("export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1")
+    add("export OPENBLAS_NUM_THREADS=1")
+    add("export OMP_NUM_THREADS=1")
+    add("export MKL_NUM_THREADS=1")
     add("# StarPU: starchol run passes --sched/--workers to StarPU itself; the variables")
     add("# below say the same for any StarPU tool started in this job")
     add(f"export STARPU_SCHED={q(args.sched)}")
@@ -423,8 +425,8 @@ def render_script(args, plan, json_dir, starchol):
         add("# its workers instead of every rank pinning to the node's first cores")
         add("export STARPU_WORKERS_NOBIND=1")
     add("export STARPU_MPI_NOBIND=1      # the MPI thread floats on the rank's cores")
-    add("# STARPU_HOME (bus calibration, performance models) on node-local storage, per job;")
-    add("# StarPU creates it on each node at first use")
+    add("# STARPU_HOME (bus calibration, performance models) on node-local storage, per job,")
+    add("# and below it one folder per rank (see RANK_HOME)")
     add('export STARPU_HOME="${TMPDIR:-/tmp}/starpu-${SLURM_JOB_ID}"')
     add('mkdir -p "$STARPU_HOME"')
     add("cleanup() {")
@@ -464,8 +466,14 @@ def render_script(args, plan, json_dir, starchol):
         add("# Open MPI's mpirun reads the Slurm allocation and starts the ranks; "
             + ("they share the cores (overcommit)" if args.overcommit else
                "each rank is bound to its own CORES_PER_RANK cores"))
+    add("# RANK_HOME gives each rank its own STARPU_HOME: ranks that calibrate the bus in one")
+    add("# folder at the same time read each other's half-written files, and StarPU 1.3 aborts")
+    add("# (assertion in check_bus_affinity_file)")
+    add("RANK_HOME='export STARPU_HOME=\"$STARPU_HOME/rank-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-"
+        "${SLURM_PROCID:-0}}}\"; mkdir -p \"$STARPU_HOME\"; exec \"$@\"'")
     argv = run_argv(args, plan)
-    words = [_q(w) for w in launch] + ['"$STARCHOL"'] + [_q(w) for w in argv]
+    words = [_q(w) for w in launch] + ["bash", "-c", '"$RANK_HOME"', "rank-home",
+                                       '"$STARCHOL"'] + [_q(w) for w in argv]
     add(_wrap(words))
     add("")
     add('test -s "$JSON" || { echo "starchol: no report written to $JSON" >&2; exit 1; }')
@@ -480,7 +488,7 @@ def _wrap(words, width=88):
     while i < len(words):
         w = words[i]
         if w.startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-") \
-                and words[i + 1] != '"$STARCHOL"' and "=" not in w:
+                and words[i + 1] not in ('"$STARCHOL"', '"$RANK_HOME"') and "=" not in w:
             w = f"{w} {words[i + 1]}"
             i += 1
         units.append(w)

@@ -1,0 +1,136 @@
+"""End to end on a real Slurm: start slurmctld + slurmd on localhost (scripts/slurm-local.sh),
+submit scripts written by `starchol slurm` for 4 ranks on this small machine (--overcommit),
+wait with a hard timeout, and check each job's JSON report.
+
+Needs root (slurmd, munged's user switch) and Debian's Slurm packages, which the helper
+installs with apt-get when missing; skipped, with the reason, when either is impossible.
+The daemons are stopped at the end, whatever happens.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SLURM_LOCAL = ROOT / "scripts" / "slurm-local.sh"
+#: seconds a job may take from sbatch to its end before the test cancels it and fails
+JOB_TIMEOUT = 90
+#: seconds for the helper to install the packages and start the daemons
+START_TIMEOUT = 240
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(2 * START_TIMEOUT)]
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """(environment with SLURM_CONF, base folder) of a Slurm running on localhost."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("a local Slurm needs root (slurmd runs as root, munged as user munge)")
+    if shutil.which("bash") is None:
+        pytest.skip("bash is missing")
+    # under /tmp, not pytest's tmp_path: munged (user munge) must traverse the path
+    base = tempfile.mkdtemp(prefix="starchol-slurm-")
+    try:
+        try:
+            proc = subprocess.run(["bash", str(SLURM_LOCAL), "start", base],
+                                  capture_output=True, text=True, timeout=START_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"scripts/slurm-local.sh start took over {START_TIMEOUT}s:\n"
+                        f"{exc.stderr}")
+        if proc.returncode == 77:
+            pytest.skip("no local Slurm: " + proc.stderr.strip().splitlines()[-1])
+        assert proc.returncode == 0, f"slurm-local.sh start failed:\n{proc.stderr}"
+        env = dict(os.environ, SLURM_CONF=os.path.join(base, "slurm.conf"))
+        yield env, Path(base)
+    finally:
+        stop = subprocess.run(["bash", str(SLURM_LOCAL), "stop", base],
+                              capture_output=True, text=True, timeout=120)
+        if stop.returncode != 0:  # pragma: no cover - shown on failure only
+            print(stop.stderr, file=sys.stderr)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _cmd(env, *argv, timeout=30, check=True, cwd=None):
+    proc = subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=timeout,
+                          cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def _job_field(env, job, field):
+    out = _cmd(env, "scontrol", "show", "job", "-o", job, check=False).stdout
+    for word in out.split():
+        if word.startswith(field + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def submit_and_wait(env, script, workdir, timeout=JOB_TIMEOUT):
+    """sbatch SCRIPT, wait for the job to leave the queue; (job id, state, log text).
+
+    Cancels the job and fails the test if it has not ended after ``timeout`` s.
+    """
+    # the job starts in the submission folder, where its log file goes
+    job = _cmd(env, "sbatch", "--parsable", str(script), timeout=30, cwd=workdir).stdout.strip()
+    job = job.split(";")[0]
+    assert job.isdigit(), f"sbatch printed {job!r}"
+    deadline = time.monotonic() + timeout
+    while True:
+        state = _cmd(env, "squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip()
+        if not state:
+            break
+        if time.monotonic() > deadline:
+            reason = _cmd(env, "squeue", "-h", "-j", job, "-o", "%T %r", check=False).stdout
+            _cmd(env, "scancel", job, check=False)
+            logs = "".join(p.read_text() for p in Path(workdir).glob(f"*-{job}.out"))
+            pytest.fail(f"job {job} not finished after {timeout}s (state {reason.strip()}); "
+                        f"cancelled. Job log:\n{logs}")
+        time.sleep(0.3)
+    final = _job_field(env, job, "JobState")
+    logs = "".join(p.read_text() for p in Path(workdir).glob(f"*-{job}.out"))
+    return job, final, logs
+
+
+def write_script(workdir, *options):
+    """`starchol slurm` for 2dbc 2x2 (4 ranks on this one node), N = 400, NB = 100."""
+    script = Path(workdir) / "job.sbatch"
+    argv = [sys.executable, "-m", "starchol", "slurm", "--dist", "2dbc", "--nodes", "4",
+            "--grid", "2x2", "--n", "400", "--nb", "100", "--check", "--ranks-per-node", "4",
+            "--overcommit", "--time", "00:05:00", "--json-dir", str(Path(workdir) / "results"),
+            "-o", str(script), *options]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return script
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_generated_script_runs_on_slurm(slurm, tmp_path, launcher):
+    env, _ = slurm
+    script = write_script(tmp_path, "--launcher", launcher)
+    job, state, logs = submit_and_wait(env, script, tmp_path)
+    assert state == "COMPLETED", f"job {job} ended {state}; log:\n{logs}"
+    report = tmp_path / "results" / f"starchol-{job}.json"
+    assert report.is_file(), f"no report {report}; log:\n{logs}"
+    doc = json.loads(report.read_text())
+    assert doc["nodes"] == 4 and doc["n"] == 400 and doc["nb"] == 100
+    assert doc["match"] is True, doc
+    assert doc["residual"] is not None and doc["residual"] < 1e-12, doc["residual"]
+    assert f"report: {report}" in logs
+
+
+def test_failing_run_fails_the_job(slurm, tmp_path):
+    """A run that fails (matrix not positive definite) ends the job FAILED, with no report."""
+    env, _ = slurm
+    script = write_script(tmp_path, "--run-arg=--matrix=indefinite:150")
+    job, state, logs = submit_and_wait(env, script, tmp_path)
+    assert state == "FAILED", f"job {job} ended {state}; log:\n{logs}"
+    assert not (tmp_path / "results" / f"starchol-{job}.json").exists()
+    assert "positive definite" in logs.lower(), logs

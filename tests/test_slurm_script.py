@@ -1,0 +1,359 @@
+"""`starchol slurm` without a Slurm: script content, rank planning, sweeps and bad input.
+
+One test also executes a generated script with stand-ins for srun and starchol, to check
+its shell logic (workers from the cores, per-rank STARPU_HOME, report check, cleanup).
+"""
+import argparse
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from starchol.cli import main
+from starchol.jobs import slurm_cmd
+from starchol.jobs.slurm_cmd import parse_time, plan_ranks, workers_for
+
+BASE = ["slurm", "--dist", "sbc", "--nodes", "6", "--n", "20000", "--nb", "500"]
+
+
+def generate(capsys, *extra, base=BASE):
+    """Run `starchol slurm` and return the script it prints."""
+    assert main(list(base) + list(extra)) == 0, capsys.readouterr().err
+    return capsys.readouterr().out
+
+
+def usage_error(capsys, *argv):
+    """Run `starchol slurm` expecting exit status 2; return its message."""
+    assert main(list(argv)) == 2
+    return capsys.readouterr().err
+
+
+def sbatch_lines(script):
+    return [ln[len("#SBATCH "):] for ln in script.splitlines() if ln.startswith("#SBATCH ")]
+
+
+def launch_line(script):
+    """The launch command, continuation lines joined."""
+    text = re.sub(r"\s*\\\n\s*", " ", script)
+    return next(ln for ln in text.splitlines() if ln.startswith(("srun --mpi", "mpirun ")))
+
+
+def bash_syntax_ok(path):
+    return subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+
+
+def run_accepts(option):
+    """Whether this installation's `starchol run` has ``option`` (issues 4 and 5 add some)."""
+    from starchol.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    run = sub.choices.get("run")
+    return run is not None and any(option in a.option_strings for a in run._actions)
+
+
+# -- rank planning -----------------------------------------------------------------------
+@pytest.mark.parametrize("cores, workers", [(1, 1), (2, 2), (3, 2), (4, 3), (5, 4), (8, 4)])
+def test_workers_for_cores(cores, workers):
+    assert workers_for(cores) == workers
+    assert workers_for(cores, max_workers=16) == (cores - 1 if cores >= 3 else cores)
+
+
+@pytest.mark.parametrize("k, expected", [
+    (1, (1, 1, 1)), (2, (1, 2, 2)), (4, (1, 4, 3)), (5, (1, 5, 4)), (6, (1, 6, 4)),
+    (8, (2, 4, 3)), (10, (2, 5, 4)), (16, (3, 5, 4)), (64, (12, 5, 4)), (128, (25, 5, 4)),
+])
+def test_plan_ranks(k, expected):
+    r, cores, workers = plan_ranks(k)
+    assert (r, cores, workers) == expected
+    assert r * cores <= k and workers <= 4
+
+
+# -- script content ----------------------------------------------------------------------
+def test_default_script(capsys, tmp_path):
+    script = generate(capsys, "--time", "00:30:00", "--partition", "compute",
+                      "--cpus-per-node", "5", "--json-dir", str(tmp_path / "out"))
+    assert script.startswith("#!/bin/bash\n")
+    opts = sbatch_lines(script)
+    for opt in ("--nodes=6", "--ntasks=6", "--ntasks-per-node=1", "--cpus-per-task=5",
+                "--time=00:30:00", "--partition=compute", "--job-name=starchol-sbc-P6-N20000"):
+        assert opt in opts, (opt, opts)
+    assert "--overcommit" not in opts and "--exclusive" not in opts
+    assert "WORKERS=4" in script and "CORES_PER_RANK=5" in script
+    for env in ("OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "STARPU_SCHED=prio",
+                'STARPU_NCPU="$WORKERS"', "STARPU_SILENT=1", "STARPU_COMM_STATS=1",
+                'STARPU_HOME="${TMPDIR:-/tmp}/starpu-${SLURM_JOB_ID}"'):
+        assert f"export {env}" in script, env
+    assert f"JSON_DIR=${{JSON_DIR:-{tmp_path / 'out'}}}" in script
+    assert 'JSON="$JSON_DIR/starchol-${SLURM_JOB_ID}.json"' in script
+    line = launch_line(script)
+    assert line.startswith("srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=$CORES_PER_RANK")
+    assert '"$STARCHOL" run --dist sbc --n 20000 --nb 500 --sched prio' in line
+    assert '--workers "$WORKERS" --json "$JSON"' in line
+    assert "--grid" not in line and "--slices" not in line
+    # one rank per node: workers keep StarPU's binding
+    assert "STARPU_WORKERS_NOBIND" not in script
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    assert bash_syntax_ok(path)
+
+
+def test_several_ranks_per_node(capsys):
+    script = generate(capsys, "--cpus-per-node", "10")
+    opts = sbatch_lines(script)
+    # 10 cores: 2 ranks of 5 cores (4 workers + the MPI thread) -> 6 ranks on 3 nodes
+    assert {"--nodes=3", "--ntasks=6", "--ntasks-per-node=2", "--cpus-per-task=5"} <= set(opts)
+    assert "WORKERS=4" in script and "export STARPU_WORKERS_NOBIND=1" in script
+
+
+def test_ranks_per_node_given_and_uneven_last_node(capsys):
+    script = generate(capsys, "--cpus-per-node", "8", "--ranks-per-node", "4", base=[
+        "slurm", "--dist", "2dbc", "--nodes", "10", "--grid", "2x5", "--n", "1000", "--nb",
+        "100"])
+    opts = sbatch_lines(script)
+    assert {"--nodes=3", "--ntasks=10", "--ntasks-per-node=4", "--cpus-per-task=2"} <= set(opts)
+    assert "WORKERS=2" in script
+    assert "--grid 2x5" in launch_line(script)
+
+
+def test_whole_nodes_when_cores_unknown(capsys, tmp_path):
+    script = generate(capsys)
+    opts = sbatch_lines(script)
+    assert "--exclusive" in opts and not any(o.startswith("--cpus-per-task") for o in opts)
+    assert "CORES_PER_RANK=$(( ${SLURM_CPUS_ON_NODE:-1} / RANKS_PER_NODE ))" in script
+    assert 'JSON_DIR=${JSON_DIR:-$SLURM_SUBMIT_DIR}' in script
+
+
+def test_overcommit_for_small_tests(capsys):
+    script = generate(capsys, "--ranks-per-node", "4", "--overcommit", "--launcher", "mpirun",
+                      base=["slurm", "--dist", "2dbc", "--nodes", "4", "--grid", "2x2",
+                            "--n", "400", "--nb", "100", "--check"])
+    opts = sbatch_lines(script)
+    assert {"--nodes=1", "--ntasks=4", "--overcommit"} <= set(opts)
+    # Slurm rejects --ntasks-per-node above the cores even with --overcommit
+    assert not any(o.startswith("--ntasks-per-node") for o in opts)
+    line = launch_line(script)
+    assert line.startswith('mpirun -np "$SLURM_NTASKS" --oversubscribe --bind-to none')
+    assert "--check" in line
+
+
+def test_mpirun_binding(capsys):
+    line = launch_line(generate(capsys, "--cpus-per-node", "10", "--launcher", "mpirun"))
+    assert '--map-by "ppr:$RANKS_PER_NODE:node:PE=$CORES_PER_RANK" --bind-to core' in line
+
+
+def test_options_passed_to_run(capsys, tmp_path):
+    script = generate(capsys, "--seed", "7", "--sched", "lws", "--workers", "2",
+                      "--run-arg=--no-cache", "--setup", "module load openmpi/4.1",
+                      "--sbatch-option=--qos=debug", "--account", "proj42",
+                      "--starchol", "/opt/starchol/bin/starchol", "--mpi-plugin", "pmix_v4")
+    line = launch_line(script)
+    assert "--seed 7" in line and "--sched lws" in line and "--no-cache" in line
+    assert line.startswith("srun --mpi=pmix_v4 ")
+    assert "WORKERS=2" in script and "export STARPU_SCHED=lws" in script
+    assert "\nmodule load openmpi/4.1\n" in script
+    assert {"--qos=debug", "--account=proj42"} <= set(sbatch_lines(script))
+    assert "STARCHOL=${STARCHOL:-/opt/starchol/bin/starchol}" in script
+
+
+def test_default_starchol_is_next_to_python(capsys):
+    script = generate(capsys)
+    expected = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "starchol")
+    if os.access(expected, os.X_OK):
+        assert f"STARCHOL=${{STARCHOL:-{expected}}}" in script
+
+
+def test_custom_map_file_made_absolute(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.txt").write_text("2 2\n0 1\n2 0\n")
+    script = generate(capsys, base=["slurm", "--dist", "custom", "--map-file", "m.txt",
+                                    "--n", "400", "--nb", "100"])
+    assert "--ntasks=3" in sbatch_lines(script)
+    assert f"--map-file {tmp_path / 'm.txt'}" in launch_line(script)
+
+
+def test_2p5d_and_hdf5_options_on_the_run_line():
+    """--slices and --input/--output reach the run line (checked without the run parser)."""
+    ns = _namespace(["--dist", "sbc25d", "--nodes", "12", "--slices", "2", "--nb", "100",
+                     "--input", "a.h5:/A", "--output", "l.h5:/L"])
+    plan = slurm_cmd.plans_from_args(ns, validate_run=False)[0]
+    argv = slurm_cmd.run_argv(ns, plan)
+    assert argv[argv.index("--slices") + 1] == "2"
+    assert argv[argv.index("--input") + 1] == os.path.abspath("a.h5") + ":/A"
+    assert argv[argv.index("--output") + 1] == os.path.abspath("l.h5") + ":/L"
+    assert "--n" not in argv  # N comes from the file
+    assert plan.tag == "sbc25d-c2-P12-Nin"
+    ns = _namespace(["--dist", "2dbc25d", "--nodes", "8", "--slices", "2", "--grid", "2x2",
+                     "--n", "1000", "--nb", "100"])
+    argv = slurm_cmd.run_argv(ns, slurm_cmd.plans_from_args(ns, validate_run=False)[0])
+    assert argv[argv.index("--grid") + 1] == "2x2" and argv[argv.index("--slices") + 1] == "2"
+
+
+def test_2p5d_and_hdf5_through_the_cli(capsys):
+    """With a run that knows --slices / --input the script is written; else a clear error."""
+    argv = ["slurm", "--dist", "sbc25d", "--nodes", "12", "--slices", "2", "--n", "1000",
+            "--nb", "100"]
+    if run_accepts("--slices"):
+        assert "--slices 2" in launch_line(generate(capsys, base=argv))
+    else:
+        err = usage_error(capsys, *argv)
+        assert "this starchol's `run` would reject" in err and "sbc25d" in err
+    argv = BASE + ["--input", "a.h5:/A"]
+    if run_accepts("--input"):
+        assert f"--input {os.path.abspath('a.h5')}:/A" in launch_line(generate(capsys, base=argv))
+    else:
+        assert "--input" in usage_error(capsys, *argv)
+
+
+def _namespace(argv):
+    parser = argparse.ArgumentParser()
+    slurm_cmd.register(parser.add_subparsers())
+    return parser.parse_args(["slurm"] + argv)
+
+
+# -- writing files ------------------------------------------------------------------------
+def test_write_file(capsys, tmp_path):
+    out = tmp_path / "job.sbatch"
+    assert main(BASE + ["-o", str(out)]) == 0
+    assert "sbatch " in capsys.readouterr().err
+    assert out.read_text().startswith("#!/bin/bash")
+    assert os.stat(out).st_mode & stat.S_IXUSR
+    assert [p.name for p in tmp_path.iterdir()] == ["job.sbatch"]  # no temporary left
+    assert bash_syntax_ok(out)
+
+
+def test_sweep(capsys, tmp_path):
+    out = tmp_path / "campaign"
+    assert main(["slurm", "--sweep", "--dist", "sbc,2dbc", "--nodes", "6,10", "--n",
+                 "20000,40000", "--nb", "500", "--cpus-per-node", "5", "-o", str(out)]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    expected = sorted(f"{d}-P{p}-N{n}.sbatch" for d in ("sbc", "2dbc") for p in (6, 10)
+                      for n in (20000, 40000)) + ["submit_all.sh"]
+    assert names == expected
+    for name in names:
+        assert bash_syntax_ok(out / name)
+    s = (out / "sbc-P10-N40000.sbatch").read_text()
+    assert "--ntasks=10" in sbatch_lines(s) and "--n 40000" in launch_line(s)
+    assert f"JSON_DIR=${{JSON_DIR:-{out / 'results'}}}" in s
+    submit = (out / "submit_all.sh").read_text()
+    assert submit.count("\nsbatch ") == 8 and "sbatch sbc-P6-N20000.sbatch" in submit
+
+
+def test_sweep_rejects_bad_combinations_and_writes_nothing(capsys, tmp_path):
+    out = tmp_path / "campaign"
+    err = usage_error(capsys, "slurm", "--sweep", "--dist", "sbc,2dbc", "--nodes", "6,8",
+                      "--n", "1000", "--nb", "100", "-o", str(out))
+    assert "sbc P=8" in err and "r(r-1)/2" in err and "2dbc P=8" not in err
+    assert not out.exists()
+
+
+# -- bad input ----------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["90", "1:30", "1:2:3", "00:61:00", "00:00:75", "00:00:00",
+                                  "1-25:00:00", "abc", "-01:00:00"])
+def test_bad_time(capsys, text):
+    err = usage_error(capsys, *BASE, f"--time={text}")
+    assert "--time" in err
+
+
+@pytest.mark.parametrize("text, seconds", [("01:30:00", 5400), ("2-00:00:00", 172800),
+                                           ("0:05:00", 300), ("100:00:00", 360000)])
+def test_good_time(text, seconds):
+    assert parse_time(text) == seconds
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dist", "sbc", "--nodes", "20"], "sbc needs P = r(r-1)/2"),
+    (["--dist", "2dbc", "--nodes", "6", "--grid", "4x2"], "--grid 4x2 has 8 nodes"),
+    (["--dist", "sbc", "--nodes", "6", "--grid", "2x3"], "--grid applies to 2dbc"),
+    (["--dist", "sbc25d", "--nodes", "10", "--slices", "3"], "divisible by 3"),
+    (["--dist", "nope", "--nodes", "6"], "unknown map"),
+    (["--dist", "2dbc"], "2dbc needs --nodes"),
+])
+def test_bad_map(capsys, argv, message):
+    err = usage_error(capsys, "slurm", *argv, "--n", "1000", "--nb", "100")
+    assert message in err, err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--workers", "5"], "--workers must be between 1 and 4"),
+    (["--cpus-per-node", "2", "--ranks-per-node", "4"], "add --overcommit"),
+    (["--cpus-per-node", "0"], "--cpus-per-node must be >= 1"),
+    (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),
+    (["--partition", "a b"], "--partition"),
+    (["--sched", "Bad Name"], "--sched"),
+    (["--input", "a.h5"], "FILE.h5:/DATASET"),
+    (["--sbatch-option", "qos=debug"], "--sbatch-option"),
+    (["--launcher", "mpirun", "--mpi-plugin", "pmi2"], "--mpi-plugin applies to --launcher srun"),
+    (["--run-arg=--no-such-option"], "would reject"),
+])
+def test_bad_options(capsys, extra, message):
+    err = usage_error(capsys, *BASE, *extra)
+    assert message in err, err
+
+
+def test_bad_sizes(capsys):
+    assert "--nb 500 is larger than --n 100" in usage_error(
+        capsys, "slurm", "--dist", "sbc", "--nodes", "6", "--n", "100", "--nb", "500")
+    assert "give the matrix order --n" in usage_error(
+        capsys, "slurm", "--dist", "sbc", "--nodes", "6", "--nb", "500")
+
+
+def test_lists_need_sweep_and_sweep_needs_folder(capsys, tmp_path):
+    assert "lists need --sweep" in usage_error(capsys, "slurm", "--dist", "sbc,2dbc", "--nodes",
+                                               "6", "--n", "1000", "--nb", "100")
+    assert "-o DIR" in usage_error(capsys, "slurm", "--sweep", "--dist", "sbc", "--nodes", "6",
+                                   "--n", "1000", "--nb", "100")
+    assert "does not exist" in usage_error(capsys, *BASE, "-o", str(tmp_path / "no" / "x.sh"))
+    assert "is a folder" in usage_error(capsys, *BASE, "-o", str(tmp_path))
+
+
+# -- the script's own logic, with stand-ins for srun and starchol ---------------------------
+def test_script_logic_with_stand_ins(capsys, tmp_path):
+    """Run a generated script outside Slurm: fake srun and starchol, SLURM_* variables set."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "calls.txt"
+    (bin_dir / "srun").write_text(
+        "#!/bin/bash\n"
+        "# stand-in: drop srun's options, run the command once per task\n"
+        "while [[ $# -gt 0 && $1 == -* ]]; do shift; done\n"
+        "for ((i = 0; i < ${SLURM_NTASKS:-1}; i++)); do SLURM_PROCID=$i \"$@\" || exit $?; done\n")
+    (bin_dir / "fake-starchol").write_text(
+        "#!/bin/bash\n"
+        f"echo \"STARPU_HOME=$STARPU_HOME NCPU=$STARPU_NCPU ARGS=$*\" >> {record}\n"
+        "[ -d \"$STARPU_HOME\" ] || exit 3\n"
+        "while [[ $# -gt 0 ]]; do if [[ $1 == --json ]]; then echo '{}' > \"$2\"; fi; shift; done\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    script = tmp_path / "job.sh"
+    assert main(["slurm", "--dist", "2dbc", "--nodes", "2", "--n", "400", "--nb", "100",
+                 "--ranks-per-node", "2", "--json-dir", str(tmp_path / "res"),
+                 "--starchol", str(bin_dir / "fake-starchol"), "-o", str(script)]) == 0
+    capsys.readouterr()
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_ID="4242",
+               SLURM_NTASKS="2", SLURM_CPUS_ON_NODE="7", SLURM_JOB_NUM_NODES="1",
+               SLURM_SUBMIT_DIR=str(tmp_path), TMPDIR=str(tmp_path / "node-tmp"))
+    env.pop("JSON_DIR", None)
+    (tmp_path / "node-tmp").mkdir()
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"report: {tmp_path / 'res' / 'starchol-4242.json'}" in proc.stdout
+    calls = record.read_text().splitlines()
+    assert len(calls) == 2
+    homes = sorted(re.search(r"STARPU_HOME=(\S+)", c).group(1) for c in calls)
+    assert homes == [str(tmp_path / "node-tmp" / "starpu-4242" / f"rank-{i}") for i in (0, 1)]
+    # 7 cores / 2 ranks = 3 cores per rank -> 2 workers + the MPI thread
+    assert all("NCPU=2" in c and "--workers 2" in c for c in calls)
+    assert not (tmp_path / "node-tmp" / "starpu-4242").exists()  # cleaned up
+    json.loads((tmp_path / "res" / "starchol-4242.json").read_text())
+
+    # a run that writes no report fails the job
+    (bin_dir / "fake-starchol").write_text("#!/bin/bash\nexit 0\n")
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                          env=dict(env, SLURM_JOB_ID="4243"), timeout=60)
+    assert proc.returncode == 1 and "no report written" in proc.stderr
