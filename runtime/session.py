@@ -155,12 +155,14 @@ class Session:
         env.setdefault("STARPU_MPI_NOBIND", "1")
         if local_ranks > 1:
             env.setdefault("STARPU_WORKERS_NOBIND", "1")
+        self._limit_blas()
         self.comm = self.user_comm.Dup()
         self._starpu_comm = self.user_comm.Dup()
         handle = self._starpu_comm.handle
         code = self._backend.init(handle, self.workers, self.scheduler)
         if code:
             self._free_comms()
+            self._restore_blas()
             check(code, "starpu_mpi_init_conf")
         self.started = True
         Session._live = self
@@ -192,10 +194,26 @@ class Session:
             if Session._live is self:
                 Session._live = None
             self._free_comms()
+            self._restore_blas()
             try:
                 atexit.unregister(self.shutdown)
             except Exception:  # pragma: no cover
                 pass
+
+    def _limit_blas(self):
+        # each StarPU worker calls BLAS; one BLAS thread per worker
+        self._blas = None
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover
+            log.warning("threadpoolctl is missing: BLAS inside tasks may be multi-threaded")
+            return
+        self._blas = threadpool_limits(limits=1, user_api="blas")
+
+    def _restore_blas(self):
+        if getattr(self, "_blas", None) is not None:
+            self._blas.restore_original_limits()
+            self._blas = None
 
     def _free_comms(self):
         MPI = _mpi()
