@@ -78,7 +78,7 @@ def register(sub):
     g.add_argument("--partition", metavar="NAME", help="partition (default: the cluster's)")
     g.add_argument("--account", metavar="NAME", help="account to charge")
     g.add_argument("--job-name", metavar="NAME",
-                   help="job name (default starchol-D-PP-NN)")
+                   help="job name (default starchol-MAP-PP-NN, e.g. starchol-sbc-P28-N100000)")
     g.add_argument("--cpus-per-node", type=int, metavar="K",
                    help="cores per Slurm node to use; sets the ranks per node (groups of up "
                         "to --max-workers workers + 1 core for the MPI thread) and the "
@@ -571,6 +571,11 @@ def plans_from_args(args, validate_run=True):
         if errors:
             raise UsageError("some jobs of the sweep are not valid; fix or drop them:\n"
                              + "\n".join(errors))
+        if args.output and "$SLURM_JOB_ID" not in args.output.replace("{", "") \
+                and len(plans) > 1:
+            raise UsageError("every job of the sweep would write the same --output file; put "
+                             "${SLURM_JOB_ID} in its name, e.g. --output "
+                             "'L-${SLURM_JOB_ID}.h5:/L'")
         tags = [p.tag for p in plans]
         if len(set(tags)) != len(tags):
             raise UsageError("the sweep names the same job twice; check the lists")
