@@ -231,17 +231,16 @@ def _resources(args, nodes):
         raise UsageError(f"--workers must be between 1 and {args.max_workers} (the StarPU "
                          f"build's limit STARPU_MAXCPUS; raise --max-workers if yours is "
                          f"higher), got {args.workers}")
+    if k is not None and r is None:
+        r = plan_ranks(k, args.max_workers)[0]
+    r = min(r or 1, nodes)  # never more ranks per node than ranks
     cores = None
     if k is not None:
-        if r is None:
-            r, cores, _ = plan_ranks(k, args.max_workers)
-        elif r > k and not args.overcommit:
+        if r > k and not args.overcommit:
             raise UsageError(f"--ranks-per-node {r} is more ranks than --cpus-per-node {k} "
                              f"cores; add --overcommit (tests only: ranks then share cores) "
                              f"or use --ranks-per-node {k} or fewer")
         cores = max(1, k // r)
-    r = r or 1
-    r = min(r, nodes)  # never more ranks per node than ranks
     slurm_nodes = math.ceil(nodes / r)
     workers = args.workers
     if workers is None and cores is not None:

@@ -110,6 +110,14 @@ def test_several_ranks_per_node(capsys):
     assert "WORKERS=4" in script and "export STARPU_WORKERS_NOBIND=1" in script
 
 
+def test_fewer_ranks_than_planned_per_node(capsys):
+    script = generate(capsys, "--cpus-per-node", "10", base=[
+        "slurm", "--dist", "2dbc", "--nodes", "1", "--n", "1000", "--nb", "100"])
+    opts = sbatch_lines(script)
+    assert {"--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpus-per-task=10"} <= set(opts)
+    assert "WORKERS=4" in script
+
+
 def test_ranks_per_node_given_and_uneven_last_node(capsys):
     script = generate(capsys, "--cpus-per-node", "8", "--ranks-per-node", "4", base=[
         "slurm", "--dist", "2dbc", "--nodes", "10", "--grid", "2x5", "--n", "1000", "--nb",
