@@ -94,6 +94,14 @@ def prepare_output(folder):
     return folder
 
 
+def _write_text(path, text):
+    """Write a text file atomically, readable like any file the user makes."""
+    from .report_figures import make_readable
+
+    write_atomic(path, text)
+    make_readable(path)
+
+
 def command_line(argv=None):
     """The command as typed, for the report's provenance line."""
     argv = sys.argv[1:] if argv is None else argv
@@ -130,7 +138,7 @@ def run_model(args):
     doc = model_document(first, last, n, nb, slices=slices, cache=args.cache == "on",
                          progress=progress)
     doc["command"] = command_line()
-    write_atomic(os.path.join(folder, "model.json"), dumps(doc) + "\n")
+    _write_text(os.path.join(folder, "model.json"), dumps(doc) + "\n")
     vol_caption, gain_caption = model_figure_captions(doc)
     figures = [("model_volume.png", vol_caption)]
     figs.model_volume_figure(doc, os.path.join(folder, "model_volume.png"))
@@ -139,7 +147,7 @@ def run_model(args):
         figs.model_gain_figure(doc, g, os.path.join(folder, "model_gain.png"))
         figures.append(("model_gain.png", gain_caption))
     text = model_markdown(doc, figures, doc["command"], "model.json")
-    write_atomic(os.path.join(folder, "report.md"), text)
+    _write_text(os.path.join(folder, "report.md"), text)
     print(f"wrote {os.path.join(folder, 'report.md')}, model.json and "
           f"{', '.join(name for name, _ in figures)} in {folder}")
     print(sbc_statement(doc).replace("**", ""))
@@ -168,26 +176,26 @@ def run_runs(args):
         if meas is not None or pred is not None:
             name = f"{stem}_pairs.png"
             figs.pairs_figure(run, os.path.join(folder, name))
-            out.append((name, _pairs_caption(run)))
+            out.append((name, _pairs_caption(run) + " White cells: no bytes."))
             name = f"{stem}_per_node.png"
             figs.per_node_figure(run, os.path.join(folder, name))
             out.append((name, f"Bytes sent (left) and received (right) by each node, "
                               f"measured by StarPU-MPI beside the exact model: {run['label']}."))
         run["report_notes"] = notes
         sections.append(out)
-    comparison = []
+    comparison = []  # drawn when at least two runs have the numbers
     if len(runs) > 1:
-        if sum(r.get("gflops") is not None for r in runs) >= 1:
+        if sum(r.get("gflops") is not None for r in runs) >= 2:
             figs.runs_gflops_figure(runs, os.path.join(folder, "runs_gflops.png"))
             comparison.append(("runs_gflops.png", "GFlop/s of each run (N^3/3 flops divided "
                                                   "by the factorization time), by map."))
-        if any(r.get("bytes_measured_total") is not None
-               or r.get("bytes_predicted_total") is not None for r in runs):
+        if sum(r.get("bytes_measured_total") is not None
+               or r.get("bytes_predicted_total") is not None for r in runs) >= 2:
             figs.runs_bytes_figure(runs, os.path.join(folder, "runs_bytes.png"))
             comparison.append(("runs_bytes.png", "Total bytes sent between nodes in each run, "
                                                  "measured beside predicted, by map."))
     text = run_markdown(runs, sections, comparison, command_line())
-    write_atomic(os.path.join(folder, "report.md"), text)
+    _write_text(os.path.join(folder, "report.md"), text)
     count = sum(len(s) for s in sections) + len(comparison)
     print(f"wrote {os.path.join(folder, 'report.md')} and {count} figure"
           f"{'s' if count != 1 else ''} for {len(runs)} run{'s' if len(runs) != 1 else ''}")

@@ -32,12 +32,27 @@ def _pyplot():
     return plt
 
 
+def plt_colormap(name):
+    """A copy of a matplotlib colormap (safe to modify)."""
+    import matplotlib
+
+    return matplotlib.colormaps[name].copy()
+
+
 def byte_unit(max_bytes):
     """(scale, name) of the largest decimal unit not above ``max_bytes``."""
     for scale, name in UNITS:
         if max_bytes >= scale:
             return scale, name
     return 1.0, "B"
+
+
+def make_readable(path):
+    """Give ``path`` the usual 0666 & ~umask mode (temporary files are created 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+    return path
 
 
 def save_png(fig, path, dpi=110):
@@ -48,6 +63,7 @@ def save_png(fig, path, dpi=110):
     os.close(fd)
     try:
         fig.savefig(tmp, format="png", dpi=dpi)
+        make_readable(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -66,8 +82,9 @@ def family_of(series_name):
 # -- run reports ---------------------------------------------------------------------------
 def _heat(ax, fig, mat, scale, unit, title, vmax, cmap="viridis", vmin=0.0, annotate=True):
     p = mat.shape[0]
-    im = ax.imshow(mat / scale, cmap=cmap, vmin=vmin / scale, vmax=vmax / scale,
-                   interpolation="nearest")
+    cm = plt_colormap(cmap).with_extremes(bad="white")
+    im = ax.imshow(np.ma.masked_equal(mat / scale, 0), cmap=cm, vmin=vmin / scale,
+                   vmax=vmax / scale, interpolation="nearest")
     ax.set_title(title, fontsize=10)
     ax.set_xlabel("receiver node")
     ax.set_ylabel("sender node")
@@ -102,12 +119,23 @@ def pairs_figure(run, path):
     if both:
         diff = meas - pred
         lim = float(np.abs(diff).max())
+        ax = axes[0][-1]
         if lim == 0:
-            title = "measured - predicted: 0 everywhere"
+            ax.imshow(np.zeros_like(diff), cmap="Greys", vmin=0, vmax=1,
+                      interpolation="nearest")
+            ax.text((diff.shape[0] - 1) / 2, (diff.shape[0] - 1) / 2,
+                    "measured = predicted\nfor every node pair", ha="center", va="center",
+                    fontsize=11, color="tab:green", fontweight="bold")
+            ax.set_title("measured - predicted: 0 everywhere", fontsize=10)
+            ax.set_xlabel("receiver node")
+            ax.set_ylabel("sender node")
+            if diff.shape[0] <= 16:
+                ax.set_xticks(range(diff.shape[0]))
+                ax.set_yticks(range(diff.shape[0]))
         else:
-            title = f"measured - predicted (max |diff| {lim / scale:.3g} {unit})"
-        _heat(axes[0][-1], fig, diff, scale, unit, title, vmax=max(lim, 1.0), cmap="RdBu_r",
-              vmin=-max(lim, 1.0), annotate=lim > 0)
+            _heat(ax, fig, diff, scale, unit,
+                  f"measured - predicted (max |diff| {lim / scale:.3g} {unit})",
+                  vmax=lim, cmap="RdBu_r", vmin=-lim)
     match = run.get("match")
     suffix = "" if match is None else f"  -  match: {'yes' if match else 'NO'}"
     fig.suptitle(f"Bytes sent between node pairs (row = sender): {run['label']}{suffix}",
@@ -138,7 +166,8 @@ def per_node_figure(run, path):
             ax.set_xticks(x)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel(f"bytes ({unit})")
-    axes[0].legend()
+    axes[0].set_ylim(0, 1.2 * vmax / scale if vmax else 1)
+    axes[0].legend(loc="upper right", ncol=len(have))
     fig.suptitle(run["label"], fontsize=11)
     fig.tight_layout()
     return save_png(fig, path)

@@ -2,9 +2,8 @@
 
 ``figures`` arguments are lists of (file name relative to report.md, caption).
 """
-import math
-
 from ..linalg.volume_summary import format_bytes
+from .report_runs import map_label
 
 
 def _cell(value):
@@ -139,8 +138,7 @@ def run_markdown(runs, sections, comparison, command):
         rt = run["runtime"]
         match = run.get("match")
         rows.append([
-            k, run["path"], run["dist"] + (f" {run['grid']}" if isinstance(run.get("grid"), str)
-                                           else ""),
+            k, run["path"], map_label(run),
             run["nodes"], run["n"], run["nb"], run["nt"],
             _num(run.get("time_s"), ".3f"), _num(run.get("gflops"), ".2f"),
             _num(run.get("residual"), ".2e"),
@@ -202,7 +200,3 @@ def model_figure_captions(doc):
             "sbc-basic (tends to sqrt(2) for large P), and bytes of 2dbc25d divided by bytes "
             "of sbc25d (tends to cbrt(2) with the best c).")
     return vol, gain
-
-
-def is_finite(x):
-    return x is not None and math.isfinite(x)

@@ -110,7 +110,10 @@ def load_run(path):
 
 
 def map_label(run):
-    """'sbc (6 nodes)', '2dbc 2x2 (4 nodes)', '2dbc25d c=2 2x2 (8 nodes)'."""
+    """The document's ``map`` text if any ('sbc r=4 (extended, 6 nodes)'), else one made
+    from its keys: '2dbc 2x2 (4 nodes)', '2dbc25d c=2 2x2 (8 nodes)'."""
+    if isinstance(run.get("map"), str) and run["map"].strip():
+        return run["map"].strip()
     parts = [run["dist"]]
     slices = run.get("slices")
     if isinstance(slices, int) and slices > 1:
