@@ -1,5 +1,6 @@
 """Distributed runs launched with mpirun (oversubscribed, 1 StarPU worker per rank)."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -107,9 +108,10 @@ def test_not_positive_definite_all_ranks(mpirun, np_, dist):
     p = mpirun(np_, "run", *dist, "--n", N, "--nb", NB, "--matrix", f"indefinite:{j}",
                timeout=90)
     assert p.rank_exits == [1] * np_, p.stderr
-    msgs = [l for l in p.stderr.splitlines() if "not positive definite" in l]
-    assert len(msgs) == np_ and len(set(msgs)) == 1
-    assert f"global column {j} " in msgs[0]
+    # mpirun forwards each rank's stderr; lines of different ranks may run together
+    cols = re.findall(r"not positive definite: the factorization failed at global column (\d+)",
+                      p.stderr)
+    assert cols == [str(j)] * np_, p.stderr
 
 
 @pytest.mark.parametrize("np_,args,msg", [
@@ -123,8 +125,9 @@ def test_not_positive_definite_all_ranks(mpirun, np_, dist):
 def test_usage_errors_all_ranks(mpirun, np_, args, msg):
     p = mpirun(np_, "run", *args, timeout=60)
     assert p.rank_exits == [2] * np_, p.stderr
-    lines = [l for l in p.stderr.splitlines() if l.startswith("starchol run: error:")]
-    assert len(lines) == np_ and all(msg in l for l in lines), p.stderr
+    # mpirun forwards each rank's stderr; lines of different ranks may run together
+    assert p.stderr.count("starchol run: error:") == np_, p.stderr
+    assert p.stderr.count(msg) >= np_, p.stderr
 
 
 @pytest.mark.slow
