@@ -96,8 +96,12 @@ def _heat(ax, fig, mat, scale, unit, title, vmax, cmap="viridis", vmin=0.0, anno
             for b in range(p):
                 value = mat[a, b] / scale
                 if value:
+                    if vmin < 0:  # diverging: dark at both ends
+                        dark = abs(mat[a, b]) > 0.6 * vmax
+                    else:
+                        dark = mat[a, b] < 0.6 * vmax
                     ax.text(b, a, f"{value:.3g}", ha="center", va="center", fontsize=7,
-                            color="white" if mat[a, b] < 0.6 * vmax else "black")
+                            color="white" if dark else "black")
     bar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     bar.set_label(f"bytes sent ({unit})")
     return im
@@ -153,7 +157,11 @@ def per_node_figure(run, path):
     p = run["nodes"]
     vmax = max(max(float(m.sum(axis=1).max()), float(m.sum(axis=0).max())) for m, _, _ in have)
     scale, unit = byte_unit(vmax or 1.0)
-    fig, axes = plt.subplots(1, 2, figsize=(max(9, 0.45 * p * len(have) + 4), 4.2), sharey=True)
+    if p <= 10:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    else:  # one panel above the other, at most 16 inches wide
+        fig, axes = plt.subplots(2, 1, figsize=(min(16, max(9, 0.28 * p * len(have) + 3)), 7.5),
+                                 sharey=True)
     x = np.arange(p)
     width = 0.8 / len(have)
     for ax, axis, what in ((axes[0], 1, "sent"), (axes[1], 0, "received")):
@@ -165,7 +173,8 @@ def per_node_figure(run, path):
         if p <= 32:
             ax.set_xticks(x)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel(f"bytes ({unit})")
+    for ax in axes:
+        ax.set_ylabel(f"bytes ({unit})")
     axes[0].set_ylim(0, 1.2 * vmax / scale if vmax else 1)
     axes[0].legend(loc="upper right", ncol=len(have))
     fig.suptitle(run["label"], fontsize=11)
@@ -203,19 +212,33 @@ def runs_bytes_figure(runs, path):
     vmax = max(max(r.get("bytes_measured_total") or 0, r.get("bytes_predicted_total") or 0)
                for r in rows)
     scale, unit = byte_unit(vmax or 1.0)
-    fig, ax = plt.subplots(figsize=(8.5, 1.4 + 0.6 * len(rows)))
+    fig, ax = plt.subplots(figsize=(9.5, 1.4 + 0.6 * len(rows)))
     y = np.arange(len(rows))
+    from ..linalg.volume_summary import format_bytes
+
+    positive = [v for r in rows for v in (r.get("bytes_measured_total"),
+                                          r.get("bytes_predicted_total")) if v]
+    log = bool(positive) and max(positive) / min(positive) > 50
     for k, (key, lab, col) in enumerate((("bytes_measured_total", "measured", "tab:blue"),
                                          ("bytes_predicted_total", "predicted", "tab:gray"))):
         vals = [(r.get(key) or 0) / scale for r in rows]
         ax.barh(y + (k - 0.5) * 0.38, vals, 0.38, label=lab, color=col)
+        for j, r in enumerate(rows):
+            if r.get(key):
+                ax.text(r[key] / scale, j + (k - 0.5) * 0.38, " " + format_bytes(r[key]),
+                        va="center", fontsize=7)
     ax.set_yticks(y)
     ax.set_yticklabels([r["label"] for r in rows], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"bytes sent between nodes, all pairs ({unit})")
+    if log:
+        ax.set_xscale("log")
+        ax.set_xlim(min(positive) / scale / 2, max(positive) / scale * 10)
+    else:
+        ax.set_xlim(0, vmax / scale * 1.25)
+    ax.set_xlabel(f"bytes sent between nodes, all pairs ({unit}{', log scale' if log else ''})")
     ax.set_title("Communication volume by map")
     ax.grid(axis="x", alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
     fig.tight_layout()
     return save_png(fig, path)
 
