@@ -188,12 +188,12 @@ def _per_node_table(run):
 
 def model_figure_captions(doc):
     """Captions of the two model figures."""
-    slices = ("with, at each P, the slice count c >= 2 that moves the fewest bytes"
+    slices = ("with, at each P, the slice count 2 <= c <= P/c that moves the fewest bytes"
               if doc["slices"] == "best" else
               f"with c = {', '.join(map(str, doc['slices']))} slices")
-    vol = (f"Predicted bytes sent between nodes against node count P (log scale), exact "
-           f"model as markers joined by solid lines, closed-form leading terms dashed in the "
-           f"same colour: 2dbc S(p+q-2) on the most square p x q grid (hollow markers: prime "
+    vol = (f"Predicted bytes sent between nodes against node count P (log scale): the "
+           f"exact model as markers, the closed-form leading terms as lines in the same "
+           f"colour: 2dbc S(p+q-2) on the most square p x q grid (hollow markers: prime "
            f"P, only 1 x P), sbc S(r-2) at P = r(r-1)/2, sbc-basic S(r-1) at P = r^2/2, 2.5D "
            f"maps + S(c-1) {slices}.")
     gain = ("Volume gain at equal node count: bytes of 2dbc divided by bytes of sbc and "
