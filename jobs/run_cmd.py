@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import StarcholError, UsageError
 from .output import dumps, write_atomic
+from .progress import Progress
 
 MAPS_2D = ("2dbc", "sbc", "sbc-basic", "custom")
 
@@ -29,7 +30,8 @@ def register(sub):
                    help=f"tile map: {', '.join(MAPS_2D)}")
     p.add_argument("--grid", metavar="PxQ", help="2dbc grid (default: most square)")
     p.add_argument("--map-file", metavar="FILE", help="custom map file (Chameleon text or .npy)")
-    p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
+    p.add_argument("--n", type=int, metavar="N",
+                   help="matrix order (required unless --input gives the matrix)")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
     p.add_argument("--matrix", default="spd", metavar="KIND",
@@ -45,6 +47,18 @@ def register(sub):
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy)")
     p.add_argument("--json", metavar="FILE", help="write the result document (rank 0)")
+    io = p.add_argument_group("HDF5 files")
+    io.add_argument("--input", metavar="FILE.h5:/DATASET",
+                    help="factor this symmetric matrix (float64/float32; lower triangle used; "
+                         "each rank reads its own tiles) instead of a generated one")
+    io.add_argument("--output", metavar="FILE.h5:/DATASET",
+                    help="write the factor L (lower, zeros above) with attributes; written "
+                         "under a temporary name and renamed when complete")
+    io.add_argument("--overwrite", action="store_true",
+                    help="replace the --output dataset if it exists")
+    io.add_argument("--symmetry-tol", type=float, default=None, metavar="TOL",
+                    help="refuse an --input with max|A-A^T| > TOL max|A| (default 1e-10)")
+    p.add_argument("--quiet", action="store_true", help="no progress line on rank 0")
     p.set_defaults(func=run)
 
 
@@ -80,13 +94,49 @@ def validate(args, nranks):
     return tile_map, spec
 
 
+def prepare_files(args, comm):
+    """Check --input (its order N becomes --n) and the --output syntax. Collective."""
+    from ..linalg.hdf5_io import SYMMETRY_TOL, inspect_input, parse_target
+
+    args.input_path = args.input_dataset = args.writer = None
+    if args.symmetry_tol is None:
+        args.symmetry_tol = SYMMETRY_TOL
+    elif args.symmetry_tol < 0:
+        raise UsageError(f"--symmetry-tol must be >= 0, got {args.symmetry_tol}")
+    if args.output:
+        parse_target(args.output, "--output")
+    if args.overwrite and not args.output:
+        raise UsageError("--overwrite applies to --output")
+    if not args.input:
+        if args.n is None:
+            raise UsageError("give the matrix: --n N (generated test matrix) or "
+                             "--input FILE.h5:/DATASET")
+        return
+    if args.matrix != "spd":
+        raise UsageError("--matrix generates a test matrix; it cannot be combined with --input")
+    args.input_path, args.input_dataset = parse_target(args.input, "--input")
+    n, dtype = inspect_input(args.input_path, args.input_dataset, comm)
+    if args.n is not None and args.n != n:
+        raise UsageError(f"--n {args.n} does not match the input matrix, which is "
+                         f"{n} x {n}; drop --n")
+    args.n = n
+    args.input_dtype = dtype
+
+
 def run(args):
     try:
         from mpi4py import MPI
     except ImportError as exc:
         raise StarcholError(f"mpi4py is missing ({exc}); see the README") from exc
     comm = MPI.COMM_WORLD
+    prepare_files(args, comm)
     tile_map, spec = validate(args, comm.Get_size())
+    if args.output:
+        from ..linalg.hdf5_io import FactorWriter, parse_target
+
+        path, dataset = parse_target(args.output, "--output")
+        args.writer = FactorWriter(path, dataset, args.n, comm, overwrite=args.overwrite,
+                                   input_path=args.input_path)
     try:
         return _run(args, comm, tile_map, spec)
     except StarcholError:
@@ -112,20 +162,43 @@ def _run(args, comm, tile_map, spec):
                  cache=cache) as rt:
         nt = -(-args.n // args.nb)
         owners = tile_map.owner_map(nt)
-        a = TiledMatrix.generate(spec, args.n, args.nb, owners, rt.rank, args.seed)
+        if args.input:
+            from ..linalg.hdf5_io import read_tiles
+
+            a = TiledMatrix(args.n, args.nb, owners, rt.rank)
+            input_info = read_tiles(args.input_path, args.input_dataset, a, comm,
+                                    symmetry_tol=args.symmetry_tol)
+        else:
+            a = TiledMatrix.generate(spec, args.n, args.nb, owners, rt.rank, args.seed)
+            input_info = None
         orig = a.copy() if args.check else None
-        fac = factorize(rt, a, keep=args.check)
+        progress = None
+        if rank == 0 and not args.quiet:
+            progress = Progress(f"rank 0 tasks ({rt.size} ranks)", unit="tasks")
+        fac = factorize(rt, a, keep=args.check, progress=progress)
         res = residual(rt, fac, orig) if args.check else None
         measured = gather_bytes(rt, fac.bytes_sent)
         full = gather(rt, a) if args.gather else None
         info = rt.describe()
+    if args.writer is not None:
+        from .. import __version__
+        from ..linalg.hdf5_io import now_iso
+
+        attrs = {"map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
+                 "residual": np.nan if res is None else res,
+                 "starchol_version": __version__, "date": now_iso(),
+                 "source": args.input or f"generated {spec} seed {args.seed}"}
+        args.writer.write(a, attrs)
     if rank != 0:
         return 0
     predicted = transfer_pairs_bytes(tile_map, args.n, args.nb, cache=cache)
     match = bool(np.array_equal(measured, predicted))
     doc = {
         "dist": tile_map.name, "map": str(tile_map), "nodes": int(tile_map.nodes),
-        "n": args.n, "nb": args.nb, "nt": nt, "seed": args.seed, "matrix": str(spec),
+        "n": args.n, "nb": args.nb, "nt": nt, "seed": args.seed,
+        "matrix": args.input if args.input else str(spec),
+        "input": input_info and {"file": args.input, **input_info},
+        "output": args.output,
         "cache": cache,
         "time_s": fac.time_s, "submit_s": fac.submit_s, "tasks": fac.tasks,
         "gflops": fac.gflops(args.n), "residual": res,
@@ -139,6 +212,8 @@ def _run(args, comm, tile_map, spec):
     if full is not None:
         np.save(args.gather, full)
     print(summary(doc))
+    if args.output:
+        print(f"  factor L written to {args.output}")
     if args.json:
         write_atomic(args.json, dumps(doc) + "\n")
     return 0

@@ -43,8 +43,18 @@ def flops(n):
     return n ** 3 / 3.0
 
 
-def factorize(session, a, flush=True, keep=False):
+def local_task_count(owners, rank):
+    """Tasks of the tiled Cholesky that run on ``rank``: tile (i, j), i >= j, gets j
+    updates (SYRK/GEMM) and one POTRF/TRSM, all on its owner."""
+    owners = np.asarray(owners)
+    mine = np.tril(owners == rank)
+    return int((mine * (np.arange(owners.shape[0])[None, :] + 1)).sum())
+
+
+def factorize(session, a, flush=True, keep=False, progress=None):
     """Factor the distributed matrix ``a`` in place (its tiles become L). Collective.
+
+    ``progress(done, total)`` is called on this rank as its tasks complete.
 
     The time covers registration, submission and execution, from a barrier to the last
     rank's end. With ``keep`` the tile handles stay registered (for :func:`residual`);
@@ -61,7 +71,7 @@ def factorize(session, a, flush=True, keep=False):
     code, tasks = handles.submit_cholesky(flush)
     t_sub = time.perf_counter() - t0
     check(code, "starpu_mpi_task_insert")
-    session.wait()
+    session.wait(progress, local_task_count(a.owners, a.rank) if progress else None)
     elapsed = time.perf_counter() - t0
     after = session.bytes_sent()
     sent = None if after is None else after - before

@@ -160,6 +160,11 @@ def wait_tasks():
     return rc
 
 
+def tasks_pending():
+    """Tasks submitted by this process and not yet completed (for progress displays)."""
+    return starpu_task_nsubmitted()
+
+
 def wait_mpi():
     """Block until all ranks' pending StarPU-MPI requests are done. Collective."""
     cdef int rc

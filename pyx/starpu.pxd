@@ -58,6 +58,7 @@ cdef extern from "starpu.h" nogil:
         const char *name
 
     int starpu_task_wait_for_all()
+    int starpu_task_nsubmitted()
     int starpu_task_insert(starpu_codelet *cl, ...)
 
     # --- starpu_data.h ----------------------------------------------------

@@ -18,6 +18,7 @@ and at interpreter exit before mpi4py finalises MPI; all of them are idempotent.
 import atexit
 import logging
 import os
+import time
 import weakref
 
 import numpy as np
@@ -261,9 +262,20 @@ class Session:
         self._handles.add(h)
         return h
 
-    def wait(self):
-        """Wait for this rank's tasks, then for all ranks' communications. Collective."""
+    def wait(self, progress=None, total=None):
+        """Wait for this rank's tasks, then for all ranks' communications. Collective.
+
+        ``progress(done, total)``, if given, is called about every 0.25 s while this
+        rank's ``total`` tasks run (done = total - tasks still pending).
+        """
         self._require()
+        if progress is not None and total:
+            while True:
+                pending = self._backend.tasks_pending()
+                progress(max(0, total - pending), total)
+                if pending == 0:
+                    break
+                time.sleep(0.25)
         check(self._backend.wait_tasks(), "starpu_task_wait_for_all")
         check(self._backend.wait_mpi(), "starpu_mpi_wait_for_all")
 
