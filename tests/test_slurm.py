@@ -134,3 +134,30 @@ def test_failing_run_fails_the_job(slurm, tmp_path):
     assert state == "FAILED", f"job {job} ended {state}; log:\n{logs}"
     assert not (tmp_path / "results" / f"starchol-{job}.json").exists()
     assert "positive definite" in logs.lower(), logs
+
+
+def test_hdf5_input_and_output_through_slurm(slurm, tmp_path):
+    """--input / --output reach `starchol run` in the job: L written, L L^T = A."""
+    h5py = pytest.importorskip("h5py")
+    import numpy as np
+
+    env, _ = slurm
+    a_file = tmp_path / "a.h5"
+    gen = subprocess.run([sys.executable, "-m", "starchol", "generate", "--n", "400",
+                          "--output", f"{a_file}:/A"], capture_output=True, text=True,
+                         timeout=60)
+    assert gen.returncode == 0, gen.stderr
+    script = tmp_path / "job.sbatch"
+    argv = [sys.executable, "-m", "starchol", "slurm", "--dist", "2dbc", "--nodes", "4",
+            "--nb", "100", "--input", f"{a_file}:/A", "--output", f"{tmp_path / 'l.h5'}:/L",
+            "--check", "--ranks-per-node", "4", "--overcommit", "--time", "00:05:00",
+            "--json-dir", str(tmp_path / "results"), "-o", str(script)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    job, state, logs = submit_and_wait(env, script, tmp_path)
+    assert state == "COMPLETED", f"job {job} ended {state}; log:\n{logs}"
+    doc = json.loads((tmp_path / "results" / f"starchol-{job}.json").read_text())
+    assert doc["n"] == 400 and doc["match"] is True and doc["residual"] < 1e-12
+    with h5py.File(a_file, "r") as fa, h5py.File(tmp_path / "l.h5", "r") as fl:
+        a, lower = fa["A"][...], fl["L"][...]
+    assert np.allclose(lower @ lower.T, a, rtol=0, atol=1e-10 * np.abs(a).max())
