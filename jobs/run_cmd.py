@@ -1,6 +1,6 @@
 """``starchol run``: a distributed tiled Cholesky on StarPU-MPI, under any 2D map.
 
-    mpirun -np P starchol run --dist D [--grid PxQ] --n N --nb NB [--seed S]
+    mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
         [--matrix spd|indefinite:J] [--check] [--sched NAME] [--workers K] [--json FILE]
 
 Without mpirun it is a 1-rank job. Every input is checked on every rank before any
@@ -18,6 +18,8 @@ from .output import dumps, write_atomic
 from .progress import Progress
 
 MAPS_2D = ("2dbc", "sbc", "sbc-basic", "custom")
+MAPS_25D = ("sbc25d", "2dbc25d")
+MAPS = MAPS_2D + MAPS_25D
 
 
 def register(sub):
@@ -26,9 +28,13 @@ def register(sub):
         description="Distributed tiled Cholesky on StarPU-MPI: one MPI rank per node of the "
                     "map. Reports time, GFlop/s (N^3/3 flops), the residual with --check, and "
                     "the bytes sent between ranks, measured vs the exact model.")
-    p.add_argument("--dist", required=True, choices=MAPS_2D, metavar="D",
-                   help=f"tile map: {', '.join(MAPS_2D)}")
-    p.add_argument("--grid", metavar="PxQ", help="2dbc grid (default: most square)")
+    p.add_argument("--dist", required=True, choices=MAPS, metavar="D",
+                   help=f"tile map: {', '.join(MAPS)}")
+    p.add_argument("--grid", metavar="PxQ",
+                   help="2dbc grid, or one slice's grid for 2dbc25d (default: most square)")
+    p.add_argument("--slices", type=int, default=None, metavar="C",
+                   help="2.5D maps (sbc25d, 2dbc25d): number of slices c (default 1); "
+                        "c copies of the matrix, P/c ranks per slice")
     p.add_argument("--map-file", metavar="FILE", help="custom map file (Chameleon text or .npy)")
     p.add_argument("--n", type=int, metavar="N",
                    help="matrix order (required unless --input gives the matrix)")
@@ -78,16 +84,17 @@ def validate(args, nranks):
         raise UsageError("--dist custom needs --map-file FILE")
     if args.map_file and args.dist != "custom":
         raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
-    if args.grid and args.dist != "2dbc":
-        raise UsageError(f"--grid applies to 2dbc only, not {args.dist}")
+    if args.grid and args.dist not in ("2dbc", "2dbc25d"):
+        raise UsageError(f"--grid applies to 2dbc and 2dbc25d only, not {args.dist}")
+    if args.slices is not None and args.dist not in MAPS_25D:
+        raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
+                         f"not {args.dist}")
     try:
-        tile_map = get_map(args.dist, nranks, grid=args.grid, path=args.map_file)
+        tile_map = get_map(args.dist, nranks, grid=args.grid, path=args.map_file,
+                           slices=args.slices or 1)
     except UsageError as exc:
         raise UsageError(f"{exc} (the run has {nranks} MPI rank(s): one per map node; "
                          f"change mpirun -np or the map)") from None
-    if tile_map.slices != 1:
-        raise UsageError(f"{args.dist} is a 2.5D map; starchol run supports 2D maps: "
-                         f"{', '.join(MAPS_2D)}")
     if tile_map.nodes != nranks:
         raise UsageError(f"the map {tile_map} has {tile_map.nodes} nodes but the run has "
                          f"{nranks} MPI rank(s); launch mpirun -np {tile_map.nodes}")
@@ -153,7 +160,8 @@ def run(args):
 def _run(args, comm, tile_map, spec):
     from ..linalg.cholesky import factorize, gather, gather_bytes, residual
     from ..linalg.tiled import TiledMatrix
-    from ..linalg.volume import transfer_pairs_bytes
+    from ..distributions import node_load
+    from ..linalg.volume import tile_bytes, transfer_pairs_bytes
     from ..runtime import Session
 
     rank = comm.Get_rank()
@@ -161,7 +169,14 @@ def _run(args, comm, tile_map, spec):
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
                  cache=cache) as rt:
         nt = -(-args.n // args.nb)
-        owners = tile_map.owner_map(nt)
+        sliced = tile_map.name in MAPS_25D
+        if sliced:
+            from ..linalg.cholesky25d import composite_owners, factorize_sliced
+
+            slice_owners = tile_map.owner_maps(nt)
+            owners = composite_owners(slice_owners)   # where column j is factored
+        else:
+            owners = tile_map.owner_map(nt)
         if args.input:
             from ..linalg.hdf5_io import read_tiles
 
@@ -175,7 +190,11 @@ def _run(args, comm, tile_map, spec):
         progress = None
         if rank == 0 and not args.quiet:
             progress = Progress(f"rank 0 tasks ({rt.size} ranks)", unit="tasks")
-        fac = factorize(rt, a, keep=args.check, progress=progress)
+        if sliced:
+            fac = factorize_sliced(rt, a, slice_owners, keep=args.check, progress=progress)
+        else:
+            fac = factorize(rt, a, keep=args.check, progress=progress)
+        peak_rss = comm.gather(_peak_rss_bytes(), root=0)
         res = residual(rt, fac, orig) if args.check else None
         measured = gather_bytes(rt, fac.bytes_sent)
         full = gather(rt, a) if args.gather else None
@@ -192,6 +211,7 @@ def _run(args, comm, tile_map, spec):
     if rank != 0:
         return 0
     predicted = transfer_pairs_bytes(tile_map, args.n, args.nb, cache=cache)
+    storage = node_load(tile_map, nt, tile_bytes=tile_bytes(args.n, args.nb))["bytes"]
     match = bool(np.array_equal(measured, predicted))
     doc = {
         "dist": tile_map.name, "map": str(tile_map), "nodes": int(tile_map.nodes),
@@ -205,6 +225,13 @@ def _run(args, comm, tile_map, spec):
         "bytes_measured_pairs": measured, "bytes_predicted_pairs": predicted,
         "bytes_measured_total": int(measured.sum()),
         "bytes_predicted_total": int(predicted.sum()), "match": match,
+        "slices": int(tile_map.slices),
+        "memory": {"tile_bytes_per_node": storage,
+                   "tile_bytes_max": int(storage.max()),
+                   "peak_rss_bytes_per_rank": peak_rss,
+                   "note": "tile_bytes: model (every slice's copies held at once); "
+                           "peak_rss: the process's peak resident memory (getrusage), "
+                           "StarPU 1.3 has no cheap peak of its own allocations"},
         "runtime": {"scheduler": info["scheduler"],
                     "workers_per_rank": info["workers_per_rank"],
                     "starpu_version": info["starpu_version"]},
@@ -233,4 +260,24 @@ def summary(doc):
         f"  bytes sent between ranks (cache {'on' if doc['cache'] else 'off'}): measured "
         f"{doc['bytes_measured_total']}, predicted {doc['bytes_predicted_total']}, "
         f"per-pair match: {'yes' if doc['match'] else 'NO'}",
+        *_memory_lines(doc),
     ])
+
+
+def _peak_rss_bytes():
+    """This process's peak resident memory in bytes (Linux getrusage: KiB)."""
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _memory_lines(doc):
+    mem = doc.get("memory")
+    if not mem:
+        return []
+    rss = mem.get("peak_rss_bytes_per_rank") or []
+    line = (f"  memory: tile storage per node (model, {doc.get('slices', 1)} "
+            f"slice(s)) max {mem['tile_bytes_max'] / 2**20:.2f} MiB")
+    if rss:
+        line += f"; peak RSS per rank max {max(rss) / 2**20:.1f} MiB"
+    return [line]

@@ -279,11 +279,61 @@ cdef void k_tril(void **buffers, void *arg) noexcept nogil:
             a[i + <size_t>j * ld] = 0.0
 
 
+cdef void k_syrk0(void **buffers, void *arg) noexcept nogil:
+    # C[n][n] = -A[n][k] A[n][k]^T: first update of a 2.5D slice's zero copy (W mode,
+    # so the buffer is only allocated here); the upper triangle is zeroed too, so the
+    # whole tile can be added into the factoring slice's copy later.
+    cdef double *a = <double *>STARPU_MATRIX_GET_PTR(buffers[0])
+    cdef int k = <int>STARPU_MATRIX_GET_NY(buffers[0])
+    cdef int lda = <int>STARPU_MATRIX_GET_LD(buffers[0])
+    cdef double *c = <double *>STARPU_MATRIX_GET_PTR(buffers[1])
+    cdef int n = <int>STARPU_MATRIX_GET_NX(buffers[1])
+    cdef int ldc = <int>STARPU_MATRIX_GET_LD(buffers[1])
+    cdef double zero = 0.0
+    cdef int i, j
+    dsyrk(&_L, &_N, &n, &k, &_MONE, a, &lda, &zero, c, &ldc)
+    for j in range(n):
+        for i in range(j):
+            c[i + <size_t>j * ldc] = 0.0
+
+
+cdef void k_gemm0(void **buffers, void *arg) noexcept nogil:
+    # C[m][n] = -A[m][k] B[n][k]^T: first update of a 2.5D slice's zero copy (W mode)
+    cdef double *a = <double *>STARPU_MATRIX_GET_PTR(buffers[0])
+    cdef int m = <int>STARPU_MATRIX_GET_NX(buffers[0])
+    cdef int k = <int>STARPU_MATRIX_GET_NY(buffers[0])
+    cdef int lda = <int>STARPU_MATRIX_GET_LD(buffers[0])
+    cdef double *b = <double *>STARPU_MATRIX_GET_PTR(buffers[1])
+    cdef int n = <int>STARPU_MATRIX_GET_NX(buffers[1])
+    cdef int ldb = <int>STARPU_MATRIX_GET_LD(buffers[1])
+    cdef double *c = <double *>STARPU_MATRIX_GET_PTR(buffers[2])
+    cdef int ldc = <int>STARPU_MATRIX_GET_LD(buffers[2])
+    cdef double zero = 0.0
+    dgemm(&_N, &_T, &m, &n, &k, &_MONE, a, &lda, b, &ldb, &zero, c, &ldc)
+
+
+cdef void k_add(void **buffers, void *arg) noexcept nogil:
+    # B[i][j] += P[i][j]: a 2.5D slice's partial sum added into the factoring slice's copy
+    cdef double *p = <double *>STARPU_MATRIX_GET_PTR(buffers[0])
+    cdef int ldp = <int>STARPU_MATRIX_GET_LD(buffers[0])
+    cdef double *b = <double *>STARPU_MATRIX_GET_PTR(buffers[1])
+    cdef int m = <int>STARPU_MATRIX_GET_NX(buffers[1])
+    cdef int n = <int>STARPU_MATRIX_GET_NY(buffers[1])
+    cdef int ldb = <int>STARPU_MATRIX_GET_LD(buffers[1])
+    cdef int i, j
+    for j in range(n):
+        for i in range(m):
+            b[i + <size_t>j * ldb] += p[i + <size_t>j * ldp]
+
+
 cdef starpu_codelet cl_potrf
 cdef starpu_codelet cl_trsm
 cdef starpu_codelet cl_syrk
 cdef starpu_codelet cl_gemm
 cdef starpu_codelet cl_tril
+cdef starpu_codelet cl_syrk0
+cdef starpu_codelet cl_gemm0
+cdef starpu_codelet cl_add
 
 
 cdef void _codelet(starpu_codelet *cl, starpu_cpu_func_t f, int nbuf, const char *name) noexcept:
@@ -303,6 +353,11 @@ _codelet(&cl_trsm, k_trsm, 2, b"trsm")
 _codelet(&cl_syrk, k_syrk, 2, b"syrk")
 _codelet(&cl_gemm, k_gemm, 3, b"gemm")
 _codelet(&cl_tril, k_tril, 1, b"tril")
+_codelet(&cl_syrk0, k_syrk0, 2, b"syrk0")
+_codelet(&cl_gemm0, k_gemm0, 3, b"gemm0")
+_codelet(&cl_add, k_add, 2, b"add")
+cl_syrk0.modes[1] = STARPU_W
+cl_gemm0.modes[2] = STARPU_W
 
 
 # ---------------------------------------------------------------------------
@@ -316,6 +371,10 @@ cdef class TileHandles:
     with no home (StarPU allocates them when they arrive). Every handle gets its
     owner and the tag ``tag_base + i * nt + j``; all ranks must create the same
     TileHandles in the same order (collective).
+
+    ``stored`` (uint8 (nt, nt), default: the lower triangle) selects the tiles that get
+    a handle. With ``lazy``, no tile has a buffer yet, not even on its owner: StarPU
+    allocates it when a task first writes it (the 2.5D slices' zero copies).
     """
     cdef starpu_data_handle_t *h
     cdef int64_t *own
@@ -331,13 +390,19 @@ cdef class TileHandles:
         self.own = NULL
 
     def __init__(self, int64_t[:, ::1] owners, object tiles, int64_t[::1] rows,
-                 int64_t tag_base):
+                 int64_t tag_base, object stored=None, bint lazy=False):
         if not _started:
             raise RuntimeError("StarPU is not started")
         cdef int nt = owners.shape[0]
         cdef int i, j
         cdef int64_t o
         cdef double[::1, :] v
+        cdef unsigned char[:, ::1] keep
+        if stored is None:
+            stored = np.tril(np.ones((nt, nt), dtype=np.uint8))
+        keep = np.ascontiguousarray(stored, dtype=np.uint8)
+        if keep.shape[0] != nt or keep.shape[1] != nt:
+            raise ValueError(f"stored must be {nt} x {nt}")
         self.nt = nt
         self.rank = _rank
         self.tiles = tiles
@@ -353,11 +418,13 @@ cdef class TileHandles:
                 self.own[i * nt + j] = owners[i, j]
         for i in range(nt):
             for j in range(i + 1):
+                if not keep[i, j]:
+                    continue
                 o = owners[i, j]
                 if o < 0 or o >= _size:
                     self.unregister()
                     raise ValueError(f"tile ({i}, {j}) has owner {o}, outside 0..{_size - 1}")
-                if o == _rank:
+                if o == _rank and not lazy:
                     v = tiles[(i, j)]
                     if v.shape[0] != rows[i] or v.shape[1] != rows[j]:
                         self.unregister()
@@ -413,6 +480,54 @@ cdef class TileHandles:
         cdef int rc
         with nogil:
             rc = _submit_cholesky(self.h, self.own, self.nt, _rank, &info[0], flush, &count)
+        self.ntasks = count
+        return (rc, count)
+
+    def submit_cholesky_sliced(self, list copies, bint flush=True):
+        """Submit the 2.5D tiled Cholesky (lower) over c = len(copies) slices.
+
+        ``self`` holds the factoring copies: tile (i, j) of slice j mod c, with A's values,
+        owned by that slice's owner of (i, j) (the factor ends there). ``copies[s]`` holds
+        slice s's other copies (handles only for tiles (i, j) with s < j and
+        j mod c != s, registered ``lazy`` with slice s's owners; its ``own`` array gives
+        slice s's owner of every tile). Iteration k runs on slice s = k mod c: before the
+        POTRF/TRSM of tile (m, k), each other slice t < k adds its partial sum into the
+        factoring copy (one ADD task, one transfer); the SYRK/GEMM updates of iteration
+        k go into slice s's copies, the first one (k = s) in W mode so that the zero copy
+        is only allocated then. A partial copy is released right after its ADD.
+        With c = 1 this is exactly :meth:`submit_cholesky`. Returns ``(status, tasks)``.
+        Collective.
+        """
+        if self.h == NULL:
+            return (-22, 0)
+        cdef int c = len(copies)
+        cdef int s
+        cdef TileHandles t
+        if c < 1:
+            return (-22, 0)
+        cdef starpu_data_handle_t **ch = <starpu_data_handle_t **>malloc(c * sizeof(void *))
+        cdef int64_t **co = <int64_t **>malloc(c * sizeof(void *))
+        if ch == NULL or co == NULL:
+            free(ch)
+            free(co)
+            raise MemoryError()
+        for s in range(c):
+            t = copies[s]
+            if t.h == NULL or t.nt != self.nt:
+                free(ch)
+                free(co)
+                return (-22, 0)
+            ch[s] = t.h
+            co[s] = t.own
+        cdef int64_t[::1] info = self.info
+        info[:] = 0
+        cdef int64_t count = 0
+        cdef int rc
+        with nogil:
+            rc = _submit_cholesky_sliced(self.h, ch, co, c, self.nt, _rank, &info[0], flush,
+                                         &count)
+        free(ch)
+        free(co)
         self.ntasks = count
         return (rc, count)
 
@@ -569,4 +684,125 @@ cdef int _submit_residual(starpu_data_handle_t *l, starpu_data_handle_t *r, int6
                     if rc != 0:
                         return rc
                     count[0] += 1
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# 2.5D (sliced) Cholesky
+# ---------------------------------------------------------------------------
+cdef int _ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
+               int m1, starpu_data_handle_t h1, int64_t o1, int me,
+               int64_t *count) noexcept nogil:
+    # insert a 2-operand task if this rank runs or feeds it (plain insert when all local)
+    cdef int rc
+    if o0 == me and o1 == me:
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
+    elif o0 == me or o1 == me:
+        rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
+    else:
+        return 0
+    if rc == 0:
+        count[0] += 1
+    return rc
+
+
+cdef int _ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
+               int m1, starpu_data_handle_t h1, int64_t o1,
+               int m2, starpu_data_handle_t h2, int64_t o2, int me,
+               int64_t *count) noexcept nogil:
+    cdef int rc
+    if o0 == me and o1 == me and o2 == me:
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, m2, h2, <int>0)
+    elif o0 == me or o1 == me or o2 == me:
+        rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
+                                    m2, h2, <int>0)
+    else:
+        return 0
+    if rc == 0:
+        count[0] += 1
+    return rc
+
+
+cdef int _submit_cholesky_sliced(starpu_data_handle_t *home, starpu_data_handle_t **ch,
+                                 int64_t **co, int c, int nt, int me, int64_t *info,
+                                 bint flush, int64_t *count) noexcept nogil:
+    # The right-looking loop of _submit_cholesky, iteration k on slice s = k mod c.
+    # Slice s's copy of tile (i, j): home[ij] when j mod c == s (the factoring copy),
+    # else ch[s][ij] (a partial sum, zero until its first update at k = s).
+    cdef int k, m, n, s, t, nup, rc = 0
+    cdef int64_t *own
+    cdef int64_t mk, nk, nn, mn
+    cdef starpu_data_handle_t hp, ht
+    cdef int prio
+    cdef bint first
+    for k in range(nt):
+        s = k % c
+        own = co[s]
+        nup = k if k < c else c          # slices 0..nup-1 updated column k
+        # A[m][k] += P_t[m][k] for every other slice t that updated it (one transfer each)
+        for m in range(k, nt):
+            mk = _ij(nt, m, k)
+            prio = 2 * nt - 2 * k - (0 if m == k else m)
+            for t in range(nup):
+                if t == s:
+                    continue
+                hp = ch[t][mk]
+                rc = _ins2(&cl_add, prio, STARPU_R, hp, co[t][mk], STARPU_RW, home[mk],
+                           own[mk], me, count)
+                if rc != 0:
+                    return rc
+                # the partial sum is read once: release it (and any received copy)
+                if flush:
+                    starpu_mpi_cache_flush(_comm, hp)
+                starpu_data_unregister_submit(hp)
+                ch[t][mk] = NULL
+        # A[k][k] = chol(A[k][k])
+        if own[_ij(nt, k, k)] == me:
+            rc = starpu_task_insert(&cl_potrf,
+                                    STARPU_PRIORITY, <int>(2 * nt - 2 * k),
+                                    STARPU_RW, home[_ij(nt, k, k)],
+                                    STARPU_CL_ARGS_NFREE, <void *>&info[k], <size_t>sizeof(int64_t),
+                                    <int>0)
+            if rc != 0:
+                return rc
+            count[0] += 1
+        # A[m][k] = A[m][k] L[k][k]^-T,  m > k
+        for m in range(k + 1, nt):
+            mk = _ij(nt, m, k)
+            rc = _ins2(&cl_trsm, 2 * nt - 2 * k - m, STARPU_R, home[_ij(nt, k, k)],
+                       own[_ij(nt, k, k)], STARPU_RW, home[mk], own[mk], me, count)
+            if rc != 0:
+                return rc
+        # updates into slice s's copies; the first one of a zero copy writes it (W)
+        for n in range(k + 1, nt):
+            nk = _ij(nt, n, k)
+            first = k < c and n % c != s
+            nn = _ij(nt, n, n)
+            ht = home[nn] if n % c == s else ch[s][nn]
+            # A_s[n][n] -= L[n][k] L[n][k]^T
+            if first:
+                rc = _ins2(&cl_syrk0, 2 * nt - 2 * k - n, STARPU_R, home[nk], own[nk],
+                           STARPU_W, ht, own[nn], me, count)
+            else:
+                rc = _ins2(&cl_syrk, 2 * nt - 2 * k - n, STARPU_R, home[nk], own[nk],
+                           STARPU_RW, ht, own[nn], me, count)
+            if rc != 0:
+                return rc
+            # A_s[m][n] -= L[m][k] L[n][k]^T,  m > n
+            for m in range(n + 1, nt):
+                mk = _ij(nt, m, k)
+                mn = _ij(nt, m, n)
+                ht = home[mn] if n % c == s else ch[s][mn]
+                if first:
+                    rc = _ins3(&cl_gemm0, 2 * nt - 2 * k - n - m, STARPU_R, home[mk], own[mk],
+                               STARPU_R, home[nk], own[nk], STARPU_W, ht, own[mn], me, count)
+                else:
+                    rc = _ins3(&cl_gemm, 2 * nt - 2 * k - n - m, STARPU_R, home[mk], own[mk],
+                               STARPU_R, home[nk], own[nk], STARPU_RW, ht, own[mn], me, count)
+                if rc != 0:
+                    return rc
+        # column k is final and read by no later task: drop the received copies
+        if flush:
+            for m in range(k, nt):
+                starpu_mpi_cache_flush(_comm, home[_ij(nt, m, k)])
     return 0

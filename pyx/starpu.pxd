@@ -66,6 +66,7 @@ cdef extern from "starpu.h" nogil:
     ctypedef _starpu_data_state *starpu_data_handle_t
 
     void starpu_data_unregister(starpu_data_handle_t handle)
+    void starpu_data_unregister_submit(starpu_data_handle_t handle)
     int starpu_data_acquire(starpu_data_handle_t handle, starpu_data_access_mode mode)
     void starpu_data_release(starpu_data_handle_t handle)
 

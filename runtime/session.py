@@ -246,10 +246,13 @@ class Session:
                 "starpu_version": self.version, "cache": self.cache, "stats": self.stats}
 
     # -- data and tasks --------------------------------------------------------
-    def register_tiles(self, owners, tiles, rows):
+    def register_tiles(self, owners, tiles, rows, stored=None, lazy=False):
         """Register a tiled matrix: ``owners`` (nt, nt) int64, ``tiles`` {(i, j): array}
         for this rank's tiles (Fortran-ordered float64), ``rows`` the nt tile sizes.
-        Each call gets fresh tags. Collective (same order on every rank)."""
+        ``stored`` (bool (nt, nt), default the lower triangle) limits the tiles that get a
+        handle; with ``lazy`` no tile has a buffer until a task writes it (``tiles`` is
+        ignored). Each call gets fresh tags (unique per matrix and tile). Collective
+        (same order on every rank)."""
         self._require()
         owners = np.ascontiguousarray(owners, dtype=np.int64)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
@@ -258,7 +261,7 @@ class Session:
             raise UsageError("too many tiles")
         tag_base = (self._next_matrix + 1) << 40
         self._next_matrix += 1
-        h = self._backend.TileHandles(owners, tiles, rows, tag_base)
+        h = self._backend.TileHandles(owners, tiles, rows, tag_base, stored, lazy)
         self._handles.add(h)
         return h
 
