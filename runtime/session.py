@@ -98,6 +98,101 @@ def check_workers(workers):
     return w
 
 
+#: seconds a rank waits for another process's StarPU start (bus calibration) before
+#: starting anyway
+CALIBRATION_LOCK_TIMEOUT = 600.0
+
+
+def perf_model_dir():
+    """Folder where StarPU 1.3 keeps its samplings (bus calibration in ``bus/``):
+    ``$STARPU_PERF_MODEL_DIR``, else ``$STARPU_HOME/.starpu/sampling`` (``$HOME`` when
+    STARPU_HOME is unset)."""
+    env = os.environ
+    if env.get("STARPU_PERF_MODEL_DIR"):
+        return env["STARPU_PERF_MODEL_DIR"]
+    home = env.get("STARPU_HOME") or env.get("HOME") or "/tmp"
+    return os.path.join(home, ".starpu", "sampling")
+
+
+def bus_calibrated(folder=None):
+    """True if the bus calibration files of this host are all present (non-empty)."""
+    import socket
+
+    bus = os.path.join(folder or perf_model_dir(), "bus")
+    host = os.environ.get("STARPU_HOSTNAME") or socket.gethostname()
+    names = {host, host.split(".")[0]}
+    for name in names:
+        if all(os.path.getsize(f) > 0 if os.path.isfile(f) else False
+               for f in (os.path.join(bus, f"{name}.{ext}")
+                         for ext in ("config", "affinity", "latency", "bandwidth"))):
+            return True
+    return False
+
+
+class bus_calibration_lock:
+    """Serialise StarPU starts on one host while its bus is not calibrated yet.
+
+    StarPU 1.3 benchmarks the bus at its first start and writes the result under
+    STARPU_HOME; ranks that start together with a fresh STARPU_HOME all calibrate at
+    once and one may read a half-written file and abort (``check_bus_affinity_file``
+    assertion). Each start takes an exclusive ``flock`` on a file next to the
+    samplings and checks the calibration under it: when complete, the lock is released
+    at once (starts stay parallel); otherwise it is held until StarPU has started, so
+    the next process finds complete files. ``starpu_mpi_init_conf`` has no collective
+    call, so holding the lock across it cannot deadlock; after
+    :data:`CALIBRATION_LOCK_TIMEOUT` seconds a rank starts anyway (with a warning).
+    """
+
+    def __init__(self, folder=None, timeout=None):
+        self.folder = folder or perf_model_dir()
+        self.timeout = CALIBRATION_LOCK_TIMEOUT if timeout is None else timeout
+        self.fd = None
+        self.held = False  # held through the start (calibration needed)
+
+    def __enter__(self):
+        import fcntl
+
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            self.fd = os.open(os.path.join(self.folder, ".starchol-start.lock"),
+                              os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:  # unwritable: StarPU will say so itself
+            log.warning("no bus calibration lock in %s (%s)", self.folder, exc)
+            self.fd = None
+            return self
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    log.warning("waited %.0f s for another StarPU start on this host; "
+                                "starting anyway", self.timeout)
+                    self._close()
+                    return self
+                time.sleep(0.05)
+        if bus_calibrated(self.folder):
+            self._close()
+        else:
+            self.held = True
+        return self
+
+    def _close(self):
+        if self.fd is not None:
+            import fcntl
+
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self.fd)
+                self.fd = None
+
+    def __exit__(self, *exc):
+        self._close()
+        return False
+
+
 class Session:
     """StarPU + StarPU-MPI running on one MPI communicator. Collective.
 
@@ -160,7 +255,8 @@ class Session:
         self.comm = self.user_comm.Dup()
         self._starpu_comm = self.user_comm.Dup()
         handle = self._starpu_comm.handle
-        code = self._backend.init(handle, self.workers, self.scheduler)
+        with bus_calibration_lock():
+            code = self._backend.init(handle, self.workers, self.scheduler)
         if code:
             self._free_comms()
             self._restore_blas()
