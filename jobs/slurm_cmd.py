@@ -398,8 +398,8 @@ def render_script(args, plan, json_dir, starchol):
     else:
         add("# StarPU CPU workers per rank: with 3 or more cores, one core stays for the")
         add(f"# MPI thread; at most {args.max_workers} (the build's STARPU_MAXCPUS)")
-        add(f"if [ \"$CORES_PER_RANK\" -ge 3 ]; then WORKERS=$(( CORES_PER_RANK - 1 )); "
-            f"else WORKERS=$CORES_PER_RANK; fi")
+        add("if [ \"$CORES_PER_RANK\" -ge 3 ]; then WORKERS=$(( CORES_PER_RANK - 1 )); "
+            "else WORKERS=$CORES_PER_RANK; fi")
         add(f"[ \"$WORKERS\" -le {args.max_workers} ] || WORKERS={args.max_workers}")
     if json_dir is None:
         add('JSON_DIR=${JSON_DIR:-$SLURM_SUBMIT_DIR}')

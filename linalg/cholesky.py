@@ -72,13 +72,20 @@ def factorize(session, a, flush=True, keep=False, progress=None):
     t_sub = time.perf_counter() - t0
     check(code, "starpu_mpi_task_insert")
     session.wait(progress, local_task_count(a.owners, a.rank) if progress else None)
-    elapsed = time.perf_counter() - t0
+    return conclude(session, a, handles, t0, t_sub, tasks, before, keep)
+
+
+def conclude(session, a, handles, t0, t_sub, tasks, bytes_before, keep):
+    """After the wait: times and task counts agreed over the ranks, the bytes this rank
+    sent since ``bytes_before``, and the first failing column agreed with one reduction
+    (every rank raises the same :class:`NotPositiveDefiniteError`). Collective."""
+    comm = session.comm
+    elapsed = comm.allreduce(time.perf_counter() - t0, op=_max())
     after = session.bytes_sent()
-    sent = None if after is None else after - before
-    elapsed = comm.allreduce(elapsed, op=_max())
+    sent = None if after is None else after - bytes_before
     t_sub = comm.allreduce(t_sub, op=_max())
     tasks = comm.allreduce(int(tasks))
-    # agree on the first failing column (LAPACK info is 1-based inside tile k)
+    # the first failing global column (LAPACK info is 1-based inside tile k)
     info = np.asarray(handles.info)
     bad = np.nonzero(info > 0)[0]
     local = int(a.offsets[bad[0]] + info[bad[0]] - 1) if len(bad) else a.n

@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from ..runtime.errors import NotPositiveDefiniteError, check
-from .cholesky import Factorization, _max, _min
+from ..runtime.errors import check
+from .cholesky import conclude
 
 
 def slice_owner_stack(tile_map, nt):
@@ -103,23 +103,7 @@ def factorize_sliced(session, a, slice_owners, flush=True, keep=False, progress=
     finally:
         for h in copies:
             h.unregister()
-    elapsed = time.perf_counter() - t0
-    after = session.bytes_sent()
-    sent = None if after is None else after - before
-    elapsed = comm.allreduce(elapsed, op=_max())
-    t_sub = comm.allreduce(t_sub, op=_max())
-    tasks = comm.allreduce(int(tasks))
-    info = np.asarray(handles.info)
-    bad = np.nonzero(info > 0)[0]
-    local = int(a.offsets[bad[0]] + info[bad[0]] - 1) if len(bad) else a.n
-    first = comm.allreduce(local, op=_min())
-    if first < a.n:
-        handles.unregister()
-        raise NotPositiveDefiniteError(first, a.n)
-    if not keep:
-        handles.unregister()
-        handles = None
-    return Factorization(elapsed, t_sub, tasks, sent, handles)
+    return conclude(session, a, handles, t0, t_sub, tasks, before, keep)
 
 
 __all__ = ["composite_owners", "partial_mask", "slice_owner_stack", "local_task_count",

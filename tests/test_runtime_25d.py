@@ -3,7 +3,6 @@ model == an independent brute-force recount; c = 1 gives the 2D traffic."""
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
