@@ -478,8 +478,9 @@ cdef class TileHandles:
         info[:] = 0
         cdef int64_t count = 0
         cdef int rc
-        with nogil:
-            rc = _submit_cholesky(self.h, self.own, self.nt, _rank, &info[0], flush, &count)
+        with nogil:  # the 2.5D loop with one slice is the 2D right-looking loop
+            rc = _submit_cholesky_sliced(self.h, &self.h, &self.own, 1, self.nt, _rank,
+                                         &info[0], flush, &count)
         self.ntasks = count
         return (rc, count)
 
@@ -548,106 +549,6 @@ cdef class TileHandles:
 
 cdef inline int64_t _ij(int nt, int i, int j) noexcept nogil:
     return <int64_t>i * nt + j
-
-
-cdef int _submit_cholesky(starpu_data_handle_t *h, int64_t *own, int nt, int me,
-                          int64_t *info, bint flush, int64_t *count) noexcept nogil:
-    # Right-looking lower tiled Cholesky; priorities as in Chameleon's pzpotrf.
-    # A task whose tiles are all local goes through starpu_task_insert: StarPU-MPI
-    # would only add bookkeeping (no transfer), and its only side effect, clearing
-    # the sent-cache of the written tile, is moot since no tile is sent before its
-    # final version (POTRF/TRSM) and never written after it.
-    cdef int k, m, n, rc = 0
-    cdef int64_t okk, onk, omk, onn, omn
-    cdef int prio
-    for k in range(nt):
-        okk = own[_ij(nt, k, k)]
-        # A[k][k] = chol(A[k][k])
-        if okk == me:
-            prio = 2 * nt - 2 * k
-            rc = starpu_task_insert(&cl_potrf,
-                                    STARPU_PRIORITY, prio,
-                                    STARPU_RW, h[_ij(nt, k, k)],
-                                    STARPU_CL_ARGS_NFREE, <void *>&info[k], <size_t>sizeof(int64_t),
-                                    <int>0)
-            if rc != 0:
-                return rc
-            count[0] += 1
-        # A[m][k] = A[m][k] L[k][k]^-T,  m > k
-        for m in range(k + 1, nt):
-            omk = own[_ij(nt, m, k)]
-            if okk == me and omk == me:   # all local: no MPI bookkeeping needed
-                rc = starpu_task_insert(&cl_trsm,
-                                        STARPU_PRIORITY, <int>(2 * nt - 2 * k - m),
-                                        STARPU_R, h[_ij(nt, k, k)],
-                                        STARPU_RW, h[_ij(nt, m, k)],
-                                        <int>0)
-                if rc != 0:
-                    return rc
-                count[0] += 1
-            elif okk == me or omk == me:
-                prio = 2 * nt - 2 * k - m
-                rc = starpu_mpi_task_insert(_comm, &cl_trsm,
-                                            STARPU_PRIORITY, prio,
-                                            STARPU_R, h[_ij(nt, k, k)],
-                                            STARPU_RW, h[_ij(nt, m, k)],
-                                            <int>0)
-                if rc != 0:
-                    return rc
-                count[0] += 1
-        for n in range(k + 1, nt):
-            onk = own[_ij(nt, n, k)]
-            # A[n][n] -= L[n][k] L[n][k]^T
-            onn = own[_ij(nt, n, n)]
-            if onk == me and onn == me:
-                rc = starpu_task_insert(&cl_syrk,
-                                        STARPU_PRIORITY, <int>(2 * nt - 2 * k - n),
-                                        STARPU_R, h[_ij(nt, n, k)],
-                                        STARPU_RW, h[_ij(nt, n, n)],
-                                        <int>0)
-                if rc != 0:
-                    return rc
-                count[0] += 1
-            elif onk == me or onn == me:
-                prio = 2 * nt - 2 * k - n
-                rc = starpu_mpi_task_insert(_comm, &cl_syrk,
-                                            STARPU_PRIORITY, prio,
-                                            STARPU_R, h[_ij(nt, n, k)],
-                                            STARPU_RW, h[_ij(nt, n, n)],
-                                            <int>0)
-                if rc != 0:
-                    return rc
-                count[0] += 1
-            # A[m][n] -= L[m][k] L[n][k]^T,  m > n
-            for m in range(n + 1, nt):
-                omk = own[_ij(nt, m, k)]
-                omn = own[_ij(nt, m, n)]
-                if onk == me and omk == me and omn == me:
-                    rc = starpu_task_insert(&cl_gemm,
-                                            STARPU_PRIORITY, <int>(2 * nt - 2 * k - n - m),
-                                            STARPU_R, h[_ij(nt, m, k)],
-                                            STARPU_R, h[_ij(nt, n, k)],
-                                            STARPU_RW, h[_ij(nt, m, n)],
-                                            <int>0)
-                    if rc != 0:
-                        return rc
-                    count[0] += 1
-                elif onk == me or omk == me or omn == me:
-                    prio = 2 * nt - 2 * k - n - m
-                    rc = starpu_mpi_task_insert(_comm, &cl_gemm,
-                                                STARPU_PRIORITY, prio,
-                                                STARPU_R, h[_ij(nt, m, k)],
-                                                STARPU_R, h[_ij(nt, n, k)],
-                                                STARPU_RW, h[_ij(nt, m, n)],
-                                                <int>0)
-                    if rc != 0:
-                        return rc
-                    count[0] += 1
-        # column k is final and read by no later task: drop the received copies
-        if flush:
-            for m in range(k, nt):
-                starpu_mpi_cache_flush(_comm, h[_ij(nt, m, k)])
-    return 0
 
 
 cdef int _submit_residual(starpu_data_handle_t *l, starpu_data_handle_t *r, int64_t *own,
@@ -726,7 +627,9 @@ cdef int _ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, in
 cdef int _submit_cholesky_sliced(starpu_data_handle_t *home, starpu_data_handle_t **ch,
                                  int64_t **co, int c, int nt, int me, int64_t *info,
                                  bint flush, int64_t *count) noexcept nogil:
-    # The right-looking loop of _submit_cholesky, iteration k on slice s = k mod c.
+    # The right-looking tiled Cholesky (lower), priorities as in Chameleon's pzpotrf;
+    # each rank inserts only the tasks it runs or feeds (plain inserts when all local).
+    # Iteration k runs on slice s = k mod c (c = 1: the 2D algorithm).
     # Slice s's copy of tile (i, j): home[ij] when j mod c == s (the factoring copy),
     # else ch[s][ij] (a partial sum, zero until its first update at k = s).
     cdef int k, m, n, s, t, nup, rc = 0
