@@ -242,19 +242,19 @@ cdef void k_trsm(void **buffers, void *arg) noexcept nogil:
     dtrsm(&_R, &_L, &_T, &_N, &m, &n, &_ONE, l, &ldl, a, &lda)
 
 
-cdef void k_syrk(void **buffers, void *arg) noexcept nogil:
-    # C[n][n] -= A[n][k] A[n][k]^T   (lower triangle)
+cdef inline void _syrk_update(void **buffers, double beta) noexcept nogil:
+    # C[n][n] = beta C[n][n] - A[n][k] A[n][k]^T   (lower triangle)
     cdef double *a = <double *>STARPU_MATRIX_GET_PTR(buffers[0])
     cdef int k = <int>STARPU_MATRIX_GET_NY(buffers[0])
     cdef int lda = <int>STARPU_MATRIX_GET_LD(buffers[0])
     cdef double *c = <double *>STARPU_MATRIX_GET_PTR(buffers[1])
     cdef int n = <int>STARPU_MATRIX_GET_NX(buffers[1])
     cdef int ldc = <int>STARPU_MATRIX_GET_LD(buffers[1])
-    dsyrk(&_L, &_N, &n, &k, &_MONE, a, &lda, &_ONE, c, &ldc)
+    dsyrk(&_L, &_N, &n, &k, &_MONE, a, &lda, &beta, c, &ldc)
 
 
-cdef void k_gemm(void **buffers, void *arg) noexcept nogil:
-    # C[m][n] -= A[m][k] B[n][k]^T
+cdef inline void _gemm_update(void **buffers, double beta) noexcept nogil:
+    # C[m][n] = beta C[m][n] - A[m][k] B[n][k]^T
     cdef double *a = <double *>STARPU_MATRIX_GET_PTR(buffers[0])
     cdef int m = <int>STARPU_MATRIX_GET_NX(buffers[0])
     cdef int k = <int>STARPU_MATRIX_GET_NY(buffers[0])
@@ -264,7 +264,17 @@ cdef void k_gemm(void **buffers, void *arg) noexcept nogil:
     cdef int ldb = <int>STARPU_MATRIX_GET_LD(buffers[1])
     cdef double *c = <double *>STARPU_MATRIX_GET_PTR(buffers[2])
     cdef int ldc = <int>STARPU_MATRIX_GET_LD(buffers[2])
-    dgemm(&_N, &_T, &m, &n, &k, &_MONE, a, &lda, b, &ldb, &_ONE, c, &ldc)
+    dgemm(&_N, &_T, &m, &n, &k, &_MONE, a, &lda, b, &ldb, &beta, c, &ldc)
+
+
+cdef void k_syrk(void **buffers, void *arg) noexcept nogil:
+    # C[n][n] -= A[n][k] A[n][k]^T   (lower triangle)
+    _syrk_update(buffers, 1.0)
+
+
+cdef void k_gemm(void **buffers, void *arg) noexcept nogil:
+    # C[m][n] -= A[m][k] B[n][k]^T
+    _gemm_update(buffers, 1.0)
 
 
 cdef void k_tril(void **buffers, void *arg) noexcept nogil:
@@ -283,15 +293,11 @@ cdef void k_syrk0(void **buffers, void *arg) noexcept nogil:
     # C[n][n] = -A[n][k] A[n][k]^T: first update of a 2.5D slice's zero copy (W mode,
     # so the buffer is only allocated here); the upper triangle is zeroed too, so the
     # whole tile can be added into the factoring slice's copy later.
-    cdef double *a = <double *>STARPU_MATRIX_GET_PTR(buffers[0])
-    cdef int k = <int>STARPU_MATRIX_GET_NY(buffers[0])
-    cdef int lda = <int>STARPU_MATRIX_GET_LD(buffers[0])
+    _syrk_update(buffers, 0.0)
     cdef double *c = <double *>STARPU_MATRIX_GET_PTR(buffers[1])
     cdef int n = <int>STARPU_MATRIX_GET_NX(buffers[1])
     cdef int ldc = <int>STARPU_MATRIX_GET_LD(buffers[1])
-    cdef double zero = 0.0
     cdef int i, j
-    dsyrk(&_L, &_N, &n, &k, &_MONE, a, &lda, &zero, c, &ldc)
     for j in range(n):
         for i in range(j):
             c[i + <size_t>j * ldc] = 0.0
@@ -299,17 +305,7 @@ cdef void k_syrk0(void **buffers, void *arg) noexcept nogil:
 
 cdef void k_gemm0(void **buffers, void *arg) noexcept nogil:
     # C[m][n] = -A[m][k] B[n][k]^T: first update of a 2.5D slice's zero copy (W mode)
-    cdef double *a = <double *>STARPU_MATRIX_GET_PTR(buffers[0])
-    cdef int m = <int>STARPU_MATRIX_GET_NX(buffers[0])
-    cdef int k = <int>STARPU_MATRIX_GET_NY(buffers[0])
-    cdef int lda = <int>STARPU_MATRIX_GET_LD(buffers[0])
-    cdef double *b = <double *>STARPU_MATRIX_GET_PTR(buffers[1])
-    cdef int n = <int>STARPU_MATRIX_GET_NX(buffers[1])
-    cdef int ldb = <int>STARPU_MATRIX_GET_LD(buffers[1])
-    cdef double *c = <double *>STARPU_MATRIX_GET_PTR(buffers[2])
-    cdef int ldc = <int>STARPU_MATRIX_GET_LD(buffers[2])
-    cdef double zero = 0.0
-    dgemm(&_N, &_T, &m, &n, &k, &_MONE, a, &lda, b, &ldb, &zero, c, &ldc)
+    _gemm_update(buffers, 0.0)
 
 
 cdef void k_add(void **buffers, void *arg) noexcept nogil:
