@@ -1,0 +1,216 @@
+"""Multi-node runs on an emulated cluster (``scripts/cluster.sh``): every node in its own
+network namespace behind a shaped bridge port, Open MPI over TCP between them, a
+multi-node Slurm, and a link fault.
+
+Each node's link counters prove that the bytes StarPU-MPI counted crossed the emulated
+links: a node's link sent at least the payload its rank sent, plus a few percent of
+TCP/IP headers. Needs root and network namespaces; skipped, with the reason, otherwise.
+Clusters are torn down whatever happens (fixtures with ``finally``).
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+
+#: seconds a link fault may take to end the job (TCP keepalive of Open MPI's daemons:
+#: 2 s idle + 5 probes 1 s apart, then mpirun ends the job)
+FAULT_BOUND_S = 30
+#: TCP/IP overhead allowed on top of the payload: a link sends at most
+#: payload * (1 + HEADERS) + SLACK bytes (headers ~3.6% at MTU 1500; launch, checks)
+HEADERS, SLACK = 0.06, 400_000
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+
+def _starchol():
+    exe = Path(sys.executable).with_name("starchol")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "starchol"]
+
+
+def _need_root():
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
+
+
+@pytest.fixture(scope="module")
+def starpu_env(tmp_path_factory):
+    home = tmp_path_factory.mktemp("cluster_starpu_home")
+    return dict(os.environ, STARPU_HOME=str(home), STARPU_SILENT="1")
+
+
+@pytest.fixture(scope="module")
+def cluster6(starpu_env):
+    """A 6-node cluster with Slurm, links shaped to 1 gbit/s."""
+    _need_root()
+    cl = EmulatedCluster(6, bandwidth="1gbit", slurm=True)
+    try:
+        try:
+            cl.up()
+        except ClusterUnavailable as exc:
+            pytest.skip(f"no emulated cluster here: {exc}")
+        yield cl
+    finally:
+        cl.down()
+    assert not Path("/run/netns", f"{cl.name}-n0").exists()
+
+
+def _run_and_count(cl, np_, args, env, tmp_path):
+    """mpirun a starchol run on the cluster; (document, bytes each link sent)."""
+    out = tmp_path / "run.json"
+    before = cl.counters()
+    res = cl.mpirun(np_, [*_starchol(), "run", *map(str, args), "--workers", "1", "--quiet",
+                          "--json", str(out)], timeout=240, env=env)
+    after = cl.counters()
+    assert res.returncode == 0, f"mpirun failed:\n{res.stdout}\n{res.stderr}"
+    return json.loads(out.read_text()), after[:, 0] - before[:, 0]
+
+
+def _check_links(doc, tx, np_):
+    """Each rank's payload crossed its node's link (rank i runs on node i)."""
+    sent = np.array(doc["bytes_measured_pairs"]).sum(axis=1)
+    assert doc["match"] is True, doc["bytes_measured_pairs"]
+    assert sent.min() > 0
+    for i in range(np_):
+        assert sent[i] <= tx[i] <= sent[i] * (1 + HEADERS) + SLACK, \
+            f"node{i}: link sent {tx[i]} B, rank payload {sent[i]} B"
+    for i in range(np_, len(tx)):   # nodes without a rank carry (almost) nothing
+        assert tx[i] < SLACK, f"node{i} has no rank but its link sent {tx[i]} B"
+
+
+def test_2dbc_2x2_on_4_nodes(cluster6, starpu_env, tmp_path):
+    doc, tx = _run_and_count(cluster6, 4, ["--dist", "2dbc", "--grid", "2x2", "--n", 800,
+                                           "--nb", 100], starpu_env, tmp_path)
+    assert doc["nodes"] == 4 and doc["bytes_measured_total"] == doc["bytes_predicted_total"]
+    _check_links(doc, tx, 4)
+
+
+def test_sbc_on_6_nodes(cluster6, starpu_env, tmp_path):
+    doc, tx = _run_and_count(cluster6, 6, ["--dist", "sbc", "--n", 1000, "--nb", 100],
+                             starpu_env, tmp_path)
+    assert doc["nodes"] == 6 and doc["map"].startswith("sbc r=4")
+    _check_links(doc, tx, 6)
+
+
+def test_hosts_names_and_tcp_only(cluster6):
+    """Every node has its own host name and resolves the others'; MPI is TCP only."""
+    res = cluster6.exec("node3", ["sh", "-c", "hostname; getent hosts node0 node5"])
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.split("\n")
+    assert lines[0] == "node3"
+    assert "10.231.0.1" in res.stdout and "10.231.0.6" in res.stdout
+    env = cluster6.env({})
+    assert env["OMPI_MCA_btl"] == "tcp,self" and env["OMPI_MCA_pml"] == "ob1"
+    assert env["OMPI_MCA_btl_tcp_if_include"] == "10.231.0.0/24"
+
+
+def test_up_is_idempotent_and_shaping_changes_live(cluster6):
+    again = cluster6.script("up", "--nodes", 6, "--bandwidth", "1gbit")
+    assert "already up" in again.stderr
+    other = cluster6.script("up", "--nodes", 5, "--no-slurm", check=False)
+    assert other.returncode == 1 and "run" in other.stderr and "down" in other.stderr
+    cluster6.shape(bandwidth="500mbit")
+    qdisc = subprocess.run(["ip", "netns", "exec", f"{cluster6.name}-n2", "tc", "qdisc",
+                            "show", "dev", "eth0"], capture_output=True, text=True).stdout
+    assert "tbf" in qdisc and "500Mbit" in qdisc, qdisc
+    cluster6.shape(bandwidth="1gbit")
+    assert "state ok" in cluster6.script("status").stdout
+
+
+def test_slurm_job_on_6_nodes_writes_its_factor(cluster6, starpu_env, tmp_path):
+    """A script from `starchol slurm` runs sbc on 6 Slurm nodes; L L^T = A from the file."""
+    h5py = pytest.importorskip("h5py")
+    a_file, l_file = tmp_path / "a.h5", tmp_path / "l.h5"
+    gen = subprocess.run([*_starchol(), "generate", "--n", "600", "--output", f"{a_file}:/A"],
+                         capture_output=True, text=True, timeout=60)
+    assert gen.returncode == 0, gen.stderr
+    script = tmp_path / "job.sbatch"
+    made = subprocess.run([*_starchol(), "slurm", "--dist", "sbc", "--nodes", "6", "--nb",
+                           "100", "--workers", "1", "--input", f"{a_file}:/A", "--output",
+                           f"{l_file}:/L", "--check", "--time", "00:05:00", "--json-dir",
+                           str(tmp_path / "results"), "-o", str(script)],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    env = cluster6.env(starpu_env)
+    res = cluster6.exec("node0", ["sh", "-c", f"cd {tmp_path} && sbatch --parsable --wait "
+                                              f"{script}"], timeout=180, env=env)
+    logs = "".join(p.read_text() for p in tmp_path.glob("*.out"))
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\njob log:\n{logs}"
+    job = res.stdout.strip().split(";")[0]
+    info = cluster6.exec("node0", ["scontrol", "show", "job", "-o", job], env=env).stdout
+    assert "JobState=COMPLETED" in info and "NodeList=node[0-5]" in info, info
+    doc = json.loads((tmp_path / "results" / f"starchol-{job}.json").read_text())
+    assert doc["nodes"] == 6 and doc["match"] is True and doc["residual"] < 1e-12
+    with h5py.File(a_file, "r") as fa, h5py.File(l_file, "r") as fl:
+        a, lower = fa["A"][...], fl["L"][...]
+    assert np.allclose(lower @ lower.T, a, rtol=0, atol=1e-10 * np.abs(a).max())
+
+
+@pytest.fixture
+def cluster3_slow():
+    """3 nodes without Slurm, links at 10 mbit/s: a run long enough to break a link in."""
+    _need_root()
+    cl = EmulatedCluster(3, bandwidth="10mbit")
+    try:
+        try:
+            cl.up()
+        except ClusterUnavailable as exc:
+            pytest.skip(f"no emulated cluster here: {exc}")
+        yield cl
+    finally:
+        cl.down()
+
+
+def _sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_link_down_mid_run_ends_the_job(cluster3_slow, starpu_env, tmp_path):
+    """node2's link goes down mid-run: mpirun ends within FAULT_BOUND_S, saying it lost
+    node2; no output file, input unchanged, no process left on any node."""
+    cl = cluster3_slow
+    a_file = tmp_path / "a.h5"
+    gen = subprocess.run([*_starchol(), "generate", "--n", "2400", "--output", f"{a_file}:/A"],
+                         capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    digest = _sha256(a_file)
+    before = cl.counters()
+    proc = cl.popen_mpirun(3, [*_starchol(), "run", "--dist", "sbc", "--nb", "200",
+                               "--input", f"{a_file}:/A", "--output", f"{tmp_path}/l.h5:/L",
+                               "--workers", "1", "--quiet"], env=starpu_env)
+    try:
+        # wait until the factorization moves tiles (node1's link has sent 1 MB)
+        deadline = time.monotonic() + 120
+        while (cl.counters()[1, 0] - before[1, 0] < 1_000_000 and proc.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before the fault:\n" + proc.stderr.read()
+        cl.link("node2", "down")
+        t_down = time.monotonic()
+        try:
+            out, err = proc.communicate(timeout=FAULT_BOUND_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the job did not end within {FAULT_BOUND_S} s of the link fault")
+        took = time.monotonic() - t_down
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            cl.kill_jobs()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert "lost communication with a remote daemon" in err and "node2" in err, err
+    print(f"job ended {took:.1f} s after the link went down")
+    left = cl.wait_no_processes(timeout=10)
+    assert not left, f"processes left on the nodes: {left}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5"], list(tmp_path.iterdir())
+    assert _sha256(a_file) == digest
+    cl.link("node2", "up")
