@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runtime.collective import allreduce_max, allreduce_min
 from ..runtime.errors import NotPositiveDefiniteError, check
 from .tiled import TiledMatrix
 
@@ -66,13 +67,14 @@ def factorize(session, a, flush=True, keep=False, progress=None):
     comm = session.comm
     before = session.bytes_sent()
     comm.Barrier()
-    t0 = time.perf_counter()
-    handles = session.register_tiles(a.owners, a.tiles, a.rows)
-    code, tasks = handles.submit_cholesky(flush)
-    t_sub = time.perf_counter() - t0
-    check(code, "starpu_mpi_task_insert")
-    session.wait(progress, local_task_count(a.owners, a.rank) if progress else None)
-    return conclude(session, a, handles, t0, t_sub, tasks, before, keep)
+    with session.running():
+        t0 = time.perf_counter()
+        handles = session.register_tiles(a.owners, a.tiles, a.rows)
+        code, tasks = handles.submit_cholesky(flush)
+        t_sub = time.perf_counter() - t0
+        check(code, "starpu_mpi_task_insert")
+        session.wait(progress, local_task_count(a.owners, a.rank) if progress else None)
+        return conclude(session, a, handles, t0, t_sub, tasks, before, keep)
 
 
 def conclude(session, a, handles, t0, t_sub, tasks, bytes_before, keep):
@@ -80,16 +82,16 @@ def conclude(session, a, handles, t0, t_sub, tasks, bytes_before, keep):
     sent since ``bytes_before``, and the first failing column agreed with one reduction
     (every rank raises the same :class:`NotPositiveDefiniteError`). Collective."""
     comm = session.comm
-    elapsed = comm.allreduce(time.perf_counter() - t0, op=_max())
+    elapsed = allreduce_max(comm, time.perf_counter() - t0)
     after = session.bytes_sent()
     sent = None if after is None else after - bytes_before
-    t_sub = comm.allreduce(t_sub, op=_max())
+    t_sub = allreduce_max(comm, t_sub)
     tasks = comm.allreduce(int(tasks))
     # the first failing global column (LAPACK info is 1-based inside tile k)
     info = np.asarray(handles.info)
     bad = np.nonzero(info > 0)[0]
     local = int(a.offsets[bad[0]] + info[bad[0]] - 1) if len(bad) else a.n
-    first = comm.allreduce(local, op=_min())
+    first = allreduce_min(comm, local)
     if first < a.n:
         handles.unregister()
         raise NotPositiveDefiniteError(first, a.n)
@@ -111,9 +113,10 @@ def residual(session, factored, original):
     norm_a = comm.allreduce(original.frobenius_sq_local())
     r = session.register_tiles(original.owners, original.tiles, original.rows)
     try:
-        code, _ = factored.handles.submit_llt_residual(r)
-        check(code, "starpu_mpi_task_insert")
-        session.wait()
+        with session.running():
+            code, _ = factored.handles.submit_llt_residual(r)
+            check(code, "starpu_mpi_task_insert")
+            session.wait()
     finally:
         r.unregister()
         factored.handles.unregister()
@@ -139,16 +142,6 @@ def gather_bytes(session, row, root=0):
     if session.comm.Get_rank() != root or rows[0] is None:
         return None
     return np.vstack(rows)
-
-
-def _max():
-    from mpi4py import MPI
-    return MPI.MAX
-
-
-def _min():
-    from mpi4py import MPI
-    return MPI.MIN
 
 
 __all__ = ["Factorization", "factorize", "residual", "gather", "gather_bytes", "flops",

@@ -91,19 +91,20 @@ def factorize_sliced(session, a, slice_owners, flush=True, keep=False, progress=
     comm = session.comm
     before = session.bytes_sent()
     comm.Barrier()
-    t0 = time.perf_counter()
-    handles = session.register_tiles(a.owners, a.tiles, a.rows)
-    copies = [session.register_tiles(so[s], {}, a.rows, stored=partial_mask(a.nt, c, s),
-                                     lazy=True) for s in range(c)]
-    try:
-        code, tasks = handles.submit_cholesky_sliced(copies, flush)
-        t_sub = time.perf_counter() - t0
-        check(code, "starpu_mpi_task_insert")
-        session.wait(progress, local_task_count(so, a.rank) if progress else None)
-    finally:
-        for h in copies:
-            h.unregister()
-    return conclude(session, a, handles, t0, t_sub, tasks, before, keep)
+    with session.running():
+        t0 = time.perf_counter()
+        handles = session.register_tiles(a.owners, a.tiles, a.rows)
+        copies = [session.register_tiles(so[s], {}, a.rows, stored=partial_mask(a.nt, c, s),
+                                         lazy=True) for s in range(c)]
+        try:
+            code, tasks = handles.submit_cholesky_sliced(copies, flush)
+            t_sub = time.perf_counter() - t0
+            check(code, "starpu_mpi_task_insert")
+            session.wait(progress, local_task_count(so, a.rank) if progress else None)
+        finally:
+            for h in copies:
+                h.unregister()
+        return conclude(session, a, handles, t0, t_sub, tasks, before, keep)
 
 
 __all__ = ["composite_owners", "partial_mask", "slice_owner_stack", "local_task_count",

@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
+from ..runtime.collective import allreduce_max
 
 #: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
 SYMMETRY_TOL = 1e-10
@@ -170,8 +171,8 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
         r, c = min(bads)
         raise UsageError(f"{path}:{dataset} holds a non-finite value (NaN or Inf) at row {r}, "
                          f"column {c} (0-based); the matrix must be finite")
-    max_abs = comm.allreduce(max_abs, op=_max_op())
-    max_asym = comm.allreduce(max_asym, op=_max_op())
+    max_abs = allreduce_max(comm, max_abs)
+    max_asym = allreduce_max(comm, max_asym)
     rel = max_asym / max_abs if max_abs > 0 else 0.0
     if rel > symmetry_tol:
         raise UsageError(f"{path}:{dataset} is not symmetric: max |A - A^T| / max |A| = "
@@ -179,14 +180,6 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
                          f"be used; symmetrize the matrix or raise --symmetry-tol)")
     return {"max_abs": max_abs, "max_asymmetry": max_asym, "relative_asymmetry": rel,
             "symmetry_tol": symmetry_tol, "dtype": dtype}
-
-
-def _max_op():
-    try:
-        from mpi4py import MPI
-        return MPI.MAX
-    except ImportError:  # pragma: no cover
-        return None
 
 
 def _same_file(a, b):

@@ -13,19 +13,26 @@ from .volume import tile_extents
 
 
 def check_sizes(n, nb):
-    """Raise :class:`UsageError` unless 0 < NB <= N."""
+    """Raise :class:`UsageError` unless 0 < nb <= n (integers). Returns ``(n, nb)``."""
     try:
-        n, nb = int(n), int(nb)
+        n, nb = _int(n), _int(nb)
     except (TypeError, ValueError):
-        raise UsageError(f"--n and --nb must be integers, got {n!r}, {nb!r}") from None
+        raise UsageError(f"n and nb must be integers, got {n!r}, {nb!r}",
+                         params=("n", "nb")) from None
     if n <= 0:
-        raise UsageError(f"--n must be positive, got {n}")
+        raise UsageError(f"n must be positive, got {n}", param="n")
     if nb <= 0:
-        raise UsageError(f"--nb must be positive, got {nb}")
+        raise UsageError(f"nb must be positive, got {nb}", param="nb")
     if nb > n:
-        raise UsageError(f"--nb {nb} is larger than --n {n}; use a tile size NB <= N "
-                         f"(e.g. --nb {max(1, min(n, 512))})")
+        raise UsageError(f"nb {nb} is larger than n {n}; use a tile size nb <= n "
+                         f"(e.g. nb {max(1, min(n, 512))})", params=("n", "nb"))
     return n, nb
+
+
+def _int(v):
+    if isinstance(v, bool) or int(v) != v:
+        raise TypeError(v)
+    return int(v)
 
 
 def tile_sizes(n, nb):

@@ -2,6 +2,8 @@
 import errno
 import os
 
+import numpy as np
+
 from ..errors import StarcholError
 
 
@@ -15,6 +17,8 @@ class StarPUError(StarcholError):
     """
 
     def __init__(self, code, call):
+        if isinstance(call, bytes):
+            call = call.decode()
         self.code = int(code)
         self.call = call
         self.errno_name = errno.errorcode.get(-self.code, f"E{-self.code}")
@@ -22,10 +26,13 @@ class StarPUError(StarcholError):
         super().__init__(f"{call} failed with {self.errno_name} ({os.strerror(-self.code)})"
                          + (f": {hint}" if hint else ""))
 
+    def __reduce__(self):
+        return (type(self), (self.code, self.call))
+
 
 _HINTS = {
     "ENODEV": "no worker can run the task or StarPU found no processing unit; "
-              "check --workers and the STARPU_NCPU / STARPU_NCUDA environment",
+              "check the worker count and the STARPU_NCPU / STARPU_NCUDA environment",
     "EINVAL": "invalid argument given to StarPU (this is a bug in starchol)",
 }
 
@@ -34,11 +41,16 @@ class RuntimeUnavailableError(StarcholError):
     """The runtime layer cannot run here: a library or feature is missing."""
 
 
-class NotPositiveDefiniteError(StarcholError):
+class SessionError(StarcholError):
+    """A Session used out of order: not started, already running, or already stopped."""
+
+
+class NotPositiveDefiniteError(StarcholError, np.linalg.LinAlgError):
     """The Cholesky factorization met a non-positive pivot.
 
-    Raised on every rank with the same message (the ranks agree on the first failing
-    column with one reduction). ``column`` is the 0-based global column.
+    A :class:`numpy.linalg.LinAlgError`, so ``except LinAlgError`` (add jitter, retry)
+    catches it. Raised on every rank with the same message (the ranks agree on the first
+    failing column with one reduction). ``column`` is the 0-based global column.
     """
 
     def __init__(self, column, n=None):
@@ -49,6 +61,9 @@ class NotPositiveDefiniteError(StarcholError):
             f"matrix is not positive definite: the factorization failed at global column "
             f"{self.column} (0-based){size}; its leading minor of order {self.column + 1} "
             f"is not positive")
+
+    def __reduce__(self):  # travels between ranks (collective agreement)
+        return (type(self), (self.column, self.n))
 
 
 def check(code, call):

@@ -16,6 +16,7 @@ tasks, unregistering the tiles still registered) on ``__exit__``, on :meth:`shut
 and at interpreter exit before mpi4py finalises MPI; all of them are idempotent.
 """
 import atexit
+import contextlib
 import logging
 import os
 import time
@@ -24,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..errors import StarcholError, UsageError
-from .errors import RuntimeUnavailableError, check
+from .errors import RuntimeUnavailableError, SessionError, check
 
 log = logging.getLogger("starchol.runtime")
 
@@ -91,10 +92,11 @@ def check_workers(workers):
     try:
         w = int(workers)
     except (TypeError, ValueError):
-        raise UsageError(f"--workers must be an integer, got {workers!r}") from None
+        raise UsageError(f"workers must be an integer, got {workers!r}",
+                         param="workers") from None
     if w < 1 or w > limit:
-        raise UsageError(f"--workers must be between 1 and {limit} (this StarPU build's "
-                         f"STARPU_MAXCPUS), got {w}")
+        raise UsageError(f"workers must be between 1 and {limit} (this StarPU build's "
+                         f"STARPU_MAXCPUS), got {w}", param="workers")
     return w
 
 
@@ -220,17 +222,33 @@ class Session:
         self._starpu_comm = None  # duplicate handed to StarPU-MPI
         self._handles = weakref.WeakSet()
         self._next_matrix = 0
+        self._active = 0
         self.started = False
         self.closed = False
 
     # -- life cycle ---------------------------------------------------------------
     def start(self):
-        """Start StarPU-MPI. Collective. Returns self."""
+        """Start StarPU-MPI. Collective. Returns self.
+
+        Raises
+        ------
+        SessionError
+            Another session of this process is running (use it: :meth:`current`), or
+            StarPU-MPI already ran and stopped in this process (it cannot start twice).
+        """
         if self.started:
             return self
+        live = Session._live
+        if live is not None and live is not self:
+            raise SessionError(
+                "a StarPU session is already running in this process "
+                f"({live.workers} worker(s), scheduler {live.scheduler}); StarPU-MPI runs "
+                "once per process: use that session (Session.current()) or shut it down")
         if self.closed or self._backend.was_started():
-            raise StarcholError("StarPU-MPI was already started and stopped in this "
-                                "process; it cannot be restarted (use one Session)")
+            raise SessionError(
+                "StarPU-MPI already ran and was shut down in this process; it cannot be "
+                "started again in the same process (keep one Session open for all the "
+                "work, or start a new process)")
         MPI = _mpi()
         if not MPI.Is_initialized():
             MPI.Init_thread(MPI.THREAD_MULTIPLE)
@@ -264,6 +282,9 @@ class Session:
         self.started = True
         Session._live = self
         atexit.register(self.shutdown)
+        # idle StarPU workers poll for tasks; keep them asleep between computations
+        self._backend.pause()
+        self._active = 0
         self._backend.cache_set(self.cache)
         self.rank, self.size = self._backend.rank_size()
         got = self._backend.worker_count()
@@ -281,6 +302,8 @@ class Session:
             return
         self.closed = True
         try:
+            if not self._active:
+                self._backend.resume()
             self._backend.wait_tasks()
             for h in list(self._handles):
                 h.unregister()
@@ -361,22 +384,59 @@ class Session:
         self._handles.add(h)
         return h
 
-    def wait(self, progress=None, total=None):
+    def wait(self, progress=None, total=None, interval=0.25):
         """Wait for this rank's tasks, then for all ranks' communications. Collective.
 
-        ``progress(done, total)``, if given, is called about every 0.25 s while this
-        rank's ``total`` tasks run (done = total - tasks still pending).
+        ``progress(done, total)``, if given, is called every ``interval`` seconds while
+        this rank's ``total`` tasks run (done = total - tasks still pending), and once at
+        the end. The wait itself returns as soon as the tasks are done: it blocks in
+        StarPU on a helper thread, so a progress display adds no delay.
         """
         self._require()
         if progress is not None and total:
-            while True:
-                pending = self._backend.tasks_pending()
-                progress(max(0, total - pending), total)
-                if pending == 0:
-                    break
-                time.sleep(0.25)
-        check(self._backend.wait_tasks(), "starpu_task_wait_for_all")
-        check(self._backend.wait_mpi(), "starpu_mpi_wait_for_all")
+            import threading
+
+            done = threading.Event()
+            status = []
+
+            def wait_tasks():
+                try:
+                    status.append(self._backend.wait_tasks())
+                finally:
+                    done.set()
+
+            waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
+            waiter.start()
+            while not done.wait(interval):
+                progress(max(0, total - self._backend.tasks_pending()), total)
+            waiter.join()
+            progress(total, total)
+        else:
+            self._backend.wait_tasks()
+        self._backend.wait_mpi()
+
+    @contextlib.contextmanager
+    def running(self):
+        """Workers awake for the computations inside the block (nested blocks allowed).
+
+        Between computations StarPU's workers are paused (``starpu_pause``), so an idle
+        session uses no CPU; tasks may be submitted either way.
+        """
+        self._require()
+        if self._active == 0:
+            self._backend.resume()
+        self._active += 1
+        try:
+            yield self
+        finally:
+            self._active -= 1
+            if self._active == 0 and self.started:
+                self._backend.pause()
+
+    @classmethod
+    def current(cls):
+        """The running session of this process, or None."""
+        return cls._live
 
     def bytes_sent(self):
         """Bytes this rank has sent to each rank so far, int64 array (size,), or None
@@ -387,14 +447,19 @@ class Session:
         return self._backend.comm_amounts().astype(np.int64)
 
     def pause(self):
-        """Let StarPU's workers sleep (e.g. while another library computes)."""
+        """Let StarPU's workers sleep (e.g. while another library computes inside a
+        :meth:`running` block); outside such blocks they already sleep. Pair with
+        :meth:`resume`."""
         self._require()
         self._backend.pause()
 
     def resume(self):
+        """Undo one :meth:`pause`."""
         self._require()
         self._backend.resume()
 
     def _require(self):
         if not self.started:
-            raise StarcholError("the StarPU session is not started (use `with Session(...)`)")
+            raise SessionError("the StarPU session is not started (use `with Session(...)` "
+                               "or Session(...).start())" if not self.closed else
+                               "the StarPU session was shut down")

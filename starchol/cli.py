@@ -32,6 +32,22 @@ def build_parser():
     return parser
 
 
+#: library parameter names whose command-line flag is not ``--NAME``
+FLAG_NAMES = {"scheduler": "--sched", "tile_map": "--dist", "slices": "--slices"}
+
+
+def flag_message(exc):
+    """The message of a library :class:`UsageError` with its parameter names written as
+    this command line's flags (``n must be positive`` -> ``--n must be positive``)."""
+    import re
+
+    text = str(exc)
+    for param in getattr(exc, "params", ()):
+        flag = FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
+        text = re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w-])", flag, text)
+    return text
+
+
 def main(argv=None):
     """Run the command line; return the process exit status."""
     parser = build_parser()
@@ -43,7 +59,7 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except UsageError as exc:
-        print(f"starchol {args.command}: error: {exc}", file=sys.stderr)
+        print(f"starchol {args.command}: error: {flag_message(exc)}", file=sys.stderr)
         return 2
     except StarcholError as exc:
         print(f"starchol {args.command}: error: {exc}", file=sys.stderr)

@@ -32,11 +32,43 @@ def test_unknown_scheduler_and_workers():
 
 
 def test_error_names():
+    import pickle
+
     from starchol.runtime import NotPositiveDefiniteError, StarPUError
     e = StarPUError(-19, "starpu_init")
     assert e.errno_name == "ENODEV" and "ENODEV" in str(e)
     e = NotPositiveDefiniteError(41, 100)
     assert e.column == 41 and "global column 41" in str(e)
+    assert isinstance(e, np.linalg.LinAlgError)
+    for exc in (e, StarPUError(-22, "starpu_task_insert"),
+                UsageError("n must be positive, got 0", param="n")):
+        back = pickle.loads(pickle.dumps(exc))  # travels between ranks unchanged
+        assert type(back) is type(exc) and str(back) == str(exc)
+
+
+def test_cli_translates_parameters_to_flags():
+    from starchol.cli import flag_message
+    with pytest.raises(UsageError) as info:
+        check_sizes(100, 200)
+    assert str(info.value).startswith("nb 200 is larger than n 100")
+    assert flag_message(info.value).startswith("--nb 200 is larger than --n 100")
+
+
+def test_record_json_round_trip():
+    from starchol.linalg.record import RunRecord
+    r = RunRecord(dist="sbc", map="sbc r=4", nodes=6, n=300, nb=64, nt=5, time_s=0.5,
+                  tasks=56, bytes_measured_pairs=[[0, 8], [8, 0]],
+                  bytes_predicted_pairs=[[0, 8], [8, 0]], scheduler="prio", workers=2,
+                  hosts=["a", "a"], extra={"residual": 1e-16})
+    doc = r.to_dict()
+    assert doc["match"] is True and doc["bytes_measured_total"] == 16
+    assert doc["runtime"] == {"scheduler": "prio", "workers_per_rank": 2,
+                              "starpu_version": ""}
+    assert doc["residual"] == 1e-16
+    back = RunRecord.from_json(r.to_json())
+    assert back == r
+    with pytest.raises(ValueError, match="'n' must be an integer"):
+        RunRecord.from_dict({"n": "many"})
 
 
 @pytest.mark.parametrize("n,nb", [(0, 1), (10, 0), (-3, 2), (10, 11)])
@@ -121,5 +153,27 @@ print("ok", f.tasks)
 """
     p = _run_py(code, starpu_home)
     assert p.returncode == 0, p.stderr
-    assert "restart refused: StarcholError" in p.stdout
+    assert "restart refused: SessionError" in p.stdout
     assert "ok" in p.stdout
+
+
+def test_second_session_and_idle_cpu(starpu_home):
+    """A second Session while one runs gets a clear error; idle workers use no CPU."""
+    code = r"""
+import resource, time
+from mpi4py import MPI
+from starchol.runtime import Session
+rt = Session(MPI.COMM_SELF, workers=2).start()
+try:
+    Session(MPI.COMM_SELF).start()
+except Exception as e:
+    print("second:", type(e).__name__, e)
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+c0 = cpu(); time.sleep(1.0); print("idle cpu", cpu() - c0)
+rt.shutdown()
+"""
+    p = _run_py(code, starpu_home)
+    assert p.returncode == 0, p.stderr
+    assert "second: SessionError a StarPU session is already running" in p.stdout
+    idle = float(p.stdout.split("idle cpu")[1])
+    assert idle < 0.3, p.stdout

@@ -1,0 +1,62 @@
+"""MPI helpers shared by every layer: reductions and collective agreement on errors.
+
+The one home of the max/min reductions and of the rule "a check that fails on one rank
+raises the same exception on every rank". Any communicator-like object with
+``allreduce``/``allgather`` works (an mpi4py communicator, or a 1-rank stand-in).
+"""
+
+
+def _op(name):
+    try:
+        from mpi4py import MPI
+    except ImportError:  # pragma: no cover - mpi4py is a dependency
+        return None
+    return getattr(MPI, name)
+
+
+def allreduce_max(comm, value):
+    """The largest ``value`` over the ranks of ``comm``. Collective."""
+    return comm.allreduce(value, op=_op("MAX"))
+
+
+def allreduce_min(comm, value):
+    """The smallest ``value`` over the ranks of ``comm``. Collective."""
+    return comm.allreduce(value, op=_op("MIN"))
+
+
+def agree(comm, error):
+    """Raise on every rank the first error (lowest rank) any rank found. Collective.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator
+    error : BaseException or None
+        This rank's verdict: an exception instance, or None when its checks passed.
+
+    Every rank calls this at the same point, whatever its own verdict, so a check that
+    fails on one rank only never leaves the others waiting. The exception raised is a
+    copy (pickled) of the lowest failing rank's, so its type and message are the same
+    everywhere; its message says which rank found it when several ranks take part.
+    """
+    if comm is None or comm.Get_size() == 1:
+        if error is not None:
+            raise error
+        return
+    found = comm.allgather(_portable(error, comm.Get_rank()))
+    for rank, exc in enumerate(found):
+        if exc is not None:
+            raise exc
+
+
+def _portable(error, rank):
+    if error is None:
+        return None
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:  # an exception type that cannot travel: keep type name and text
+        from ..errors import StarcholError
+
+        return StarcholError(f"rank {rank}: {type(error).__name__}: {error}")
