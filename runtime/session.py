@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import StarcholError, UsageError
 from .errors import RuntimeUnavailableError, SessionError, check
+from .workers import affinity_cores
 
 log = logging.getLogger("starchol.runtime")
 
@@ -74,16 +75,16 @@ def check_scheduler(name):
 
 
 def _cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        return os.cpu_count() or 1
+    return len(affinity_cores())
 
 
-def default_workers(local_ranks=1):
-    """CPU workers per rank: the cores shared fairly among the ranks of one node,
-    at least 1, at most StarPU's build limit (STARPU_MAXCPUS)."""
-    return max(1, min(_backend().max_cpus(), _cores() // max(1, local_ranks)))
+def default_workers(sharing=1):
+    """CPU workers per rank by the rule of :mod:`starchol.runtime.workers`: every core
+    given to the rank (its affinity, shared by the ``sharing`` ranks of the node bound to
+    the same cores; Slurm's cpus-per-task), at most STARPU_MAXCPUS."""
+    from .workers import rank_cores, workers_per_rank
+
+    return workers_per_rank(rank_cores(sharing=sharing), _backend().max_cpus())
 
 
 def check_workers(workers):
@@ -95,8 +96,12 @@ def check_workers(workers):
         raise UsageError(f"workers must be an integer, got {workers!r}",
                          param="workers") from None
     if w < 1 or w > limit:
-        raise UsageError(f"workers must be between 1 and {limit} (this StarPU build's "
-                         f"STARPU_MAXCPUS), got {w}", param="workers")
+        raise UsageError(f"workers must be between 1 and {limit} (the StarPU build's "
+                         f"STARPU_MAXCPUS, its limit per process), got {w}"
+                         + ("; Debian's StarPU allows 4, scripts/setup.sh builds one with 256"
+                            if w > limit and limit <= 4 else
+                            "; use more ranks per node for more cores" if w > limit else ""),
+                         param="workers")
     return w
 
 
@@ -259,13 +264,17 @@ class Session:
                 f"(do not set mpi4py.rc.thread_level lower)")
         local = self.user_comm.Split_type(MPI.COMM_TYPE_SHARED)
         local_ranks = local.Get_size()
+        mine = affinity_cores()
+        sharing = sum(1 for a in local.allgather(mine) if a == mine)  # same cores as us
         local.Free()
         if self.workers is None:
-            self.workers = default_workers(local_ranks)
+            self.workers = default_workers(sharing)
         env = os.environ
         env["STARPU_COMM_STATS"] = "1" if self.stats else "0"
         env["STARPU_MPI_CACHE"] = "1" if self.cache else "0"
         env.setdefault("STARPU_SILENT", "1")
+        # a StarPU 1.3 built with FxT records traces unless told not to: only on request
+        env.setdefault("STARPU_FXT_TRACE", "0")
         env.setdefault("STARPU_MPI_NOBIND", "1")
         if local_ranks > 1:
             env.setdefault("STARPU_WORKERS_NOBIND", "1")

@@ -1,0 +1,166 @@
+"""``starchol info``: what this installation runs on, so a user can trust a run.
+
+    starchol info [--json]
+    mpirun -np 4 starchol info          # also the cores of every rank
+
+StarPU (version, prefix, which build, STARPU_MAXCPUS, FxT, MPI, CUDA and the devices
+seen), the MPI library, the schedulers, the BLAS libraries and their threads, and the
+cores given to each rank with the worker count ``starchol run`` would use there.
+Nothing is started: StarPU is not initialised (no bus calibration).
+"""
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+from .output import print_json
+
+
+def register(sub):
+    p = sub.add_parser(
+        "info", help="StarPU, MPI, BLAS and cores this installation runs with",
+        description="Print the StarPU build (version, prefix, STARPU_MAXCPUS, FxT, MPI, "
+                    "CUDA), the MPI library, the schedulers, the BLAS and its threads, and "
+                    "the cores given to each rank (under mpirun: every rank).")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.set_defaults(func=run)
+
+
+def cuda_devices():
+    """NVIDIA GPUs visible on this node (``nvidia-smi -L``, else /dev/nvidiaN), a list of
+    names."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+            if out.returncode == 0:
+                return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return [os.path.basename(d) for d in sorted(glob.glob("/dev/nvidia[0-9]*"))]
+
+
+def blas_info():
+    """The BLAS libraries loaded in this process with their thread counts."""
+    import scipy.linalg  # noqa: F401  (loads scipy's OpenBLAS, the one the kernels use)
+    from threadpoolctl import threadpool_info
+
+    return [{"library": i.get("internal_api"), "version": i.get("version"),
+             "threads": i.get("num_threads"), "path": i.get("filepath")}
+            for i in threadpool_info() if i.get("user_api") == "blas"]
+
+
+def rank_facts(comm, max_cpus):
+    """This rank's host, affinity and worker count (the Session's rule). Collective."""
+    from mpi4py import MPI
+
+    from ..runtime.workers import affinity_cores, rank_cores, reserve_mpi_core, workers_per_rank
+
+    aff = affinity_cores()
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    sharing = sum(1 for a in local.allgather(aff) if a == aff)
+    local.Free()
+    cores = rank_cores(aff, sharing)
+    return {"rank": comm.Get_rank(), "host": socket.gethostname(), "affinity": len(aff),
+            "sharing": sharing, "slurm_cpus_per_task": os.environ.get("SLURM_CPUS_PER_TASK"),
+            "cores": cores, "workers": workers_per_rank(cores, max_cpus),
+            "reserve_mpi_core": reserve_mpi_core()}
+
+
+def collect(comm):
+    """The facts of ``starchol info`` as one dict (on every rank). Collective."""
+    import mpi4py
+    from mpi4py import MPI
+
+    from .. import __version__
+    from ..runtime import starpu_build
+    from ..runtime.session import DEFAULT_SCHEDULER, _backend
+
+    backend = _backend()
+    starpu = starpu_build.describe(backend.runtime_version())
+    cfg = starpu["config"]
+    max_cpus = int(backend.max_cpus())
+    cuda_built = "STARPU_USE_CUDA" in cfg
+    lib_version = MPI.Get_library_version().strip().splitlines()[0].strip()
+    facts = {
+        "starchol": __version__,
+        "starpu": {
+            "version": starpu["version"],
+            "compiled_version": ".".join(map(str, backend.compiled_version())),
+            "prefix": starpu["prefix"], "kind": starpu["kind"],
+            "library": starpu["library"], "mpi_library": starpu["mpi_library"],
+            "maxcpus": max_cpus,
+            "maxnumanodes": _int(cfg.get("STARPU_MAXNUMANODES")),
+            "maxnodes": _int(cfg.get("STARPU_MAXNODES")),
+            "fxt": "STARPU_USE_FXT" in cfg,
+            "mpi": "STARPU_USE_MPI" in cfg or starpu["mpi_library"] is not None,
+            "hwloc": "STARPU_HAVE_HWLOC" in cfg,
+            "cuda": {"built": cuda_built,
+                     "maxcudadevs": _int(cfg.get("STARPU_MAXCUDADEVS")) if cuda_built else None,
+                     "devices": cuda_devices()},
+            "schedulers": [name for name, _ in backend.predefined_schedulers()],
+            "default_scheduler": DEFAULT_SCHEDULER,
+            "build": starpu["build"],
+        },
+        "mpi": {"library": lib_version, "standard": "%d.%d" % MPI.Get_version(),
+                "mpi4py": mpi4py.__version__,
+                "ranks": comm.Get_size()},
+        "blas": blas_info(),
+    }
+    facts["ranks"] = comm.allgather(rank_facts(comm, max_cpus))
+    return facts
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def format_text(f):
+    """The human-readable form of :func:`collect`'s dict."""
+    s = f["starpu"]
+    lines = [f"starchol {f['starchol']}",
+             f"StarPU        {s['version']} ({s['kind']}) in {s['prefix']}",
+             f"  library     {s['library']}",
+             f"  MAXCPUS     {s['maxcpus']} CPU workers per process"
+             + (f", {s['maxnumanodes']} NUMA nodes, {s['maxnodes']} memory nodes"
+                if s["maxnodes"] else ""),
+             f"  FxT traces  {'yes' if s['fxt'] else 'no (starchol run --trace needs it)'}",
+             f"  StarPU-MPI  {'yes' if s['mpi'] else 'no'}",
+             f"  CUDA        {'built' if s['cuda']['built'] else 'not built'}; "
+             f"{len(s['cuda']['devices'])} device(s) seen"
+             + "".join(f"\n                {d}" for d in s["cuda"]["devices"]),
+             f"  schedulers  {', '.join(s['schedulers'])} (default {s['default_scheduler']})",
+             f"MPI           {f['mpi']['library']} (MPI {f['mpi']['standard']}, "
+             f"mpi4py {f['mpi']['mpi4py']}), {f['mpi']['ranks']} rank(s)"]
+    for b in f["blas"]:
+        lines.append(f"BLAS          {b['library']} {b['version']}, {b['threads']} thread(s) "
+                     f"({b['path']}); 1 per StarPU worker during runs")
+    if not f["blas"]:
+        lines.append("BLAS          none found by threadpoolctl")
+    for r in f["ranks"]:
+        extra = f", Slurm cpus-per-task {r['slurm_cpus_per_task']}" \
+            if r["slurm_cpus_per_task"] else ""
+        share = f" shared by {r['sharing']} ranks" if r["sharing"] > 1 else ""
+        lines.append(f"rank {r['rank']:<8} {r['host']}: {r['affinity']} core(s) in its "
+                     f"affinity{share}{extra} -> {r['cores']} core(s), {r['workers']} "
+                     f"CPU worker(s) by default")
+    return "\n".join(lines)
+
+
+def run(args):
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    facts = collect(comm)
+    if comm.Get_rank() == 0:
+        if args.json:
+            print_json(facts)
+        else:
+            print(format_text(facts))
+        sys.stdout.flush()
+    return 0

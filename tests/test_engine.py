@@ -1,0 +1,123 @@
+"""The engine: which StarPU is built and loaded, ``starchol info``, the workers rule."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import build_flags  # noqa: E402
+
+from starchol.runtime import workers  # noqa: E402
+
+
+def _starchol(*args, env=None, timeout=120):
+    exe = os.path.join(os.path.dirname(sys.executable), "starchol")
+    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+# -- the workers-per-rank rule -----------------------------------------------------------
+def test_every_core_of_the_rank_is_a_worker():
+    env = {}
+    assert workers.rank_cores(range(128), 1, env) == 128
+    assert workers.workers_per_rank(128, 256, env) == 128
+    assert workers.workers_per_rank(128, 4, env) == 4       # Debian's StarPU
+    assert workers.workers_per_rank(1, 256, env) == 1
+    # unbound ranks share their node's cores; bound ranks each have their own
+    assert workers.rank_cores(range(64), 4, env) == 16
+    assert workers.rank_cores(range(8), 16, env) == 1
+
+
+def test_slurm_allocation_caps_the_cores():
+    env = {"SLURM_CPUS_PER_TASK": "32"}
+    assert workers.rank_cores(range(128), 1, env) == 32
+    assert workers.workers_per_rank(workers.rank_cores(range(128), 1, env), 256, env) == 32
+
+
+def test_reserve_mpi_core_switch():
+    env = {"STARCHOL_RESERVE_MPI_CORE": "1"}
+    assert workers.workers_per_rank(128, 256, env) == 127
+    assert workers.workers_per_rank(2, 256, env) == 2    # too few cores to keep one
+    assert workers.workers_per_rank(128, 256, {"STARCHOL_RESERVE_MPI_CORE": "0"}) == 128
+
+
+@pytest.mark.parametrize("k, max_cpus, plan", [
+    (128, 256, (1, 128, 128)),   # one rank uses the whole node
+    (64, 4, (16, 4, 4)),         # Debian's StarPU: enough ranks to cover the cores
+    (5, 4, (2, 2, 2)),
+    (2, 256, (1, 2, 2)),
+])
+def test_plan_ranks(k, max_cpus, plan):
+    assert workers.plan_ranks(k, max_cpus, {}) == plan
+
+
+# -- choosing and building StarPU (build_flags.py, the one home of the flags) --------------
+def test_configure_args_for_real_nodes():
+    args = build_flags.starpu_configure_args("/p", cuda=False)
+    assert "--prefix=/p" in args and "--enable-mpi" in args and "--with-fxt" in args
+    assert int(next(a for a in args if a.startswith("--enable-maxcpus=")).split("=")[1]) >= 256
+    assert any(a.startswith("--enable-maxnumanodes=") for a in args)
+    assert any(a.startswith("--enable-maxnodes=") for a in args)
+    assert "--disable-cuda" in args and "--disable-build-doc" in args
+    assert "--disable-static" in args and "--disable-opengl-render" in args
+    cuda = build_flags.starpu_configure_args("/p", cuda="/usr/local/cuda")
+    assert "--enable-cuda" in cuda and "--with-cuda-dir=/usr/local/cuda" in cuda
+
+
+def test_build_key_follows_flags_and_cache_env(monkeypatch, tmp_path):
+    a = build_flags.starpu_build_key(["--x"])
+    assert a == build_flags.starpu_build_key(["--x"]) != build_flags.starpu_build_key(["--y"])
+    monkeypatch.setenv(build_flags.CACHE_ENV, str(tmp_path))
+    assert build_flags.starpu_build_prefix().startswith(str(tmp_path) + os.sep + "starpu-1.3.10-")
+
+
+def test_choice_from_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("STARPU_PREFIX", raising=False)
+    monkeypatch.setenv("STARCHOL_STARPU", "system")
+    assert build_flags.starpu_choice() == ("system", [])
+    pc = tmp_path / "lib" / "pkgconfig"
+    pc.mkdir(parents=True)
+    (pc / "starpumpi-1.3.pc").write_text("prefix=/x\n")
+    monkeypatch.delenv("STARCHOL_STARPU")
+    monkeypatch.setenv("STARPU_PREFIX", str(tmp_path))
+    assert build_flags.starpu_choice() == ("user", [str(pc)])
+    monkeypatch.setenv("STARPU_PREFIX", str(tmp_path / "nope"))
+    with pytest.raises(build_flags.BuildConfigError, match="no starpumpi-1.3.pc under"):
+        build_flags.starpu_choice()
+
+
+# -- the loaded StarPU and starchol info ---------------------------------------------------
+def test_info_json_describes_the_loaded_starpu():
+    pytest.importorskip("starchol.runtime._starpu")
+    proc = _starchol("info", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    s = info["starpu"]
+    assert s["version"].startswith("1.3.") and s["library"].startswith(s["prefix"])
+    assert s["mpi"] is True and s["maxcpus"] >= 4
+    assert info["mpi"]["library"].startswith("Open MPI")
+    assert "prio" in s["schedulers"]
+    assert info["ranks"][0]["cores"] == len(os.sched_getaffinity(0))
+    assert info["blas"] and all(b["threads"] >= 1 for b in info["blas"])
+    choice = build_flags.starpu_choice()
+    if choice[0] == "build":   # what scripts/setup.sh does by default
+        assert s["kind"] == "starchol build" and s["maxcpus"] >= 256 and s["fxt"] is True
+        assert s["maxnumanodes"] >= 8 and s["maxnodes"] >= 16
+    elif choice[0] == "system":
+        assert s["prefix"] == "/usr" and s["kind"] == "system package"
+    text = _starchol("info")
+    assert text.returncode == 0 and f"MAXCPUS     {s['maxcpus']}" in text.stdout
+
+
+def test_run_refuses_more_workers_than_maxcpus():
+    starpu = pytest.importorskip("starchol.runtime._starpu")
+    limit = starpu.max_cpus()
+    proc = _starchol("run", "--dist", "2dbc", "--n", "64", "--nb", "32",
+                     "--workers", str(limit + 1))
+    assert proc.returncode == 2
+    assert f"--workers must be between 1 and {limit}" in proc.stderr, proc.stderr
+    assert "STARPU_MAXCPUS" in proc.stderr
