@@ -22,14 +22,15 @@ import os
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 
 from ..distributions import MAP_NAMES
 from ..errors import UsageError
+from ..runtime.workers import installed_max_cpus, plan_ranks
 from .options import map_from_args, sizes_from_args
 from .output import write_atomic
+from .slurm_template import SCRIPT
 
-#: CPU workers per process of the StarPU build (Debian's StarPU 1.3: STARPU_MAXCPUS=4)
-DEFAULT_MAX_WORKERS = 4
 #: the StarPU scheduler used when none is given (same default as ``starchol run``)
 DEFAULT_SCHED = "prio"
 DEFAULT_TIME = "01:00:00"
@@ -80,10 +81,9 @@ def register(sub):
     g.add_argument("--job-name", metavar="NAME",
                    help="job name (default starchol-MAP-PP-NN, e.g. starchol-sbc-P28-N100000)")
     g.add_argument("--cpus-per-node", type=int, metavar="K",
-                   help="cores per Slurm node to use; sets the ranks per node (groups of up "
-                        "to --max-workers workers + 1 core for the MPI thread) and the "
-                        "workers per rank. Default: whole nodes (--exclusive), worker "
-                        "count computed in the job")
+                   help="cores per Slurm node to use, all of them asked for; one rank per "
+                        "node unless a rank cannot use K workers (--max-workers). Default: "
+                        "whole nodes (--exclusive)")
     g.add_argument("--ranks-per-node", type=int, metavar="R",
                    help="MPI ranks per Slurm node (default: from --cpus-per-node, else 1)")
     g.add_argument("--overcommit", action="store_true",
@@ -98,10 +98,11 @@ def register(sub):
     g.add_argument("--mpi-plugin", default="pmix", metavar="NAME",
                    help="srun --mpi plugin (default pmix; Debian's Open MPI has no Slurm PMI2)")
     g.add_argument("--workers", type=int, metavar="W",
-                   help="CPU workers per rank (default: from the cores of each rank)")
-    g.add_argument("--max-workers", type=int, default=DEFAULT_MAX_WORKERS, metavar="M",
+                   help="CPU workers per rank (default: every core Slurm gives the rank, "
+                        "decided by starchol run in the job)")
+    g.add_argument("--max-workers", type=int, default=None, metavar="M",
                    help="the StarPU build's CPU worker limit per process, STARPU_MAXCPUS "
-                        f"(default {DEFAULT_MAX_WORKERS}, Debian's StarPU 1.3)")
+                        "(default: this installation's, see starchol info)")
     g.add_argument("--sched", default=DEFAULT_SCHED, metavar="NAME",
                    help=f"StarPU scheduler (default {DEFAULT_SCHED}; dmda needs calibrated "
                         "performance models, which a per-job STARPU_HOME does not keep)")
@@ -166,42 +167,42 @@ def _h5_spec(value, flag):
     return f"{os.path.abspath(os.path.expanduser(path))}:{dset}"
 
 
-def workers_for(cores, max_workers=DEFAULT_MAX_WORKERS):
-    """CPU workers for a rank that has ``cores`` cores.
-
-    StarPU-MPI's communication thread wants a core of its own: 3 or more cores give
-    cores - 1 workers (at most ``max_workers``); with 1 or 2 cores every core is a
-    worker and the MPI thread shares them.
-    """
-    if cores >= 3:
-        return min(max_workers, cores - 1)
-    return max(1, cores)
-
-
-def plan_ranks(cpus_per_node, max_workers=DEFAULT_MAX_WORKERS):
-    """(ranks per node, cores per rank, workers per rank) for K cores per node.
-
-    Chooses the rank count R that gives the most workers on the node in total, each
-    rank having at least 3 cores (workers + MPI thread), the fewest ranks on a tie:
-    K <= 5 gives one rank (K=5: 4 workers + MPI thread); K=8: 2 ranks of 4 cores (3
-    workers each); K=10: 2 ranks of 5 cores; K=64: 12 ranks of 5 cores (48 workers).
-    """
-    k = cpus_per_node
-    best = (workers_for(k, max_workers), 1)
-    for r in range(2, k // 3 + 1):
-        total = r * workers_for(k // r, max_workers)
-        if total > best[0]:
-            best = (total, r)
-    r = best[1]
-    return r, k // r, workers_for(k // r, max_workers)
+def max_workers_of(args):
+    """--max-workers, else the STARPU_MAXCPUS of this installation's StarPU."""
+    if args.max_workers is not None:
+        if args.max_workers < 1:
+            raise UsageError(f"--max-workers must be >= 1, got {args.max_workers}")
+        return args.max_workers
+    limit = installed_max_cpus()
+    if limit is None:
+        raise UsageError("this starchol's StarPU layer is not built, so the CPU worker limit "
+                         "of the cluster's StarPU is unknown: give --max-workers M "
+                         "(STARPU_MAXCPUS; `starchol info` on the cluster prints it)")
+    return limit
 
 
 # -- the plan of one job -------------------------------------------------------------------
+@dataclass(frozen=True)
 class JobPlan:
-    """Everything one sbatch script needs, checked."""
+    """One checked job: the map and size, and the Slurm resources.
 
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
+    ``nodes`` is the map's node count (MPI ranks); ``slurm_nodes`` the Slurm nodes asked
+    for; ``cores_per_rank`` None means whole nodes (the job splits each node's cores
+    among its ranks); ``workers`` None means every core of the rank (decided by
+    ``starchol run`` in the job, from Slurm's allocation); ``max_workers`` is the StarPU
+    build's STARPU_MAXCPUS.
+    """
+    dist: str
+    nodes: int
+    n: object
+    map: object
+    slurm_nodes: int
+    ranks_per_node: int
+    cores_per_rank: object
+    workers: object
+    max_workers: int
+    tag: str
+    job_name: str
 
 
 def _map_namespace(args, dist, nodes):
@@ -218,21 +219,20 @@ def _map_namespace(args, dist, nodes):
     return ns
 
 
-def _resources(args, nodes):
-    """Slurm node count, ranks per node, cores and workers per rank (None = in the job)."""
+def _resources(args, nodes, max_workers):
+    """Slurm node count, ranks per node, cores per rank (None: whole nodes), workers per
+    rank (None: every core of the rank, decided in the job)."""
     k, r = args.cpus_per_node, args.ranks_per_node
     if k is not None and k < 1:
         raise UsageError(f"--cpus-per-node must be >= 1, got {k}")
     if r is not None and r < 1:
         raise UsageError(f"--ranks-per-node must be >= 1, got {r}")
-    if args.max_workers < 1:
-        raise UsageError(f"--max-workers must be >= 1, got {args.max_workers}")
-    if args.workers is not None and not 1 <= args.workers <= args.max_workers:
-        raise UsageError(f"--workers must be between 1 and {args.max_workers} (the StarPU "
+    if args.workers is not None and not 1 <= args.workers <= max_workers:
+        raise UsageError(f"--workers must be between 1 and {max_workers} (the StarPU "
                          f"build's limit STARPU_MAXCPUS; raise --max-workers if yours is "
                          f"higher), got {args.workers}")
     if k is not None and r is None:
-        r = plan_ranks(k, args.max_workers)[0]
+        r = plan_ranks(k, max_workers)[0]
     r = min(r or 1, nodes)  # never more ranks per node than ranks
     cores = None
     if k is not None:
@@ -241,11 +241,10 @@ def _resources(args, nodes):
                              f"cores; add --overcommit (tests only: ranks then share cores) "
                              f"or use --ranks-per-node {k} or fewer")
         cores = max(1, k // r)
-    slurm_nodes = math.ceil(nodes / r)
     workers = args.workers
-    if workers is None and cores is not None:
-        workers = 1 if args.overcommit and r > (k or 0) else workers_for(cores, args.max_workers)
-    return slurm_nodes, r, cores, workers
+    if workers is None and args.overcommit and k is not None and r > k:
+        workers = 1
+    return math.ceil(nodes / r), r, cores, workers
 
 
 def plan_job(args, dist, nodes, n):
@@ -260,13 +259,14 @@ def plan_job(args, dist, nodes, n):
         sizes_from_args(argparse.Namespace(nt=None, n=n, nb=args.nb))
     elif args.nb < 1:
         raise UsageError(f"--nb must be >= 1, got {args.nb}")
-    slurm_nodes, rpn, cores, workers = _resources(args, nodes)
+    max_workers = max_workers_of(args)
+    slurm_nodes, rpn, cores, workers = _resources(args, nodes, max_workers)
     size = f"N{n}" if n is not None else "Nin"
     tag = f"{dist}" + (f"-c{tile_map.slices}" if tile_map.slices > 1 else "") + \
         f"-P{nodes}-{size}"
     return JobPlan(dist=dist, nodes=nodes, n=n, map=tile_map, slurm_nodes=slurm_nodes,
                    ranks_per_node=rpn, cores_per_rank=cores, workers=workers,
-                   tag=tag, job_name=args.job_name or f"starchol-{tag}")
+                   max_workers=max_workers, tag=tag, job_name=args.job_name or f"starchol-{tag}")
 
 
 def run_argv(args, plan, json_path="$JSON"):
@@ -290,7 +290,8 @@ def run_argv(args, plan, json_path="$JSON"):
     if args.check:
         argv.append("--check")
     argv += ["--sched", args.sched]
-    argv += ["--workers", "$WORKERS"]
+    if plan.workers is not None:
+        argv += ["--workers", "$WORKERS"]
     argv += list(args.run_arg)
     argv += ["--json", json_path]
     return argv
@@ -338,146 +339,103 @@ def _q(word):
     return shlex.quote(word)
 
 
+def _sbatch_lines(args, p):
+    add = []
+    add.append(f"#SBATCH --job-name={p.job_name}")
+    add.append(f"#SBATCH --nodes={p.slurm_nodes}")
+    add.append(f"#SBATCH --ntasks={p.nodes}")
+    if args.overcommit:
+        add += ["# more ranks than cores (tests): --overcommit, and no --ntasks-per-node,",
+                "# which Slurm rejects above a node's core count even with --overcommit",
+                "#SBATCH --overcommit"]
+    else:
+        add.append(f"#SBATCH --ntasks-per-node={p.ranks_per_node}")
+    if p.cores_per_rank is not None and not args.overcommit:
+        add += [f"# every core of the node: {p.ranks_per_node} rank(s) x {p.cores_per_rank} "
+                f"core(s)", f"#SBATCH --cpus-per-task={p.cores_per_rank}"]
+    elif args.overcommit and args.cpus_per_node:
+        add += ["# with --overcommit, --cpus-per-task is allocated once per node: the node's",
+                "# cores, shared by its ranks",
+                f"#SBATCH --cpus-per-task={args.cpus_per_node}"]
+    else:
+        add += ["# whole nodes: each rank uses its share of the node's cores",
+                "#SBATCH --exclusive"]
+    add.append(f"#SBATCH --time={args.time}")
+    if args.partition:
+        add.append(f"#SBATCH --partition={args.partition}")
+    if args.account:
+        add.append(f"#SBATCH --account={args.account}")
+    add.append(f"#SBATCH --output={p.job_name}-%j.out")
+    add += [f"#SBATCH {opt}" for opt in args.sbatch_option]
+    return add
+
+
+def _launch(args):
+    """(comment lines, launcher words) for srun or mpirun."""
+    if args.launcher == "srun":
+        words = ["srun", f"--mpi={args.mpi_plugin}", "--kill-on-bad-exit=1"]
+        words += ["--overcommit"] if args.overcommit else ["--cpus-per-task=$CORES_PER_RANK"]
+        comment = [f"# srun --mpi={args.mpi_plugin} starts the ranks (Open MPI with PMIx); "
+                   f"a failing rank",
+                   "# ends the job (--kill-on-bad-exit)"
+                   + ("; ranks share the cores (--overcommit)" if args.overcommit else
+                      "; each rank is bound to its own CORES_PER_RANK cores")]
+    else:
+        words = ["mpirun", "-np", "$SLURM_NTASKS"]
+        if args.overcommit:
+            words += ["--oversubscribe", "--bind-to", "none"]
+        else:
+            words += ["--map-by", "ppr:$RANKS_PER_NODE:node:PE=$CORES_PER_RANK",
+                      "--bind-to", "core"]
+        comment = ["# Open MPI's mpirun reads the Slurm allocation and starts the ranks; "
+                   + ("they share the cores (overcommit)" if args.overcommit else
+                      "each rank is bound to its own CORES_PER_RANK cores")]
+    return comment, words
+
+
 def render_script(args, plan, json_dir, starchol):
-    """The sbatch script text for one job."""
+    """The sbatch script text for one job (:data:`starchol.jobs.slurm_template.SCRIPT`)."""
     from .. import __version__
 
     q = shlex.quote
     p = plan
-    lines = []
-    add = lines.append
-    total_ranks = p.nodes
-    add("#!/bin/bash")
-    add(f"# starchol {__version__}: distributed Cholesky, map {p.map}, N = "
-        f"{p.n if p.n is not None else '(from ' + args.input + ')'}, NB = {args.nb}")
-    add(f"# {total_ranks} MPI rank(s) (one per map node) on {p.slurm_nodes} Slurm node(s), "
-        f"{p.ranks_per_node} rank(s) per node.")
-    add("# Written by `starchol slurm`; submit with `sbatch THIS_FILE`.")
-    add("#")
-    add(f"#SBATCH --job-name={p.job_name}")
-    add(f"#SBATCH --nodes={p.slurm_nodes}")
-    add(f"#SBATCH --ntasks={total_ranks}")
-    if args.overcommit:
-        add("# more ranks than cores (tests): --overcommit, and no --ntasks-per-node,")
-        add("# which Slurm rejects above a node's core count even with --overcommit")
-        add("#SBATCH --overcommit")
-    else:
-        add(f"#SBATCH --ntasks-per-node={p.ranks_per_node}")
-    if p.cores_per_rank is not None and not args.overcommit:
-        add(f"#SBATCH --cpus-per-task={p.cores_per_rank}")
-    elif args.overcommit and args.cpus_per_node:
-        add("# with --overcommit, --cpus-per-task is allocated once per node: the node's")
-        add("# cores, shared by its ranks")
-        add(f"#SBATCH --cpus-per-task={args.cpus_per_node}")
-    else:
-        add("# whole nodes: the job sizes its workers from the cores it finds")
-        add("#SBATCH --exclusive")
-    add(f"#SBATCH --time={args.time}")
-    if args.partition:
-        add(f"#SBATCH --partition={args.partition}")
-    if args.account:
-        add(f"#SBATCH --account={args.account}")
-    add(f"#SBATCH --output={p.job_name}-%j.out")
-    for opt in args.sbatch_option:
-        add(f"#SBATCH {opt}")
-    add("")
-    add("set -euo pipefail")
-    add("")
-    add("# --- the run ----------------------------------------------------------------")
-    add(f"STARCHOL=${{STARCHOL:-{q(starchol)}}}")
-    add(f"RANKS_PER_NODE={p.ranks_per_node}")
     if p.cores_per_rank is not None:
-        add(f"CORES_PER_RANK={p.cores_per_rank}")
+        cores = f"CORES_PER_RANK={p.cores_per_rank}"
     else:
-        add("# whole nodes: cores of this node shared by its ranks")
-        add("CORES_PER_RANK=$(( ${SLURM_CPUS_ON_NODE:-1} / RANKS_PER_NODE ))")
-        add("[ \"$CORES_PER_RANK\" -ge 1 ] || CORES_PER_RANK=1")
+        cores = ("# whole nodes: cores of this node shared by its ranks\n"
+                 "CORES_PER_RANK=$(( ${SLURM_CPUS_ON_NODE:-1} / RANKS_PER_NODE ))\n"
+                 "[ \"$CORES_PER_RANK\" -ge 1 ] || CORES_PER_RANK=1")
     if p.workers is not None:
-        add(f"WORKERS={p.workers}   # StarPU CPU workers per rank (build limit "
-            f"{args.max_workers})")
+        workers = (f"WORKERS={p.workers}   # StarPU CPU workers per rank (build limit "
+                   f"{p.max_workers})")
+        ncpu = 'export STARPU_NCPU="$WORKERS"'
     else:
-        add("# StarPU CPU workers per rank: with 3 or more cores, one core stays for the")
-        add(f"# MPI thread; at most {args.max_workers} (the build's STARPU_MAXCPUS)")
-        add("if [ \"$CORES_PER_RANK\" -ge 3 ]; then WORKERS=$(( CORES_PER_RANK - 1 )); "
-            "else WORKERS=$CORES_PER_RANK; fi")
-        add(f"[ \"$WORKERS\" -le {args.max_workers} ] || WORKERS={args.max_workers}")
-    if json_dir is None:
-        add('JSON_DIR=${JSON_DIR:-$SLURM_SUBMIT_DIR}')
-    else:
-        add(f"JSON_DIR=${{JSON_DIR:-{q(json_dir)}}}")
-    add('JSON="$JSON_DIR/starchol-${SLURM_JOB_ID}.json"   # the report of this job')
-    add('mkdir -p "$JSON_DIR"')
-    add("")
-    add("# --- environment ------------------------------------------------------------")
-    add("# one BLAS thread per StarPU worker: the workers are the parallelism")
-    add("export OPENBLAS_NUM_THREADS=1")
-    add("export OMP_NUM_THREADS=1")
-    add("export MKL_NUM_THREADS=1")
-    add("# StarPU: starchol run passes --sched/--workers to StarPU itself; the variables")
-    add("# below say the same for any StarPU tool started in this job")
-    add(f"export STARPU_SCHED={q(args.sched)}")
-    add('export STARPU_NCPU="$WORKERS"')
-    add("export STARPU_SILENT=1          # no calibration chatter in the job log")
-    add("export STARPU_COMM_STATS=1      # count the bytes sent between ranks (the report)")
+        workers = ("# StarPU CPU workers: starchol run starts one on every core Slurm gives "
+                   "its rank\n# (SLURM_CPUS_PER_TASK / the rank's CPU binding; at most "
+                   f"{p.max_workers}, the build's\n# STARPU_MAXCPUS). The job log's report "
+                   "says how many (workers_per_rank).")
+        ncpu = "# (STARPU_NCPU unset: the worker count follows each rank's cores)"
+    nobind = ""
     if p.ranks_per_node > 1 or args.overcommit:
-        add("# several ranks per node: let each rank's core set (launcher binding) place")
-        add("# its workers instead of every rank pinning to the node's first cores")
-        add("export STARPU_WORKERS_NOBIND=1")
-    add("export STARPU_MPI_NOBIND=1      # the MPI thread floats on the rank's cores")
-    add("# STARPU_HOME (bus calibration, performance models) on node-local storage, per job,")
-    add("# and below it one folder per rank (see RANK_HOME)")
-    add('export STARPU_HOME="${TMPDIR:-/tmp}/starpu-${SLURM_JOB_ID}"')
-    add('mkdir -p "$STARPU_HOME"')
-    add("cleanup() {")
-    add('    rm -rf "$STARPU_HOME"')
-    add('    if [ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]; then   # the other nodes\' copies')
-    add('        srun --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --overcommit '
-        'rm -rf "$STARPU_HOME" 2>/dev/null || true')
-    add("    fi")
-    add("}")
-    add("trap cleanup EXIT")
-    if os.name == "posix":
-        add("# Open MPI refuses root unless told (containers, test clusters)")
-        add('if [ "$(id -u)" -eq 0 ]; then '
-            'export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi')
-    for line in args.setup:
-        add(line)
-    add("")
-    add("# --- launch -----------------------------------------------------------------")
-    if args.launcher == "srun":
-        launch = ["srun", f"--mpi={args.mpi_plugin}", "--kill-on-bad-exit=1"]
-        if args.overcommit:
-            launch += ["--overcommit"]
-        else:
-            launch += ["--cpus-per-task=$CORES_PER_RANK"]
-        add(f"# srun --mpi={args.mpi_plugin} starts the ranks (Open MPI with PMIx); a failing "
-            f"rank")
-        add("# ends the job (--kill-on-bad-exit)"
-            + ("; ranks share the cores (--overcommit)" if args.overcommit else
-               "; each rank is bound to its own CORES_PER_RANK cores"))
-    else:
-        launch = ["mpirun", "-np", "$SLURM_NTASKS"]
-        if args.overcommit:
-            launch += ["--oversubscribe", "--bind-to", "none"]
-        else:
-            launch += ["--map-by", "ppr:$RANKS_PER_NODE:node:PE=$CORES_PER_RANK",
-                       "--bind-to", "core"]
-        add("# Open MPI's mpirun reads the Slurm allocation and starts the ranks; "
-            + ("they share the cores (overcommit)" if args.overcommit else
-               "each rank is bound to its own CORES_PER_RANK cores"))
-    add("# RANK_HOME gives each rank its own STARPU_HOME: ranks that calibrate the bus in one")
-    add("# folder at the same time read each other's half-written files, and StarPU 1.3 aborts")
-    add("# (assertion in check_bus_affinity_file)")
-    add("RANK_HOME='export STARPU_HOME=\"$STARPU_HOME/rank-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-"
-        "${SLURM_PROCID:-0}}}\"; mkdir -p \"$STARPU_HOME\"; exec \"$@\"'")
-    argv = run_argv(args, plan)
+        nobind = ("# several ranks per node: let each rank's core set (launcher binding) "
+                  "place\n# its workers instead of every rank pinning to the node's first "
+                  "cores\nexport STARPU_WORKERS_NOBIND=1")
+    json_line = ('JSON_DIR=${JSON_DIR:-$SLURM_SUBMIT_DIR}' if json_dir is None else
+                 f"JSON_DIR=${{JSON_DIR:-{q(json_dir)}}}")
+    comment, launch = _launch(args)
     words = [_q(w) for w in launch] + ["bash", "-c", '"$RANK_HOME"', "rank-home",
-                                       '"$STARCHOL"'] + [_q(w) for w in argv]
-    add(_wrap(words))
-    add("")
-    add('test -s "$JSON" || { echo "starchol: no report written to $JSON" >&2; exit 1; }')
-    add('echo "report: $JSON"')
-    return "\n".join(lines) + "\n"
+                                       '"$STARCHOL"'] + [_q(w) for w in run_argv(args, p)]
+    fields = dict(
+        version=__version__, map=p.map,
+        n=p.n if p.n is not None else f"(from {args.input})", nb=args.nb,
+        ranks=p.nodes, slurm_nodes=p.slurm_nodes, ranks_per_node=p.ranks_per_node,
+        sbatch="\n".join(_sbatch_lines(args, p)), starchol=q(starchol), cores=cores,
+        workers=workers, json_dir=json_line, sched=q(args.sched), ncpu=ncpu, nobind=nobind,
+        setup="\n".join(args.setup), launch_comment="\n".join(comment),
+        launch=_wrap(words))
+    drop = "\0"  # an empty block leaves no blank line
+    text = SCRIPT.substitute({k: (v if v != "" else drop) for k, v in fields.items()})
+    return "".join(line for line in text.splitlines(True) if line.rstrip("\n") != drop)
 
 
 def _wrap(words, width=88):

@@ -87,3 +87,13 @@ def plan_ranks(cpus_per_node, max_cpus, environ=None):
     widest = int(max_cpus) + (1 if reserve_mpi_core(environ) else 0)
     r = -(-k // widest)
     return r, k // r, workers_per_rank(k // r, max_cpus, environ)
+
+
+def installed_max_cpus():
+    """STARPU_MAXCPUS of the StarPU this starchol is built against, or None when the
+    compiled layer is not built (e.g. STARCHOL_NO_RUNTIME=1)."""
+    try:
+        from . import _starpu
+    except ImportError:
+        return None
+    return int(_starpu.max_cpus())

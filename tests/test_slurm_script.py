@@ -15,9 +15,12 @@ import pytest
 
 from starchol.cli import main
 from starchol.jobs import slurm_cmd
-from starchol.jobs.slurm_cmd import parse_time, plan_ranks, workers_for
+from starchol.jobs.slurm_cmd import parse_time
+from starchol.runtime.workers import plan_ranks, rank_cores, workers_per_rank
 
-BASE = ["slurm", "--dist", "sbc", "--nodes", "6", "--n", "20000", "--nb", "500"]
+# --max-workers 4: Debian's StarPU limit, so that the plans do not depend on the build
+BASE = ["slurm", "--dist", "sbc", "--nodes", "6", "--n", "20000", "--nb", "500",
+        "--max-workers", "4"]
 
 
 def generate(capsys, *extra, base=BASE):
@@ -56,21 +59,35 @@ def run_accepts(option):
     return run is not None and any(option in a.option_strings for a in run._actions)
 
 
-# -- rank planning -----------------------------------------------------------------------
-@pytest.mark.parametrize("cores, workers", [(1, 1), (2, 2), (3, 2), (4, 3), (5, 4), (8, 4)])
-def test_workers_for_cores(cores, workers):
-    assert workers_for(cores) == workers
-    assert workers_for(cores, max_workers=16) == (cores - 1 if cores >= 3 else cores)
-
-
+# -- rank planning (the rule itself is tested in test_engine.py) ---------------------------
 @pytest.mark.parametrize("k, expected", [
-    (1, (1, 1, 1)), (2, (1, 2, 2)), (4, (1, 4, 3)), (5, (1, 5, 4)), (6, (1, 6, 4)),
-    (8, (2, 4, 3)), (10, (2, 5, 4)), (16, (3, 5, 4)), (64, (12, 5, 4)), (128, (25, 5, 4)),
+    (1, (1, 1, 1)), (2, (1, 2, 2)), (4, (1, 4, 4)), (5, (2, 2, 2)), (8, (2, 4, 4)),
+    (10, (3, 3, 3)), (64, (16, 4, 4)), (128, (32, 4, 4)),
 ])
-def test_plan_ranks(k, expected):
-    r, cores, workers = plan_ranks(k)
+def test_plan_ranks_debian_starpu(k, expected):
+    r, cores, workers = plan_ranks(k, 4, {})
     assert (r, cores, workers) == expected
     assert r * cores <= k and workers <= 4
+
+
+def test_128_core_node_takes_every_core(capsys, tmp_path):
+    """A 128-core node with a 256-CPU StarPU: one rank per node asks for all 128 cores,
+    and the rank's workers come from Slurm's allocation (SLURM_CPUS_PER_TASK)."""
+    script = generate(capsys, "--cpus-per-node", "128", base=[
+        "slurm", "--dist", "2dbc", "--nodes", "4", "--grid", "2x2", "--n", "200000",
+        "--nb", "500", "--max-workers", "256"])
+    opts = sbatch_lines(script)
+    assert {"--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "--cpus-per-task=128"} <= set(opts)
+    line = launch_line(script)
+    assert "--cpus-per-task=$CORES_PER_RANK" in line and "CORES_PER_RANK=128" in script
+    assert "--workers" not in line and "WORKERS=" not in script  # decided in the job
+    # in the job: srun sets SLURM_CPUS_PER_TASK=128; the rank may see more cores
+    job_env = {"SLURM_CPUS_PER_TASK": "128"}
+    assert workers_per_rank(rank_cores(range(256), 1, job_env), 256, job_env) == 128
+    assert workers_per_rank(rank_cores(range(128), 1, job_env), 256, job_env) == 128
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    assert bash_syntax_ok(path)
 
 
 # -- script content ----------------------------------------------------------------------
@@ -79,13 +96,14 @@ def test_default_script(capsys, tmp_path):
                       "--cpus-per-node", "5", "--json-dir", str(tmp_path / "out"))
     assert script.startswith("#!/bin/bash\n")
     opts = sbatch_lines(script)
-    for opt in ("--nodes=6", "--ntasks=6", "--ntasks-per-node=1", "--cpus-per-task=5",
+    # 5 cores, at most 4 workers per rank: 2 ranks of 2 cores -> 6 ranks on 3 nodes
+    for opt in ("--nodes=3", "--ntasks=6", "--ntasks-per-node=2", "--cpus-per-task=2",
                 "--time=00:30:00", "--partition=compute", "--job-name=starchol-sbc-P6-N20000"):
         assert opt in opts, (opt, opts)
     assert "--overcommit" not in opts and "--exclusive" not in opts
-    assert "WORKERS=4" in script and "CORES_PER_RANK=5" in script
+    assert "WORKERS=" not in script and "CORES_PER_RANK=2" in script
     for env in ("OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "STARPU_SCHED=prio",
-                'STARPU_NCPU="$WORKERS"', "STARPU_SILENT=1", "STARPU_COMM_STATS=1",
+                "STARPU_SILENT=1", "STARPU_COMM_STATS=1",
                 'STARPU_HOME="${TMPDIR:-/tmp}/starpu-${SLURM_JOB_ID}"'):
         assert f"export {env}" in script, env
     assert f"JSON_DIR=${{JSON_DIR:-{tmp_path / 'out'}}}" in script
@@ -93,38 +111,35 @@ def test_default_script(capsys, tmp_path):
     line = launch_line(script)
     assert line.startswith("srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=$CORES_PER_RANK")
     assert '"$STARCHOL" run --dist sbc --n 20000 --nb 500 --sched prio' in line
-    assert '--workers "$WORKERS" --json "$JSON"' in line
+    assert '--sched prio --json "$JSON"' in line and "--workers" not in line
     assert "--grid" not in line and "--slices" not in line
-    # one rank per node: workers keep StarPU's binding
-    assert "STARPU_WORKERS_NOBIND" not in script
+    assert "export STARPU_WORKERS_NOBIND=1" in script  # 2 ranks per node
     path = tmp_path / "job.sh"
     path.write_text(script)
     assert bash_syntax_ok(path)
 
 
-def test_several_ranks_per_node(capsys):
-    script = generate(capsys, "--cpus-per-node", "10")
+def test_one_rank_per_node_keeps_starpu_binding(capsys):
+    script = generate(capsys, "--cpus-per-node", "4")
     opts = sbatch_lines(script)
-    # 10 cores: 2 ranks of 5 cores (4 workers + the MPI thread) -> 6 ranks on 3 nodes
-    assert {"--nodes=3", "--ntasks=6", "--ntasks-per-node=2", "--cpus-per-task=5"} <= set(opts)
-    assert "WORKERS=4" in script and "export STARPU_WORKERS_NOBIND=1" in script
+    assert {"--nodes=6", "--ntasks=6", "--ntasks-per-node=1", "--cpus-per-task=4"} <= set(opts)
+    assert "STARPU_WORKERS_NOBIND" not in script
 
 
 def test_fewer_ranks_than_planned_per_node(capsys):
     script = generate(capsys, "--cpus-per-node", "10", base=[
-        "slurm", "--dist", "2dbc", "--nodes", "1", "--n", "1000", "--nb", "100"])
+        "slurm", "--dist", "2dbc", "--nodes", "1", "--n", "1000", "--nb", "100",
+        "--max-workers", "4"])
     opts = sbatch_lines(script)
     assert {"--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpus-per-task=10"} <= set(opts)
-    assert "WORKERS=4" in script
 
 
 def test_ranks_per_node_given_and_uneven_last_node(capsys):
     script = generate(capsys, "--cpus-per-node", "8", "--ranks-per-node", "4", base=[
         "slurm", "--dist", "2dbc", "--nodes", "10", "--grid", "2x5", "--n", "1000", "--nb",
-        "100"])
+        "100", "--max-workers", "4"])
     opts = sbatch_lines(script)
     assert {"--nodes=3", "--ntasks=10", "--ntasks-per-node=4", "--cpus-per-task=2"} <= set(opts)
-    assert "WORKERS=2" in script
     assert "--grid 2x5" in launch_line(script)
 
 
@@ -139,7 +154,7 @@ def test_whole_nodes_when_cores_unknown(capsys, tmp_path):
 def test_overcommit_for_small_tests(capsys):
     script = generate(capsys, "--ranks-per-node", "4", "--overcommit", "--launcher", "mpirun",
                       base=["slurm", "--dist", "2dbc", "--nodes", "4", "--grid", "2x2",
-                            "--n", "400", "--nb", "100", "--check"])
+                            "--n", "400", "--nb", "100", "--check", "--max-workers", "4"])
     opts = sbatch_lines(script)
     assert {"--nodes=1", "--ntasks=4", "--overcommit"} <= set(opts)
     # Slurm rejects --ntasks-per-node above the cores even with --overcommit
@@ -179,7 +194,7 @@ def test_custom_map_file_made_absolute(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m.txt").write_text("2 2\n0 1\n2 0\n")
     script = generate(capsys, base=["slurm", "--dist", "custom", "--map-file", "m.txt",
-                                    "--n", "400", "--nb", "100"])
+                                    "--n", "400", "--nb", "100", "--max-workers", "4"])
     assert "--ntasks=3" in sbatch_lines(script)
     assert f"--map-file {tmp_path / 'm.txt'}" in launch_line(script)
 
@@ -187,7 +202,7 @@ def test_custom_map_file_made_absolute(capsys, tmp_path, monkeypatch):
 def test_2p5d_and_hdf5_options_on_the_run_line():
     """--slices and --input/--output reach the run line (checked without the run parser)."""
     ns = _namespace(["--dist", "sbc25d", "--nodes", "12", "--slices", "2", "--nb", "100",
-                     "--input", "a.h5:/A", "--output", "l.h5:/L"])
+                     "--input", "a.h5:/A", "--output", "l.h5:/L", "--max-workers", "4"])
     plan = slurm_cmd.plans_from_args(ns, validate_run=False)[0]
     argv = slurm_cmd.run_argv(ns, plan)
     assert argv[argv.index("--slices") + 1] == "2"
@@ -196,7 +211,7 @@ def test_2p5d_and_hdf5_options_on_the_run_line():
     assert "--n" not in argv  # N comes from the file
     assert plan.tag == "sbc25d-c2-P12-Nin"
     ns = _namespace(["--dist", "2dbc25d", "--nodes", "8", "--slices", "2", "--grid", "2x2",
-                     "--n", "1000", "--nb", "100"])
+                     "--n", "1000", "--nb", "100", "--max-workers", "4"])
     argv = slurm_cmd.run_argv(ns, slurm_cmd.plans_from_args(ns, validate_run=False)[0])
     assert argv[argv.index("--grid") + 1] == "2x2" and argv[argv.index("--slices") + 1] == "2"
 
@@ -204,7 +219,7 @@ def test_2p5d_and_hdf5_options_on_the_run_line():
 def test_2p5d_and_hdf5_through_the_cli(capsys):
     """With a run that knows --slices / --input the script is written; else a clear error."""
     argv = ["slurm", "--dist", "sbc25d", "--nodes", "12", "--slices", "2", "--n", "1000",
-            "--nb", "100"]
+            "--nb", "100", "--max-workers", "4"]
     if run_accepts("--slices"):
         assert "--slices 2" in launch_line(generate(capsys, base=argv))
     else:
@@ -237,7 +252,8 @@ def test_write_file(capsys, tmp_path):
 def test_sweep(capsys, tmp_path):
     out = tmp_path / "campaign"
     assert main(["slurm", "--sweep", "--dist", "sbc,2dbc", "--nodes", "6,10", "--n",
-                 "20000,40000", "--nb", "500", "--cpus-per-node", "5", "-o", str(out)]) == 0
+                 "20000,40000", "--nb", "500", "--cpus-per-node", "5", "--max-workers", "4",
+                 "-o", str(out)]) == 0
     names = sorted(p.name for p in out.iterdir())
     expected = sorted(f"{d}-P{p}-N{n}.sbatch" for d in ("sbc", "2dbc") for p in (6, 10)
                       for n in (20000, 40000)) + ["submit_all.sh"]
@@ -254,7 +270,7 @@ def test_sweep(capsys, tmp_path):
 def test_sweep_rejects_bad_combinations_and_writes_nothing(capsys, tmp_path):
     out = tmp_path / "campaign"
     err = usage_error(capsys, "slurm", "--sweep", "--dist", "sbc,2dbc", "--nodes", "6,8",
-                      "--n", "1000", "--nb", "100", "-o", str(out))
+                      "--n", "1000", "--nb", "100", "--max-workers", "4", "-o", str(out))
     assert "sbc P=8" in err and "r(r-1)/2" in err and "2dbc P=8" not in err
     assert not out.exists()
 
@@ -282,7 +298,7 @@ def test_good_time(text, seconds):
     (["--dist", "2dbc"], "2dbc needs --nodes"),
 ])
 def test_bad_map(capsys, argv, message):
-    err = usage_error(capsys, "slurm", *argv, "--n", "1000", "--nb", "100")
+    err = usage_error(capsys, "slurm", *argv, "--n", "1000", "--nb", "100", "--max-workers", "4")
     assert message in err, err
 
 
@@ -305,9 +321,10 @@ def test_bad_options(capsys, extra, message):
 
 def test_bad_sizes(capsys):
     assert "--nb 500 is larger than --n 100" in usage_error(
-        capsys, "slurm", "--dist", "sbc", "--nodes", "6", "--n", "100", "--nb", "500")
+        capsys, "slurm", "--dist", "sbc", "--nodes", "6", "--n", "100", "--nb", "500",
+        "--max-workers", "4")
     assert "give the matrix order --n" in usage_error(
-        capsys, "slurm", "--dist", "sbc", "--nodes", "6", "--nb", "500")
+        capsys, "slurm", "--dist", "sbc", "--nodes", "6", "--nb", "500", "--max-workers", "4")
 
 
 def test_lists_need_sweep_and_sweep_needs_folder(capsys, tmp_path):
@@ -339,7 +356,8 @@ def test_script_logic_with_stand_ins(capsys, tmp_path):
         f.chmod(0o755)
     script = tmp_path / "job.sh"
     assert main(["slurm", "--dist", "2dbc", "--nodes", "2", "--n", "400", "--nb", "100",
-                 "--ranks-per-node", "2", "--json-dir", str(tmp_path / "res"),
+                 "--ranks-per-node", "2", "--json-dir", str(tmp_path / "res"), "--workers", "2",
+                 "--max-workers", "4",
                  "--starchol", str(bin_dir / "fake-starchol"), "-o", str(script)]) == 0
     capsys.readouterr()
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_ID="4242",
@@ -355,7 +373,6 @@ def test_script_logic_with_stand_ins(capsys, tmp_path):
     assert len(calls) == 2
     homes = sorted(re.search(r"STARPU_HOME=(\S+)", c).group(1) for c in calls)
     assert homes == [str(tmp_path / "node-tmp" / "starpu-4242" / f"rank-{i}") for i in (0, 1)]
-    # 7 cores / 2 ranks = 3 cores per rank -> 2 workers + the MPI thread
     assert all("NCPU=2" in c and "--workers 2" in c for c in calls)
     assert not (tmp_path / "node-tmp" / "starpu-4242").exists()  # cleaned up
     json.loads((tmp_path / "res" / "starchol-4242.json").read_text())

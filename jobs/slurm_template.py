@@ -1,0 +1,65 @@
+"""The sbatch script ``starchol slurm`` writes, as a template.
+
+``$name`` fields are filled by :func:`starchol.jobs.slurm_cmd.render_script` from a
+:class:`~starchol.jobs.slurm_cmd.JobPlan`; each field is one line or a block of lines,
+already shell-quoted. ``$$`` is a literal ``$`` (shell variables of the job).
+"""
+from string import Template
+
+SCRIPT = Template("""\
+#!/bin/bash
+# starchol $version: distributed Cholesky, map $map, N = $n, NB = $nb
+# $ranks MPI rank(s) (one per map node) on $slurm_nodes Slurm node(s), $ranks_per_node rank(s) per node.
+# Written by `starchol slurm`; submit with `sbatch THIS_FILE`.
+#
+$sbatch
+
+set -euo pipefail
+
+# --- the run ----------------------------------------------------------------
+STARCHOL=$${STARCHOL:-$starchol}
+RANKS_PER_NODE=$ranks_per_node
+$cores
+$workers
+$json_dir
+JSON="$$JSON_DIR/starchol-$${SLURM_JOB_ID}.json"   # the report of this job
+mkdir -p "$$JSON_DIR"
+
+# --- environment ------------------------------------------------------------
+# one BLAS thread per StarPU worker: the workers are the parallelism
+export OPENBLAS_NUM_THREADS=1
+export OMP_NUM_THREADS=1
+export MKL_NUM_THREADS=1
+# StarPU: starchol run passes --sched (and --workers) to StarPU itself; the variables
+# below say the same for any StarPU tool started in this job
+export STARPU_SCHED=$sched
+$ncpu
+export STARPU_SILENT=1          # no calibration chatter in the job log
+export STARPU_COMM_STATS=1      # count the bytes sent between ranks (the report)
+$nobind
+export STARPU_MPI_NOBIND=1      # the MPI thread floats on the rank's cores
+# STARPU_HOME (bus calibration, performance models) on node-local storage, per job,
+# and below it one folder per rank (see RANK_HOME)
+export STARPU_HOME="$${TMPDIR:-/tmp}/starpu-$${SLURM_JOB_ID}"
+mkdir -p "$$STARPU_HOME"
+cleanup() {
+    rm -rf "$$STARPU_HOME"
+    if [ "$${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]; then   # the other nodes' copies
+        srun --ntasks="$$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --overcommit rm -rf "$$STARPU_HOME" 2>/dev/null || true
+    fi
+}
+trap cleanup EXIT
+# Open MPI refuses root unless told (containers, test clusters)
+if [ "$$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+$setup
+# --- launch -----------------------------------------------------------------
+$launch_comment
+# RANK_HOME gives each rank its own STARPU_HOME: ranks that calibrate the bus in one
+# folder at the same time read each other's half-written files, and StarPU 1.3 aborts
+# (assertion in check_bus_affinity_file)
+RANK_HOME='export STARPU_HOME="$$STARPU_HOME/rank-$${OMPI_COMM_WORLD_RANK:-$${PMIX_RANK:-$${SLURM_PROCID:-0}}}"; mkdir -p "$$STARPU_HOME"; exec "$$@"'
+$launch
+
+test -s "$$JSON" || { echo "starchol: no report written to $$JSON" >&2; exit 1; }
+echo "report: $$JSON"
+""")
