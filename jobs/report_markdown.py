@@ -2,6 +2,8 @@
 
 ``figures`` arguments are lists of (file name relative to report.md, caption).
 """
+import numpy as np
+
 from ..linalg.volume_summary import format_bytes
 from .report_runs import map_label
 
@@ -166,10 +168,57 @@ def run_markdown(runs, sections, comparison, command):
         lines += figure_block(figs, number)
         number += len(figs)
         lines += _per_node_table(run)
+    lines += time_bytes_section(runs)
     if comparison:
         lines += ["## Comparison of the runs", ""]
         lines += figure_block(comparison, number)
     return "\n".join(lines)
+
+
+def time_bytes_section(runs):
+    """'Time against bytes': runs of the same nodes, N and NB side by side, each one's time
+    and busiest-link bytes relative to the run with the fewest such bytes (none when no
+    group holds two runs with a time and a pair matrix)."""
+    from ..linalg.link_load import busiest_link
+
+    groups = {}
+    for k, run in enumerate(runs, start=1):
+        pairs = run["bytes_measured_pairs"]
+        which = "measured"
+        if pairs is None:
+            pairs, which = run["bytes_predicted_pairs"], "predicted"
+        if run.get("time_s") is None or pairs is None:
+            continue
+        groups.setdefault((run["nodes"], run["n"], run["nb"]), []).append(
+            (k, run, busiest_link(pairs), which))
+    groups = {key: items for key, items in groups.items() if len(items) > 1}
+    if not groups:
+        return []
+    lines = ["## Time against bytes", "",
+             "Runs of the same node count, N and NB. The busiest link is the largest, over "
+             "nodes, of max(bytes sent, bytes received): with full-duplex links of equal "
+             "bandwidth a communication-bound run cannot end sooner than that link needs, "
+             "so where communication dominates the time ratio approaches the byte ratio. "
+             "Both ratios are relative to the map with the fewest busiest-link bytes (its median "
+             "time when it ran several times).", ""]
+    rows = []
+    for (nodes, n, nb), items in groups.items():
+        ref = min(items, key=lambda item: item[2]["bytes"])
+        ref_bytes = ref[2]["bytes"]
+        ref_time = float(np.median([r["time_s"] for _, r, _, _ in items
+                                    if map_label(r) == map_label(ref[1])]))
+        for k, run, busy, which in items:
+            rows.append([k, map_label(run), nodes, n, nb, f"{run['time_s']:.3f}",
+                         f"{run['time_s'] / ref_time:.3f}" if ref_time > 0 else "-",
+                         f"node {busy['node']}: {format_bytes(busy['sent'])} sent, "
+                         f"{format_bytes(busy['received'])} received ({which})",
+                         f"{busy['bytes'] / ref_bytes:.3f}" if ref_bytes > 0 else "-",
+                         format_bytes(run.get("bytes_measured_total")
+                                      or run.get("bytes_predicted_total") or 0)])
+    lines.append(table(["#", "map", "nodes", "N", "NB", "time (s)", "time ratio",
+                        "busiest link", "busiest-link bytes ratio", "total bytes"], rows))
+    lines.append("")
+    return lines
 
 
 def _per_node_table(run):

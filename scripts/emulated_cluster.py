@@ -81,7 +81,25 @@ class EmulatedCluster:
             args.append("--no-slurm")
         self.script(*args, timeout=timeout)
         self.is_up = True
+        # who made it: sweep_orphans() removes it if this process dies without down()
+        (self.state_dir() / "owner").write_text(f"{os.getpid()}\n")
         return self
+
+    @classmethod
+    def sweep_orphans(cls):
+        """Tear down the clusters this helper made (default names) whose owner process is
+        gone (a test run killed before its teardown); returns their names."""
+        swept = []
+        base = Path("/run/starchol-cluster")
+        for state in sorted(base.glob("sct*")) if base.is_dir() else []:
+            try:
+                owner = int((state / "owner").read_text())
+            except (OSError, ValueError):
+                continue  # being made right now, or not ours
+            if not Path(f"/proc/{owner}").exists():
+                cls(2, name=state.name).down()
+                swept.append(state.name)
+        return swept
 
     def down(self):
         """Stop every process on the nodes and delete the namespaces (safe to repeat)."""

@@ -40,6 +40,7 @@ def _starchol():
 def _need_root():
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
+    EmulatedCluster.sweep_orphans()   # clusters of test runs killed before their teardown
 
 
 @pytest.fixture(scope="module")
