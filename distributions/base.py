@@ -6,6 +6,9 @@ of an NT x NT tiled matrix to a node (an MPI rank), numbered 0 .. nodes-1.
 """
 import numpy as np
 
+#: a map's load is balanced when NT holds at least this many pattern blocks
+MIN_PERIODS = 6
+
 
 class TileMap:
     """Base class: subclasses implement :meth:`_slice_owner_map`.
@@ -50,12 +53,16 @@ class TileMap:
         """All slices' maps stacked: int64 array (slices, nt, nt)."""
         return np.stack([self.owner_map(nt, s) for s in range(self.slices)])
 
-    def owner(self, i, j, s=0):
-        """Global node that owns tile (i, j) in slice ``s`` (i >= j expected)."""
+    def owner(self, i, j, s=0, nt=None):
+        """Global node that owns tile (i, j) in slice ``s`` (i >= j expected).
+
+        ``nt`` (tile rows of the matrix) is needed by maps whose pattern is aligned to
+        the last tile row (the symmetric pattern maps); others ignore it.
+        """
         i, j = int(i), int(j)
         if i < 0 or j < 0:
             raise ValueError(f"tile ({i}, {j}) has a negative index")
-        return int(self.owner_map(max(i, j) + 1, s)[i, j])
+        return int(self.owner_map(max(i, j) + 1 if nt is None else nt, s)[i, j])
 
     def slice_of_node(self, node):
         """Slice that node ``node`` belongs to (0 for 2D maps)."""
@@ -64,6 +71,33 @@ class TileMap:
     def slice_of_iteration(self, k):
         """Slice that runs iteration (panel) ``k``: k mod c."""
         return int(k) % self.slices
+
+    # -- map rules (one home each; subclasses override) --------------------------------
+    def leading_factor(self):
+        """F in the leading term of the transfers, D ~ S F (tiles per stored tile), or None."""
+        return None
+
+    def period(self):
+        """(rows, cols) of the block of owners that repeats from tile (0, 0), or None."""
+        return None
+
+    def pattern_size(self):
+        """Tile rows of one pattern block (r for symmetric maps), or None.
+
+        The load is balanced only when NT holds several such blocks; the planner flags
+        maps with fewer than :data:`MIN_PERIODS` of them.
+        """
+        return None
+
+    def periods(self, nt):
+        """NT / pattern size: how many pattern blocks NT holds (None if unknown)."""
+        size = self.pattern_size()
+        return None if not size else nt / size
+
+    @classmethod
+    def candidates(cls, nodes, **options):
+        """The maps of this family that fit ``nodes`` nodes (see each family)."""
+        return []
 
     def params(self):
         """Parameters that identify the map, as a dict for reports."""

@@ -33,8 +33,8 @@ class CustomMap(TileMap):
         if nodes is None:
             nodes = hi + 1
         elif hi >= nodes:
-            raise UsageError(f"custom map{where} uses node {hi} but --nodes is {nodes}; "
-                             f"use --nodes {hi + 1} or fix the map")
+            raise UsageError(f"custom map{where} uses node {hi} but nodes={nodes}; "
+                             f"use nodes={hi + 1} or fix the map")
         super().__init__(nodes)
         self.pattern = pattern.astype(np.int64)
         self.source = source
@@ -45,6 +45,20 @@ class CustomMap(TileMap):
 
     def period(self):
         return self.pattern.shape
+
+    def pattern_size(self):
+        return max(self.pattern.shape)
+
+    def leading_factor(self):
+        """Mean over pattern indices x of the distinct nodes in pattern row x and column x,
+        minus one (the sender); x runs over lcm(M, N) indices."""
+        import math
+
+        pat = self.pattern
+        m, n = pat.shape
+        period = m * n // math.gcd(m, n)
+        sizes = [len(set(pat[x % m, :]) | set(pat[:, x % n])) - 1 for x in range(period)]
+        return float(np.mean(sizes))
 
     def params(self):
         return {**super().params(), "file": self.source}
@@ -76,7 +90,7 @@ def read_chameleon_text(path):
 def load_custom_map(path, nodes=None):
     """Read a map file (``.npy`` or Chameleon text) into a :class:`CustomMap`."""
     if not path:
-        raise UsageError("custom map needs a file: --map-file FILE (Chameleon text or .npy)")
+        raise UsageError("custom map needs a file: path=FILE (Chameleon text or .npy)")
     if not os.path.isfile(path):
         raise UsageError(f"map file {path!r} not found")
     if path.endswith(".npy"):

@@ -1,14 +1,23 @@
-"""Build a map from its command-line name, with fix-it messages for wrong node counts."""
+"""Build a map from its name, with fix-it messages for wrong node counts.
+
+Messages name the parameters of :func:`get_map` as ``name=value`` (``nodes=20``,
+``grid=4x5``, ``slices=2``, ``path=FILE``, ``dist=sym``); the command line turns them
+into its flags (:func:`starchol.jobs.options.cli_message`).
+"""
 import math
 
 from ..errors import UsageError
 from .block_cyclic import BlockCyclic2D
 from .custom import load_custom_map
 from .sliced import Sliced25D
+from .symmetric import aplane_order, plane_counts, pplane_order
 from .symmetric_block_cyclic import SymmetricBlockCyclic
 
+#: the 2.5D maps (c slices of a 2D map)
+MAPS_25D = ("2dbc25d", "sbc25d", "sym25d")
+
 #: map names as used on the command line
-MAP_NAMES = ("2dbc", "sbc", "sbc-basic", "2dbc25d", "sbc25d", "custom")
+MAP_NAMES = ("2dbc", "sbc", "sbc-basic", "pplane", "aplane", "sym") + MAPS_25D + ("custom",)
 
 
 # -- valid node counts -------------------------------------------------------------------
@@ -39,9 +48,9 @@ def parse_grid(text):
         a, b = str(text).lower().split("x")
         p, q = int(a), int(b)
     except ValueError:
-        raise UsageError(f"--grid must look like PxQ (e.g. 4x7), got {text!r}") from None
+        raise UsageError(f"grid= must look like PxQ (e.g. 4x7), got {text!r}") from None
     if p < 1 or q < 1:
-        raise UsageError(f"--grid needs positive sizes, got {text!r}")
+        raise UsageError(f"grid= needs positive sizes, got {text!r}")
     return p, q
 
 
@@ -69,17 +78,21 @@ def _count_list(values, p):
     return ", ".join(parts)
 
 
-def _bad_sbc_count(name, p, extended, what="nodes", flag="--nodes"):
-    formula = "r(r-1)/2" if extended else "r^2/2 (r even)"
-    values = _sbc_counts(extended, max(p, 3) * 2 + 10)
+def _bad_count(name, p, values, formula, what="nodes"):
     below, above = _neighbours(values, p)
-    near = [str(v) for v in (below[-1:] + above[:1])]
+    near = [f"nodes={v}" for v in (below[-1:] + above[:1])]
     msg = (f"{name} needs P = {formula} {what} ({_count_list(values, p)}): {p} is not one; "
            f"use {' or '.join(near)}")
-    if p >= 1 and what == "nodes":
+    if p >= 2 and what == "nodes":
         pr, qr = square_grid(p)
-        msg += f", or 2dbc --grid {pr}x{qr} for all {p} nodes"
+        msg += (f", or dist=sym (a symmetric map for any node count) or dist=2dbc "
+                f"grid={pr}x{qr} for all {p} nodes")
     return UsageError(msg)
+
+
+def _bad_sbc_count(name, p, extended, what="nodes"):
+    formula = "r(r-1)/2" if extended else "r^2/2 (r even)"
+    return _bad_count(name, p, _sbc_counts(extended, max(p, 3) * 2 + 10), formula, what)
 
 
 # -- construction --------------------------------------------------------------------------
@@ -87,20 +100,22 @@ def _check_nodes(nodes):
     try:
         nodes = int(nodes)
     except (TypeError, ValueError):
-        raise UsageError(f"--nodes must be an integer, got {nodes!r}") from None
+        raise UsageError(f"nodes= must be an integer, got {nodes!r}") from None
     if nodes < 1:
-        raise UsageError(f"--nodes must be >= 1, got {nodes}")
+        raise UsageError(f"nodes= must be >= 1, got {nodes}")
     return nodes
 
 
-def _grid_for(nodes, grid, what="--nodes"):
+def _grid_for(nodes, grid, what="nodes", slices=1):
     if grid is None:
         return square_grid(nodes)
     p, q = parse_grid(grid) if isinstance(grid, str) else (int(grid[0]), int(grid[1]))
     if p * q != nodes:
         pr, qr = square_grid(nodes)
-        raise UsageError(f"--grid {p}x{q} has {p * q} nodes but {what} is {nodes}; "
-                         f"use a grid with P x Q = {nodes} (e.g. {pr}x{qr}) or {what} {p * q}")
+        total = "" if slices == 1 else f" (nodes / slices = {nodes * slices}/{slices})"
+        raise UsageError(f"grid={p}x{q} has {p * q} nodes but {what}{total} is {nodes}; "
+                         f"use a grid with P x Q = {nodes} (e.g. grid={pr}x{qr}) or "
+                         f"nodes={p * q * slices}")
     return p, q
 
 
@@ -117,52 +132,96 @@ def _sbc_2d(name, p, offset=0, what="nodes"):
     return SymmetricBlockCyclic(r, extended=False, offset=offset)
 
 
-def get_map(name, nodes=None, grid=None, slices=1, path=None):
+def _plane(name, nodes, offset=0, what="nodes"):
+    from .symmetric import affine_plane_map, projective_plane_map
+
+    if name == "pplane":
+        q = pplane_order(nodes)
+        if q is None:
+            raise _bad_count("pplane", nodes, plane_counts("pplane", 2 * nodes + 10),
+                             "q^2+q+1 (q a prime power)", what)
+        return projective_plane_map(q, offset)
+    q = aplane_order(nodes)
+    if q is None:
+        raise _bad_count("aplane", nodes, plane_counts("aplane", 2 * nodes + 10),
+                         "q^2+q (q a prime power)", what)
+    return affine_plane_map(q, offset)
+
+
+def _sym(nodes, nt, offset=0, what="nodes"):
+    from .symmetric import symmetric_map
+
+    if nodes < 2:
+        raise UsageError(f"sym needs at least 2 {what}, got {nodes} (one node moves nothing: "
+                         f"use dist=2dbc)")
+    return symmetric_map(nodes, nt).with_offset(offset)
+
+
+def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
     """Build the map called ``name`` for ``nodes`` nodes.
 
-    Args:
-        name: one of :data:`MAP_NAMES`.
-        nodes: total number of nodes P (all slices); optional for ``custom``.
-        grid: ``"PxQ"`` or (p, q) for 2dbc (the grid of one slice for 2dbc25d).
-        slices: c, for the 2.5D maps (``2dbc25d``, ``sbc25d``).
-        path: map file for ``custom`` (Chameleon text or ``.npy``).
+    Parameters
+    ----------
+    name : str
+        One of :data:`MAP_NAMES`.
+    nodes : int
+        Total number of nodes P (all slices); optional for ``custom``.
+    grid : str or (int, int)
+        ``"PxQ"`` or (p, q) for 2dbc (the grid of one slice for 2dbc25d).
+    slices : int
+        c, for the 2.5D maps (``2dbc25d``, ``sbc25d``, ``sym25d``).
+    path : str
+        Map file for ``custom`` (Chameleon text or ``.npy``).
+    nt : int, optional
+        Tile rows of the matrix, for ``sym``/``sym25d``: the pattern is chosen small enough
+        to balance the load over NT rows (see :func:`.symmetric.symmetric_map`).
 
-    Raises:
-        UsageError: the name, node count, grid or slice count does not fit; the
-            message lists valid values near the one given and a map that fits.
+    Raises
+    ------
+    UsageError
+        The name, node count, grid or slice count does not fit; the message lists
+        valid values near the one given and a map that fits, naming these parameters.
     """
     if name not in MAP_NAMES:
         raise UsageError(f"unknown map {name!r}; choose one of {', '.join(MAP_NAMES)}")
     if name == "custom":
         return load_custom_map(path, None if nodes is None else _check_nodes(nodes))
     if nodes is None:
-        raise UsageError(f"{name} needs --nodes P")
+        raise UsageError(f"{name} needs nodes=P")
     nodes = _check_nodes(nodes)
     try:
         slices = int(slices)
     except (TypeError, ValueError):
-        raise UsageError(f"--slices must be an integer, got {slices!r}") from None
+        raise UsageError(f"slices= must be an integer, got {slices!r}") from None
     if slices < 1:
-        raise UsageError(f"--slices must be >= 1, got {slices}")
+        raise UsageError(f"slices= must be >= 1, got {slices}")
     if grid is not None and name not in ("2dbc", "2dbc25d"):
-        raise UsageError(f"--grid applies to 2dbc and 2dbc25d only, not {name}")
-    if name in ("2dbc", "sbc", "sbc-basic"):
+        raise UsageError(f"grid= applies to 2dbc and 2dbc25d only, not {name}")
+    if name not in MAPS_25D:
         if slices != 1:
-            raise UsageError(f"{name} is a 2D map; --slices {slices} needs 2dbc25d or sbc25d")
+            raise UsageError(f"{name} is a 2D map; slices={slices} needs "
+                             f"{', '.join(MAPS_25D)}")
         if name == "2dbc":
             return BlockCyclic2D(*_grid_for(nodes, grid))
+        if name in ("pplane", "aplane"):
+            return _plane(name, nodes)
+        if name == "sym":
+            return _sym(nodes, nt)
         return _sbc_2d(name, nodes)
     # 2.5D maps
     if nodes % slices:
         divisors = [d for d in range(1, nodes + 1) if nodes % d == 0]
-        raise UsageError(f"{name} with {slices} slices needs a node count divisible by "
-                         f"{slices}; {nodes} is not (valid slice counts for {nodes} nodes: "
-                         f"{', '.join(map(str, divisors))})")
+        raise UsageError(f"{name} with slices={slices} needs a node count divisible by "
+                         f"{slices}; nodes={nodes} is not (valid slice counts for {nodes} "
+                         f"nodes: {', '.join(map(str, divisors))})")
     per = nodes // slices
+    what = f"nodes per slice (nodes / slices = {nodes}/{slices})"
     if name == "2dbc25d":
-        p, q = _grid_for(per, grid, what=f"--nodes / --slices ({nodes}/{slices})")
-        maps = [BlockCyclic2D(p, q, offset=s * per) for s in range(slices)]
-        return Sliced25D("2dbc25d", maps)
+        p, q = _grid_for(per, grid, what="nodes per slice", slices=slices)
+        return Sliced25D("2dbc25d", [BlockCyclic2D(p, q, offset=s * per)
+                                     for s in range(slices)])
+    if name == "sym25d":
+        return Sliced25D("sym25d", [_sym(per, nt, s * per, what) for s in range(slices)])
     kind = "sbc" if sbc_extended_r(per) else "sbc-basic" if sbc_basic_r(per) else None
     if kind is None:
         ext = _sbc_counts(True, 2 * per + 10)
@@ -173,33 +232,45 @@ def get_map(name, nodes=None, grid=None, slices=1, path=None):
         raise UsageError(
             f"sbc25d needs P/c nodes per slice equal to r(r-1)/2 (extended SBC: "
             f"{_count_list(ext, per)}) or r^2/2, r even (basic SBC: {_count_list(bas, per)}); "
-            f"{nodes}/{slices} = {per} is neither; with {slices} slices use --nodes "
-            f"{' or '.join(map(str, hints))}, or another --slices")
-    maps = [_sbc_2d(kind, per, offset=s * per) for s in range(slices)]
-    return Sliced25D("sbc25d", maps)
+            f"{nodes}/{slices} = {per} is neither; with slices={slices} use "
+            f"{' or '.join(f'nodes={h}' for h in hints)}, another slice count, or dist=sym25d "
+            f"(any node count per slice)")
+    return Sliced25D("sbc25d", [_sbc_2d(kind, per, offset=s * per) for s in range(slices)])
 
 
-def maps_for_nodes(nodes):
-    """Every map that fits ``nodes`` nodes exactly, as (name, kwargs) pairs.
+def candidate_maps(nodes, exact=False, nt=None, families=None):
+    """The maps that fit ``nodes`` nodes, one per family member: the one home of this rule.
 
-    2dbc: every grid p x q (p*q = nodes); sbc/sbc-basic when the count fits;
-    2dbc25d and sbc25d for every slice count c >= 2 that divides ``nodes``.
+    Parameters
+    ----------
+    nodes : int
+        Node count P.
+    exact : bool
+        Only maps on exactly P nodes (``compare`` and ``plan`` also weigh the largest SBC
+        and planes on fewer nodes).
+    nt : int, optional
+        Tile rows, for the ``sym`` maps (their pattern is chosen for NT).
+    families : iterable of str, optional
+        Map names to include (default: every name but ``custom``).
+
+    Returns every 2dbc grid of P (1 x P only if P is prime); the largest sbc and
+    sbc-basic, pplane and aplane that fit; sym on P; and for every slice count
+    2 <= c <= P/2: 2dbc25d and sym25d when c divides P, sbc25d with the largest SBC slice
+    that fits P/c.
     """
-    out = []
-    for p in range(1, nodes + 1):
-        if nodes % p == 0:
-            out.append(("2dbc", {"grid": (p, nodes // p)}))
-    if sbc_extended_r(nodes):
-        out.append(("sbc", {}))
-    if sbc_basic_r(nodes):
-        out.append(("sbc-basic", {}))
-    for c in range(2, nodes + 1):
-        if nodes % c:
-            continue
-        per = nodes // c
-        for p in range(1, per + 1):
-            if per % p == 0:
-                out.append(("2dbc25d", {"slices": c, "grid": (p, per // p)}))
-        if sbc_extended_r(per) or sbc_basic_r(per):
-            out.append(("sbc25d", {"slices": c}))
-    return out
+    from .symmetric_pattern import SymmetricPattern
+
+    nodes = _check_nodes(nodes)
+    want = set(MAP_NAMES[:-1] if families is None else families)
+    out = BlockCyclic2D.candidates(nodes)
+    out += SymmetricBlockCyclic.candidates(nodes, exact=exact)
+    out += SymmetricPattern.candidates(nodes, exact=exact, nt=nt)
+    for fam in MAPS_25D:
+        if fam in want:
+            out += Sliced25D.candidates(nodes, fam, exact=exact, nt=nt)
+    return [m for m in out if m.name in want]
+
+
+def maps_for_nodes(nodes, nt=None):
+    """Every map on exactly ``nodes`` nodes: :func:`candidate_maps` with ``exact=True``."""
+    return candidate_maps(nodes, exact=True, nt=nt)

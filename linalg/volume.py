@@ -207,28 +207,11 @@ def transfer_pairs_bytes(tile_map, n, nb, cache=True, progress=None):
 
 # -- closed forms --------------------------------------------------------------------------
 def leading_factor(tile_map):
-    """The constant F of the leading term D ~ S * F (transfers per stored tile).
+    """The constant F of the leading term D ~ S * F (transfers per stored tile), or None.
 
-    2dbc p x q: p + q - 2; extended SBC: r - 2; basic SBC: r - 1; 2.5D maps: the slice's
-    factor + (c - 1). Custom maps: the mean, over pattern rows x, of the distinct nodes in
-    pattern row x and column x minus one (the sender). None if not known.
+    The rule lives with each map: :meth:`starchol.distributions.TileMap.leading_factor`.
     """
-    from ..distributions import BlockCyclic2D, CustomMap, Sliced25D, SymmetricBlockCyclic
-
-    if isinstance(tile_map, Sliced25D):
-        base = leading_factor(tile_map.base)
-        return None if base is None else base + tile_map.slices - 1
-    if isinstance(tile_map, BlockCyclic2D):
-        return tile_map.p + tile_map.q - 2
-    if isinstance(tile_map, SymmetricBlockCyclic):
-        return tile_map.r - (2 if tile_map.extended else 1)
-    if isinstance(tile_map, CustomMap):
-        pat = tile_map.pattern
-        m, n = pat.shape
-        period = m * n // math.gcd(m, n)
-        sizes = [len(set(pat[x % m, :]) | set(pat[:, x % n])) - 1 for x in range(period)]
-        return float(np.mean(sizes))
-    return None
+    return tile_map.leading_factor()
 
 
 def leading_term_tiles(tile_map, nt):

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from starchol import UsageError
-from starchol.distributions import (get_map, maps_for_nodes, node_load, read_chameleon_text,
-                                    square_grid, write_chameleon_text)
+from starchol.distributions import (candidate_maps, get_map, maps_for_nodes, node_load,
+                                    read_chameleon_text, square_grid, write_chameleon_text)
 
 
 def test_2dbc_formula_and_default_grid():
@@ -95,19 +95,21 @@ def test_grid_of_2dbc25d_is_one_slice():
 
 
 def test_wrong_sbc_count_lists_valid_counts_and_a_map_that_fits():
+    # the library names its parameters (nodes=, grid=, dist=), not command-line flags
     with pytest.raises(UsageError) as e:
         get_map("sbc", 20)
     msg = str(e.value)
-    assert "15" in msg and "21" in msg and "r(r-1)/2" in msg and "2dbc --grid 4x5" in msg
-    with pytest.raises(UsageError, match=r"r\^2/2.*use 18 or 32"):
+    assert "15" in msg and "21" in msg and "r(r-1)/2" in msg and "dist=2dbc grid=4x5" in msg
+    assert "dist=sym" in msg and "--" not in msg
+    with pytest.raises(UsageError, match=r"r\^2/2.*use nodes=18 or nodes=32"):
         get_map("sbc-basic", 20)
     with pytest.raises(UsageError, match="divisible by 4"):
         get_map("sbc25d", 18, slices=4)
-    with pytest.raises(UsageError, match="neither"):
+    with pytest.raises(UsageError, match="neither.*dist=sym25d"):
         get_map("sbc25d", 14, slices=2)
     with pytest.raises(UsageError, match="unknown map"):
         get_map("cyclic", 4)
-    with pytest.raises(UsageError, match="--grid 7x4 has 28 nodes"):
+    with pytest.raises(UsageError, match="grid=7x4 has 28 nodes but nodes is 20"):
         get_map("2dbc", 20, grid="7x4")
     with pytest.raises(UsageError, match="PxQ"):
         get_map("2dbc", 20, grid="7by4")
@@ -115,6 +117,22 @@ def test_wrong_sbc_count_lists_valid_counts_and_a_map_that_fits():
         get_map("2dbc", 0)
     with pytest.raises(UsageError, match="2D map"):
         get_map("sbc", 6, slices=2)
+    with pytest.raises(UsageError, match=r"q\^2\+q\+1.*use nodes=13 or nodes=21"):
+        get_map("pplane", 20)
+    with pytest.raises(UsageError, match=r"q\^2\+q .*use nodes=12 or nodes=20"):
+        get_map("aplane", 14)
+    with pytest.raises(UsageError, match="at least 2"):
+        get_map("sym", 1)
+
+
+def test_cli_translates_parameters_to_flags():
+    from starchol.jobs.options import cli_message
+
+    with pytest.raises(UsageError) as e:
+        get_map("sbc", 20)
+    msg = str(cli_message(e.value))
+    assert "use --nodes 15 or --nodes 21" in msg and "--dist 2dbc --grid 4x5" in msg
+    assert "--dist sym" in msg and "nodes=" not in msg
 
 
 def test_custom_map_files(tmp_path):
@@ -136,7 +154,7 @@ def test_custom_map_files(tmp_path):
         get_map("custom", path=str(bad))
     with pytest.raises(UsageError, match="not found"):
         get_map("custom", path=str(tmp_path / "missing.txt"))
-    with pytest.raises(UsageError, match="--nodes 6"):
+    with pytest.raises(UsageError, match="nodes=6"):
         get_map("custom", 4, path=str(text))
     np.save(tmp_path / "neg.npy", np.array([[0, -1]]))
     with pytest.raises(UsageError, match="negative"):
@@ -144,7 +162,17 @@ def test_custom_map_files(tmp_path):
 
 
 def test_maps_for_nodes():
-    names = {(n, kw.get("slices", 1)) for n, kw in maps_for_nodes(28)}
+    names = {(m.name, m.slices) for m in maps_for_nodes(28)}
     assert ("sbc", 1) in names and ("2dbc", 1) in names and ("2dbc25d", 2) in names
     assert ("sbc25d", 14) in names  # 2 nodes per slice: basic SBC r = 2
-    assert ("sbc-basic", 1) not in names
+    assert ("sbc-basic", 1) not in names and ("sym", 1) in names and ("sym25d", 2) in names
+    assert all(m.nodes == 28 for m in maps_for_nodes(28))
+
+
+def test_candidates_for_at_most_p_nodes():
+    maps = candidate_maps(31, nt=620)
+    by = {(m.name, m.slices): m for m in maps}
+    assert by[("pplane", 1)].nodes == 31 and by[("aplane", 1)].nodes == 30
+    assert by[("sbc", 1)].nodes == 28 and by[("sym", 1)].nodes == 31
+    assert all(m.nodes <= 31 for m in maps)
+    assert {g.params()["grid"] for g in maps if g.name == "2dbc"} == {"1x31", "31x1"}
