@@ -1,7 +1,6 @@
 """``starchol compare``: every map that fits P nodes or fewer, by predicted bytes."""
-from ..distributions import get_map, sbc_basic_r, sbc_extended_r, square_grid
 from ..linalg.volume_summary import format_bytes, volume_summary
-from .options import add_size_args, sizes_from_args
+from .options import add_size_args, candidates_for, sizes_from_args
 from .output import print_json
 from .progress import Progress
 
@@ -10,9 +9,10 @@ def register(sub):
     p = sub.add_parser(
         "compare", help="compare the predicted traffic of every map that fits P nodes",
         description="One table of the maps that fit P nodes or fewer: every 2dbc grid of P, "
-                    "the largest sbc and sbc-basic, and the 2.5D maps (2dbc25d for the slice "
-                    "counts that divide P, sbc25d for every slice count with the largest SBC "
-                    "slice that fits), sorted by predicted bytes.")
+                    "the largest sbc, sbc-basic, pplane and aplane, sym on P, and the 2.5D "
+                    "maps (2dbc25d and sym25d for the slice counts that divide P, sbc25d for "
+                    "every slice count with the largest SBC slice that fits), sorted by "
+                    "predicted bytes.")
     p.add_argument("--nodes", type=int, required=True, metavar="P", help="nodes available")
     add_size_args(p)
     p.add_argument("--cache", choices=("on", "off"), default="on")
@@ -21,47 +21,9 @@ def register(sub):
     p.set_defaults(func=run)
 
 
-def _largest(count_of, limit, start):
-    """Largest count_of(r) <= limit over r = start, start+step..., with its r."""
-    best = None
-    r = start
-    while count_of(r) <= limit:
-        best = r
-        r += 1
-    return best
-
-
-def candidate_maps(nodes):
-    """Maps that fit ``nodes`` nodes or fewer, one per family member (see the help)."""
-    from ..errors import UsageError
-
-    if nodes < 1:
-        raise UsageError(f"--nodes must be >= 1, got {nodes}")
-    out = []
-    grids = [(p, nodes // p) for p in range(1, nodes + 1) if nodes % p == 0]
-    proper = [g for g in grids if min(g) >= 2]
-    for p, q in proper or grids:
-        out.append(get_map("2dbc", nodes, grid=(p, q)))
-    r = _largest(lambda r: r * (r - 1) // 2, nodes, 3)
-    if r:
-        out.append(get_map("sbc", r * (r - 1) // 2))
-    r = _largest(lambda r: 2 * r * r, nodes, 1)  # r/2 = half-pattern, P = 2 (r/2)^2
-    if r:
-        out.append(get_map("sbc-basic", 2 * r * r))
-    for c in range(2, nodes // 2 + 1):
-        if nodes % c == 0:
-            out.append(get_map("2dbc25d", nodes, grid=square_grid(nodes // c), slices=c))
-        per = nodes // c
-        best = max([v for v in range(3, per + 1) if sbc_extended_r(v) or sbc_basic_r(v)],
-                   default=None)
-        if best is not None:
-            out.append(get_map("sbc25d", best * c, slices=c))
-    return out
-
-
 def run(args):
     nt, n, nb = sizes_from_args(args)
-    maps = candidate_maps(args.nodes)
+    maps = candidates_for(args.nodes, nt=nt)
     progress = Progress("comparing maps", unit="maps", enabled=None if not args.quiet else False)
     rows = []
     for k, tile_map in enumerate(maps):

@@ -53,8 +53,8 @@ def write_chameleon(tile_map, nt, path):
     """Chameleon map file: the map's period if it has one, else the whole NT x NT map."""
     if tile_map.slices > 1:
         raise UsageError("Chameleon has no 2.5D maps; --chameleon needs a 2D map "
-                         "(2dbc, sbc, sbc-basic, custom)")
-    period = getattr(tile_map, "period", lambda: None)()
+                         "(2dbc, sbc, sbc-basic, pplane, aplane, sym, custom)")
+    period = tile_map.period()
     pattern = tile_map.owner_map(nt)
     if period is not None:
         pattern = tile_map.owner_map(max(period))[:period[0], :period[1]]

@@ -1,7 +1,8 @@
 """Command-line options shared by several subcommands: the map and the matrix size."""
 import math
+import re
 
-from ..distributions import MAP_NAMES, get_map
+from ..distributions import MAP_NAMES, candidate_maps, get_map
 from ..errors import UsageError
 
 DEFAULT_NB = 500
@@ -18,19 +19,57 @@ def add_map_args(parser):
     g.add_argument("--grid", metavar="PxQ",
                    help="2dbc grid (one slice's grid for 2dbc25d); default: most square, P <= Q")
     g.add_argument("--slices", type=int, default=1, metavar="C",
-                   help="slices c of a 2.5D map (2dbc25d, sbc25d); default 1")
+                   help="slices c of a 2.5D map (2dbc25d, sbc25d, sym25d); default 1")
     g.add_argument("--map-file", metavar="FILE",
                    help="custom map: Chameleon text ('M N' then M rows) or .npy int array")
 
 
-def map_from_args(args):
-    """Build the map the options describe (UsageError with a fix-it message if wrong)."""
+#: library parameter -> command-line flag, for :func:`cli_message`
+PARAM_FLAGS = {"dist": "--dist", "nodes": "--nodes", "grid": "--grid", "slices": "--slices",
+               "path": "--map-file", "nt": "--nt"}
+
+
+def cli_message(exc):
+    """A library :class:`UsageError` with its ``name=value`` parameters as flags.
+
+    ``"use nodes=15 or dist=sym"`` becomes ``"use --nodes 15 or --dist sym"``.
+    """
+    text = re.sub(r"\b(" + "|".join(PARAM_FLAGS) + r")=(?=\S)",
+                  lambda m: PARAM_FLAGS[m.group(1)] + " ", str(exc))
+    text = re.sub(r"\b(" + "|".join(PARAM_FLAGS) + r")=",
+                  lambda m: PARAM_FLAGS[m.group(1)], text)
+    return UsageError(text)
+
+
+def build_map(name, nodes=None, **kwargs):
+    """:func:`starchol.distributions.get_map` with its errors in command-line terms."""
+    try:
+        return get_map(name, nodes, **kwargs)
+    except UsageError as exc:
+        raise cli_message(exc) from None
+
+
+def candidates_for(nodes, nt=None):
+    """:func:`starchol.distributions.candidate_maps` (P nodes or fewer) in command-line terms."""
+    try:
+        return candidate_maps(nodes, nt=nt)
+    except UsageError as exc:
+        raise cli_message(exc) from None
+
+
+def map_from_args(args, nt=None):
+    """Build the map the options describe (UsageError with a fix-it message if wrong).
+
+    ``nt``: the matrix's tile rows, which the ``sym`` maps need (default ``args.nt``).
+    """
     if args.dist == "custom" and not args.map_file:
         raise UsageError("--dist custom needs --map-file FILE")
     if args.map_file and args.dist != "custom":
         raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
-    return get_map(args.dist, args.nodes, grid=args.grid, slices=args.slices,
-                   path=args.map_file)
+    if nt is None:
+        nt = getattr(args, "nt", None)
+    return build_map(args.dist, args.nodes, grid=args.grid, slices=args.slices,
+                     path=args.map_file, nt=nt)
 
 
 def add_size_args(parser, nt_help="number of tile rows/columns NT"):

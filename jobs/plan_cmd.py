@@ -8,14 +8,17 @@ with the exact volume model and a simple time estimate, stated with its assumpti
     estimate  = compute_s + comm_s          (no overlap: a conservative bound)
 
 Maps whose tile storage on the busiest node exceeds ``--memory-per-node`` are listed as
-not fitting. The pick is the fitting map with the smallest estimate. With ample memory,
+not fitting. A map whose pattern (r tile rows for the symmetric maps) appears fewer than
+MIN_PERIODS times in NT cannot balance its load and is picked only if nothing else fits.
+The pick is the fitting, balanced map with the smallest estimate. With ample memory,
 the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
 """
 from ..errors import UsageError
 from ..distributions import node_load
+from ..distributions.base import MIN_PERIODS
 from ..linalg.volume import tile_bytes
 from ..linalg.volume_summary import format_bytes, volume_summary
-from .compare_cmd import candidate_maps
+from .options import candidates_for
 from .output import print_json
 from .progress import Progress
 
@@ -49,8 +52,11 @@ def score_map(tile_map, n, nb, gflops, bandwidth):
     node_traffic = (doc["per_node"]["sent_tiles"] + doc["per_node"]["received_tiles"]) * per_tile
     compute_s = float(load["flops"].max()) * nb ** 3 / (gflops * 1e9)
     comm_s = float(node_traffic.max()) / bandwidth
+    periods = tile_map.periods(nt)
     return {
         "map": str(tile_map), **tile_map.params(),
+        "pattern_size": tile_map.pattern_size(), "periods": periods,
+        "balanced": periods is None or periods >= MIN_PERIODS,
         "bytes": doc["bytes"], "ratio": doc["ratio"],
         "memory_per_node_bytes": int(load["bytes"].max()),
         "busiest_node_traffic_bytes": int(node_traffic.max()),
@@ -67,7 +73,7 @@ def run(args):
         raise UsageError(f"--nb {args.nb} is larger than --n {args.n}")
     if args.memory_per_node <= 0:
         raise UsageError("--memory-per-node must be a positive number of bytes (e.g. 64e9)")
-    maps = candidate_maps(args.nodes)
+    maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
     progress = Progress("scoring maps", unit="maps", enabled=False if args.quiet else None)
     rows = []
     for k, tile_map in enumerate(maps):
@@ -75,7 +81,7 @@ def run(args):
         row["fits"] = row["memory_per_node_bytes"] <= args.memory_per_node
         rows.append(row)
         progress(k + 1, len(maps))
-    rows.sort(key=lambda r: (not r["fits"], r["estimate_s"], r["bytes"]))
+    rows.sort(key=lambda r: (not r["fits"], not r["balanced"], r["estimate_s"], r["bytes"]))
     fitting = [r for r in rows if r["fits"]]
     pick = fitting[0] if fitting else None
     why = explain(pick, rows, args)
@@ -88,14 +94,18 @@ def run(args):
     print(f"maps for up to {args.nodes} nodes, N = {args.n}, NB = {args.nb}, memory "
           f"{format_bytes(args.memory_per_node)} per node; estimate = compute + comm "
           f"with {args.node_gflops:g} GFlop/s and {format_bytes(args.node_bandwidth)}/s per node")
-    head = (f"{'map':<52} {'nodes':>5} {'bytes':>11} {'mem/node':>10} {'fits':>4} "
-            f"{'compute s':>10} {'comm s':>9} {'estimate s':>10}")
+    head = (f"{'map':<56} {'nodes':>5} {'bytes':>11} {'mem/node':>10} {'fits':>4} "
+            f"{'periods':>7} {'compute s':>10} {'comm s':>9} {'estimate s':>10}")
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['map']:<52} {r['nodes']:>5} {format_bytes(r['bytes']):>11} "
+        periods = "-" if r["periods"] is None else f"{r['periods']:.1f}"
+        if not r["balanced"]:
+            periods += "!"
+        print(f"{r['map']:<56} {r['nodes']:>5} {format_bytes(r['bytes']):>11} "
               f"{format_bytes(r['memory_per_node_bytes']):>10} {'yes' if r['fits'] else 'no':>4} "
-              f"{r['compute_s']:>10.1f} {r['comm_s']:>9.1f} {r['estimate_s']:>10.1f}")
+              f"{periods:>7} {r['compute_s']:>10.1f} {r['comm_s']:>9.1f} "
+              f"{r['estimate_s']:>10.1f}")
     print()
     print(why)
     return 0 if pick else 1
@@ -123,6 +133,17 @@ def explain(pick, rows, args):
                      f"about {pick['slices']}x the tile storage per node of a 2D map on the same nodes; "
                      f"with ample memory the "
                      f"SC22 rule of thumb is r = 2c")
+    nt = -(-args.n // args.nb)
+    coarse = [r for r in rows if not r["balanced"] and r["fits"]]
+    if coarse:
+        worst = ", ".join(f"{r['map']} (r = {r['pattern_size']}: {r['periods']:.1f} periods, "
+                          f"flops max/avg {r['flops_max_over_avg']:.2f})" for r in coarse[:3])
+        parts.append(f"{len(coarse)} map(s) have a pattern too large for NT = {nt} (fewer "
+                     f"than {MIN_PERIODS} periods, so the load cannot balance) and were "
+                     f"ranked after the balanced ones: {worst}"
+                     + (", ..." if len(coarse) > 3 else ""))
+        if not pick["balanced"]:
+            parts.append("no balanced map fits, so the pick is one of them")
     unfit = [r for r in rows if not r["fits"] and r["estimate_s"] < pick["estimate_s"]]
     if unfit:
         parts.append(f"{len(unfit)} map(s) with a smaller estimate do not fit in memory "

@@ -14,11 +14,13 @@ FAMILY_STYLE = {
     "2dbc": ("tab:blue", "s"),
     "sbc": ("tab:red", "o"),
     "sbc-basic": ("tab:orange", "D"),
+    "sym": ("tab:brown", "P"),
     "2dbc25d": ("tab:purple", "^"),
     "sbc25d": ("tab:green", "v"),
 }
 #: closed-form leading term of each family (S stored tiles)
 LEADING_TEXT = {"2dbc": "S(p+q-2)", "sbc": "S(r-2)", "sbc-basic": "S(r-1)",
+                "sym": "S(sum |C_p| / r - 1)",
                 "2dbc25d": "S(p+q-2) + S(c-1)", "sbc25d": "S(r-2 or r-1) + S(c-1)"}
 UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
 

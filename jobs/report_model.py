@@ -7,6 +7,8 @@ the bytes one tiled Cholesky of order N in NB x NB tiles moves under:
   marked ``degenerate`` (a 1 x P grid is a 1D map);
 - ``sbc``: extended SBC, P = r(r-1)/2;
 - ``sbc-basic``: basic SBC, P = r^2/2 (r even);
+- ``sym``: the symmetric map for P nodes and this NT (:func:`starchol.distributions.symmetric_map`),
+  which exists for every P >= 2;
 - ``2dbc25d`` and ``sbc25d``: 2 <= c <= P/c slices of P/c nodes each (a 2dbc slice on the most
   square grid of P/c; an SBC slice when P/c is an SBC count), with c either the slice
   count that moves the fewest bytes at that P ("best c", counted exactly among the c whose
@@ -20,12 +22,12 @@ import math
 
 import numpy as np
 
-from ..distributions import get_map, sbc_basic_r, sbc_extended_r, square_grid
+from ..distributions import Sliced25D, get_map, sbc_basic_r, sbc_extended_r, square_grid
 from ..linalg.volume import (DOUBLE_BYTES, leading_factor, stored_tiles, tile_extents,
                              transfer_pairs_bytes, transfer_pairs_tiles)
 
 #: the map families of the model report, in legend order
-FAMILIES = ("2dbc", "sbc", "sbc-basic", "2dbc25d", "sbc25d")
+FAMILIES = ("2dbc", "sbc", "sbc-basic", "sym", "2dbc25d", "sbc25d")
 
 #: "best c": only slice counts whose leading factor is within this of the least are counted
 BEST_C_MARGIN = 1.0
@@ -59,24 +61,12 @@ def _point(tile_map, n, nb, nt, cache, s_bytes):
 
 
 def _sliced_candidates(family, nodes):
-    """Slice counts c that fit ``nodes`` for a 2.5D family, with the map of each.
-
-    c runs over 2 <= c <= P / c: a slice has at least as many nodes as there are slices
-    (more slices multiply the memory per node for no gain in these ranges; the best c
-    grows like cbrt(P)).
-    """
-    out = []
-    for c in range(2, nodes // 2 + 1):
-        if c * c > nodes:
-            break
-        if nodes % c:
-            continue
-        per = nodes // c
-        if family == "2dbc25d":
-            out.append((c, get_map("2dbc25d", nodes, grid=square_grid(per), slices=c)))
-        elif sbc_extended_r(per) or sbc_basic_r(per):
-            out.append((c, get_map("sbc25d", nodes, slices=c)))
-    return out
+    """(c, map) for the slice counts 2 <= c <= sqrt(P) that divide P (see
+    :meth:`starchol.distributions.Sliced25D.candidates`): a slice has at least as many nodes
+    as there are slices (more slices multiply the memory per node for no gain in these
+    ranges; the best c grows like cbrt(P))."""
+    maps = Sliced25D.candidates(nodes, family, exact=True, max_c=math.isqrt(nodes))
+    return [(m.slices, m) for m in maps]
 
 
 def _near_best(cands, margin=BEST_C_MARGIN):
@@ -95,7 +85,7 @@ def _near_best(cands, margin=BEST_C_MARGIN):
 
 def series_names(slices):
     """Names of the series drawn for ``slices`` ("best" or a list of fixed c)."""
-    names = ["2dbc", "sbc", "sbc-basic"]
+    names = ["2dbc", "sbc", "sbc-basic", "sym"]
     for fam in ("2dbc25d", "sbc25d"):
         if slices == "best":
             names.append(f"{fam} (best c)")
@@ -135,6 +125,8 @@ def model_document(first, last, n, nb, slices="best", cache=True, progress=None)
         if sbc_basic_r(p):
             series["sbc-basic"].append(_point(get_map("sbc-basic", p), n, nb, nt, cache,
                                               s_bytes))
+        if p >= 2:
+            series["sym"].append(_point(get_map("sym", p, nt=nt), n, nb, nt, cache, s_bytes))
         for fam in ("2dbc25d", "sbc25d"):
             cands = _sliced_candidates(fam, p)
             if slices == "best":

@@ -14,13 +14,12 @@ import traceback
 
 import numpy as np
 
+from ..distributions import MAP_NAMES as MAPS
+from ..distributions import MAPS_25D
 from ..errors import StarcholError, UsageError
+from .options import build_map
 from .output import dumps, write_atomic
 from .progress import Progress
-
-MAPS_2D = ("2dbc", "sbc", "sbc-basic", "custom")
-MAPS_25D = ("sbc25d", "2dbc25d")
-MAPS = MAPS_2D + MAPS_25D
 
 
 def register(sub):
@@ -71,7 +70,6 @@ def register(sub):
 
 def validate(args, nranks):
     """Every check that needs no StarPU start; identical on all ranks. Returns the map."""
-    from ..distributions import get_map
     from ..linalg.matrices import parse_matrix_spec
     from ..linalg.tiled import check_sizes
     from ..runtime.session import DEFAULT_SCHEDULER, check_scheduler, check_workers
@@ -91,8 +89,8 @@ def validate(args, nranks):
         raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
                          f"not {args.dist}")
     try:
-        tile_map = get_map(args.dist, nranks, grid=args.grid, path=args.map_file,
-                           slices=args.slices or 1)
+        tile_map = build_map(args.dist, nranks, grid=args.grid, path=args.map_file,
+                             slices=args.slices or 1, nt=-(-args.n // args.nb))
     except UsageError as exc:
         raise UsageError(f"{exc} (the run has {nranks} MPI rank(s): one per map node; "
                          f"change mpirun -np or the map)") from None
@@ -170,7 +168,7 @@ def _run(args, comm, tile_map, spec):
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
                  cache=cache) as rt:
         nt = -(-args.n // args.nb)
-        sliced = tile_map.name in MAPS_25D
+        sliced = tile_map.slices > 1 or tile_map.name in MAPS_25D
         if sliced:
             from ..linalg.cholesky25d import composite_owners, factorize_sliced
 

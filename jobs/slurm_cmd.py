@@ -24,7 +24,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 
-from ..distributions import MAP_NAMES
+from ..distributions import MAP_NAMES, MAPS_25D
 from ..errors import UsageError
 from ..runtime.workers import installed_max_cpus, plan_ranks
 from .options import map_from_args, sizes_from_args
@@ -35,7 +35,6 @@ from .slurm_template import SCRIPT
 DEFAULT_SCHED = "prio"
 DEFAULT_TIME = "01:00:00"
 LAUNCHERS = ("srun", "mpirun")
-MAPS_25D = ("2dbc25d", "sbc25d")
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+):(\d{2}):(\d{2})$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")

@@ -23,8 +23,8 @@ def register(sub):
 
 
 def run(args):
-    tile_map = map_from_args(args)
     nt, n, nb = sizes_from_args(args)
+    tile_map = map_from_args(args, nt=nt)
     progress = None
     if nt >= PROGRESS_MIN_NT and not args.quiet:
         progress = Progress("counting transfers", unit="tile rows")

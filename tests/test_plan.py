@@ -12,8 +12,8 @@ def test_plan_lists_2d_and_25d_options_and_explains_the_pick(capsys):
     assert {"2dbc", "sbc", "sbc25d", "2dbc25d"} <= dists
     fitting = [r for r in d["rows"] if r["fits"]]
     assert d["pick"] == fitting[0]
-    est = [r["estimate_s"] for r in fitting]
-    assert est == sorted(est)
+    est = [(not r["balanced"], r["estimate_s"]) for r in fitting]
+    assert est == sorted(est)  # balanced maps first (NT holds >= 6 periods), then by estimate
     assert all(r["memory_per_node_bytes"] <= 2e9 for r in fitting)
     assert all(r["memory_per_node_bytes"] > 2e9 for r in d["rows"] if not r["fits"])
     assert d["explanation"].startswith("pick: " + d["pick"]["map"])
@@ -41,3 +41,17 @@ def test_plan_bad_input(capsys):
     assert main(["plan", "--nodes", "6", "--n", "1000", "--nb", "100",
                  "--memory-per-node", "-1"]) == 2
     assert "positive" in capsys.readouterr().err
+
+
+def test_plan_ranks_patterns_too_large_for_nt_last(capsys):
+    # NT = 40: pplane on 31 nodes has r = 31 (1.3 periods), too coarse to balance
+    assert main(["plan", "--nodes", "31", "--n", "20000", "--nb", "500",
+                 "--memory-per-node", "1e12", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    pp = next(r for r in d["rows"] if r["dist"] == "pplane")
+    assert pp["pattern_size"] == 31 and not pp["balanced"] and pp["periods"] < 6
+    assert d["pick"]["balanced"]
+    assert "pattern too large for NT = 40" in d["explanation"]
+    sym = next(r for r in d["rows"] if r["dist"] == "sym")
+    # sym keeps r <= max(NT / 6, the r an SBC of 31 nodes needs) = 9
+    assert sym["pattern_size"] <= 9
