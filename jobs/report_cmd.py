@@ -32,7 +32,8 @@ def register(sub):
                     "documents (node-pair byte heat maps, bytes per node, GFlop/s and bytes "
                     "by map), or with --model the predicted volume against node count of "
                     "every map family with the leading terms.")
-    p.add_argument("runs", nargs="*", metavar="RUN.json", help="run documents to report")
+    p.add_argument("runs", nargs="*", metavar="RUN.json",
+                   help="run documents to report (or trace folders of starchol run --trace)")
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="output folder (created if missing)")
     g = p.add_argument_group("model report (--model)")
@@ -160,7 +161,14 @@ def run_runs(args):
     from .report_markdown import run_markdown
     from .report_runs import file_stem, load_run
 
-    runs = [load_run(path) for path in args.runs]
+    from .report_trace import gantt_figure, load_trace, trace_markdown
+
+    # a trace folder of `starchol run --trace DIR` holds its run document, DIR/run.json
+    paths = [os.path.join(p, "run.json") if os.path.isdir(p) and
+             os.path.isfile(os.path.join(p, "run.json")) else p for p in args.runs]
+    runs = [load_run(path) for path in paths]
+    traces = [_trace_folder(run) for run in runs]
+    loaded = [load_trace(t) if t else None for t in traces]
     folder = prepare_output(args.output)
     sections = []
     for k, run in enumerate(runs, start=1):
@@ -181,6 +189,14 @@ def run_runs(args):
             figs.per_node_figure(run, os.path.join(folder, name))
             out.append((name, f"Bytes sent (left) and received (right) by each node, "
                               f"measured by StarPU-MPI beside the exact model: {run['label']}."))
+        if loaded[k - 1] is not None:
+            name = f"{stem}_gantt.png"
+            gantt_figure(loaded[k - 1], os.path.join(folder, name), run["label"])
+            out.append((name, "Execution trace: one row per StarPU CPU worker, grouped by "
+                              "rank (host), tasks coloured by kernel; grey lines are MPI "
+                              "transfers from the sending rank to the receiving one; right: "
+                              f"idle time of each worker. {run['label']}."))
+            run["report_extra"] = trace_markdown(loaded[k - 1], traces[k - 1])
         run["report_notes"] = notes
         sections.append(out)
     comparison = []  # drawn when at least two runs have the numbers
@@ -200,6 +216,19 @@ def run_runs(args):
     print(f"wrote {os.path.join(folder, 'report.md')} and {count} figure"
           f"{'s' if count != 1 else ''} for {len(runs)} run{'s' if len(runs) != 1 else ''}")
     return 0
+
+
+def _trace_folder(run):
+    """The trace folder of a run document (its ``trace.dir``, else the document's own
+    folder when the trace summary is there), or None for a run without --trace."""
+    trace = run.get("trace")
+    if not isinstance(trace, dict):
+        return None
+    for candidate in (trace.get("dir"), os.path.dirname(os.path.abspath(run["path"]))):
+        if candidate and os.path.isfile(os.path.join(candidate, "trace.json")):
+            return candidate
+    raise UsageError(f"{run['path']}: its trace folder {trace.get('dir')} has no trace.json "
+                     f"(moved or deleted?)")
 
 
 def _pairs_caption(run):

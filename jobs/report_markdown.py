@@ -168,6 +168,7 @@ def run_markdown(runs, sections, comparison, command):
         lines += figure_block(figs, number)
         number += len(figs)
         lines += _per_node_table(run)
+        lines += run.get("report_extra", [])
     lines += time_bytes_section(runs)
     if comparison:
         lines += ["## Comparison of the runs", ""]

@@ -9,6 +9,7 @@ work (same inputs, same verdict, so no rank waits for another). Rank 0 prints on
 summary and writes the JSON document; the bytes StarPU-MPI measured are compared with
 the exact model (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
 """
+import os
 import sys
 import traceback
 
@@ -53,6 +54,10 @@ def register(sub):
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy)")
     p.add_argument("--json", metavar="FILE", help="write the result document (rank 0)")
+    p.add_argument("--trace", metavar="DIR",
+                   help="record FxT execution traces of every rank in DIR and convert them "
+                        "(DIR/tasks.rec, paje.trace, trace.json; starchol report draws "
+                        "them). Needs the StarPU scripts/setup.sh builds")
     io = p.add_argument_group("HDF5 files")
     io.add_argument("--input", metavar="FILE.h5:/DATASET",
                     help="factor this symmetric matrix (float64/float32; lower triangle used; "
@@ -166,7 +171,7 @@ def _run(args, comm, tile_map, spec):
     rank = comm.Get_rank()
     cache = not args.no_cache
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
-                 cache=cache) as rt:
+                 cache=cache, trace=args.trace) as rt:
         nt = -(-args.n // args.nb)
         sliced = tile_map.slices > 1 or tile_map.name in MAPS_25D
         if sliced:
@@ -198,6 +203,11 @@ def _run(args, comm, tile_map, spec):
         measured = gather_bytes(rt, fac.bytes_sent)
         full = gather(rt, a) if args.gather else None
         info = rt.describe()
+    trace = None
+    if args.trace:
+        from ..runtime.traces import finish
+
+        trace = finish(comm, args.trace)
     if args.writer is not None:
         from .. import __version__
         from ..linalg.hdf5_io import now_iso
@@ -235,6 +245,10 @@ def _run(args, comm, tile_map, spec):
                     "workers_per_rank": info["workers_per_rank"],
                     "starpu_version": info["starpu_version"]},
     }
+    if trace is not None:
+        doc["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
+                        "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
+                        "comm_bytes": trace["comm_bytes"]}
     if full is not None:
         np.save(args.gather, full)
     print(summary(doc))
@@ -242,6 +256,8 @@ def _run(args, comm, tile_map, spec):
         print(f"  factor L written to {args.output}")
     if args.json:
         write_atomic(args.json, dumps(doc) + "\n")
+    if trace is not None:  # the trace folder is a complete record for `starchol report DIR`
+        write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")
     return 0
 
 

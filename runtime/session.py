@@ -121,6 +121,19 @@ def perf_model_dir():
     return os.path.join(home, ".starpu", "sampling")
 
 
+def _has_accelerators():
+    """Whether the loaded StarPU is built with CUDA or OpenCL (True when unknown)."""
+    try:
+        from .starpu_build import describe
+
+        config = describe()["config"]
+    except Exception:  # pragma: no cover - no compiled layer or no header
+        return True
+    if not config:
+        return True
+    return "STARPU_USE_CUDA" in config or "STARPU_USE_OPENCL" in config
+
+
 def bus_calibrated(folder=None):
     """True if the bus calibration files of this host are all present (non-empty)."""
     import socket
@@ -128,10 +141,12 @@ def bus_calibrated(folder=None):
     bus = os.path.join(folder or perf_model_dir(), "bus")
     host = os.environ.get("STARPU_HOSTNAME") or socket.gethostname()
     names = {host, host.split(".")[0]}
+    exts = ["config", "latency", "bandwidth"]
+    if _has_accelerators():  # StarPU writes the affinity file only for CUDA / OpenCL
+        exts.append("affinity")
     for name in names:
         if all(os.path.getsize(f) > 0 if os.path.isfile(f) else False
-               for f in (os.path.join(bus, f"{name}.{ext}")
-                         for ext in ("config", "affinity", "latency", "bandwidth"))):
+               for f in (os.path.join(bus, f"{name}.{ext}") for ext in exts)):
             return True
     return False
 
@@ -146,7 +161,8 @@ class bus_calibration_lock:
     samplings and checks the calibration under it: when complete, the lock is released
     at once (starts stay parallel); otherwise it is held until StarPU has started, so
     the next process finds complete files. ``starpu_mpi_init_conf`` has no collective
-    call, so holding the lock across it cannot deadlock; after
+    call without FxT, so holding the lock across it cannot deadlock (a traced start has
+    a barrier: :mod:`starchol.runtime.traces` calibrates the bus beforehand); after
     :data:`CALIBRATION_LOCK_TIMEOUT` seconds a rank starts anyway (with a warning).
     """
 
@@ -210,12 +226,14 @@ class Session:
         scheduler: a StarPU scheduling policy name (default ``prio``).
         stats: count the bytes StarPU-MPI sends (``STARPU_COMM_STATS=1``).
         cache: StarPU-MPI's receive cache (one transfer per tile version and node).
+        trace: a folder for FxT execution traces (needs a StarPU built with FxT); after
+            the session, :func:`starchol.runtime.traces.finish` converts them.
     """
 
     _live = None  # the started session of this process
 
     def __init__(self, comm=None, workers=None, scheduler=DEFAULT_SCHEDULER, stats=False,
-                 cache=True):
+                 cache=True, trace=None):
         MPI = _mpi()
         self._backend = _backend()
         self.user_comm = MPI.COMM_WORLD if comm is None else comm
@@ -223,6 +241,11 @@ class Session:
         self.workers = None if workers is None else check_workers(workers)
         self.stats = bool(stats)
         self.cache = bool(cache)
+        self.trace = trace
+        if trace is not None:
+            from .traces import check_supported
+
+            check_supported()
         self.comm = None          # duplicate for the session's own collectives
         self._starpu_comm = None  # duplicate handed to StarPU-MPI
         self._handles = weakref.WeakSet()
@@ -274,7 +297,12 @@ class Session:
         env["STARPU_MPI_CACHE"] = "1" if self.cache else "0"
         env.setdefault("STARPU_SILENT", "1")
         # a StarPU 1.3 built with FxT records traces unless told not to: only on request
-        env.setdefault("STARPU_FXT_TRACE", "0")
+        if self.trace is not None:
+            from .traces import prepare
+
+            self.trace = prepare(self.trace, self.user_comm.Get_rank())
+        else:
+            env["STARPU_FXT_TRACE"] = "0"
         env.setdefault("STARPU_MPI_NOBIND", "1")
         if local_ranks > 1:
             env.setdefault("STARPU_WORKERS_NOBIND", "1")

@@ -1,0 +1,134 @@
+"""The execution-trace part of ``starchol report``: a Gantt chart and its tables.
+
+Reads ``trace.json`` (written by ``starchol run --trace DIR``, see
+:mod:`starchol.runtime.traces`) and draws one row per StarPU CPU worker, grouped by rank
+and host, tasks coloured by kernel, the MPI communications as lines from the sending
+rank to the receiving one, and the idle time of each worker beside it. Times are in
+milliseconds from the first task's start.
+"""
+import json
+import os
+
+from ..errors import UsageError
+
+#: kernel colours (others get the next colours of matplotlib's tab10)
+KERNEL_COLORS = {"potrf": "#d62728", "trsm": "#1f77b4", "syrk": "#2ca02c", "gemm": "#ff7f0e",
+                 "add": "#9467bd", "tril": "#8c564b"}
+
+
+def load_trace(folder):
+    """The ``trace.json`` of a trace folder, checked (UsageError naming the file)."""
+    path = os.path.join(folder, "trace.json")
+    try:
+        with open(path) as f:
+            trace = json.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no trace summary (made by `starchol run --trace "
+                         f"{folder}`)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot read the trace summary ({exc})") from None
+    for key in ("tasks", "workers", "comms", "kernels", "span_ms"):
+        if key not in trace:
+            raise UsageError(f"{path}: missing key {key!r} (not a starchol trace summary)")
+    return trace
+
+
+def _colors(kernels):
+    import matplotlib
+
+    extra = iter(matplotlib.colormaps["tab10"].colors)
+    out = {}
+    for k in sorted(kernels):
+        out[k] = KERNEL_COLORS.get(k) or next(extra)
+    return out
+
+
+def gantt_figure(trace, path, title):
+    """Draw the Gantt chart with the idle time per worker beside it; save a PNG."""
+    from .report_figures import _pyplot, save_png
+
+    plt = _pyplot()
+    workers = [(w["rank"], w["worker"]) for w in trace["workers"]]
+    row = {w: i for i, w in enumerate(workers)}
+    hosts = {int(r): h for r, h in trace.get("hosts", {}).items()}
+    n = max(1, len(workers))
+    height = min(14.0, 2.0 + 0.32 * n)
+    fig, (ax, axi) = plt.subplots(1, 2, figsize=(12.5, height), sharey=True,
+                                  gridspec_kw={"width_ratios": [5, 1]})
+    colors = _colors(trace["kernels"])
+    by_row_kernel = {}
+    for kernel, rank, worker, start, end in trace["tasks"]:
+        by_row_kernel.setdefault((row[(rank, worker)], kernel), []).append((start, end - start))
+    for (r, kernel), bars in by_row_kernel.items():
+        ax.broken_barh(bars, (r - 0.4, 0.8), facecolors=colors[kernel], edgecolor="none")
+    # ranks: a band per rank, its rows together
+    first_row = {}
+    for i, (rank, _) in enumerate(workers):
+        first_row.setdefault(rank, []).append(i)
+    for k, (rank, rows) in enumerate(sorted(first_row.items())):
+        if k % 2:
+            ax.axhspan(min(rows) - 0.5, max(rows) + 0.5, color="0.93", zorder=0)
+    centre = {rank: (min(rows) + max(rows)) / 2 for rank, rows in first_row.items()}
+    for src, dst, start, end, _ in trace["comms"]:
+        if src in centre and dst in centre:
+            ax.plot([start, end], [centre[src], centre[dst]], color="black", lw=0.6,
+                    alpha=0.35, zorder=3)
+    labels = [f"{hosts.get(r, '') + ' ' if hosts.get(r) else ''}rank {r} w{w}"
+              for r, w in workers]
+    ax.set_yticks(range(n))
+    ax.set_yticklabels(labels, fontsize=8 if n < 40 else 5)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xlim(0, max(trace["span_ms"], 1e-3))
+    ax.set_xlabel("time (ms from the first task)")
+    ax.set_title(title, fontsize=10)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in sorted(colors)]
+    names = [f"{k} ({trace['kernels'][k]})" for k in sorted(colors)]
+    if trace["comms"]:
+        handles.append(plt.Line2D([0], [0], color="black", lw=0.8, alpha=0.5))
+        names.append(f"MPI transfer ({len(trace['comms'])})")
+    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.08 * 8 / height),
+              ncol=min(6, len(names)), fontsize=8, frameon=False)
+    span = max(trace["span_ms"], 1e-9)
+    idle = [100.0 * w["idle_ms"] / span for w in trace["workers"]]
+    axi.barh(range(n), idle, color="0.55")
+    axi.set_xlim(0, 100)
+    axi.set_xlabel("idle (% of span)")
+    for i, v in enumerate(idle):
+        if n <= 40:
+            axi.text(min(v + 2, 70), i, f"{v:.0f}%", va="center", fontsize=7)
+    fig.tight_layout()
+    return save_png(fig, path)
+
+
+def trace_markdown(trace, folder):
+    """Markdown lines: tasks per kernel, idle time per worker, communications."""
+    from .report_markdown import table
+
+    lines = [f"Execution trace from `{folder}` (StarPU FxT, converted by starpu_fxt_tool): "
+             f"{len(trace['tasks'])} tasks on {len(trace['workers'])} worker(s) of "
+             f"{trace.get('ranks', '?')} rank(s) in {trace['span_ms']:.1f} ms.", ""]
+    lines.append(table(["kernel", "tasks"], [[k, v] for k, v in sorted(trace["kernels"].items())]))
+    lines.append("")
+    span = max(trace["span_ms"], 1e-9)
+    rows = [[w["rank"], w.get("host", ""), w["worker"], f"{w['busy_ms']:.1f}",
+             f"{w['idle_ms']:.1f}", f"{100 * w['idle_ms'] / span:.0f}%"]
+            for w in trace["workers"]]
+    lines.append(table(["rank", "host", "worker", "busy (ms)", "idle (ms)", "idle"], rows))
+    lines.append("")
+    if trace["comms"]:
+        pairs = {}
+        for src, dst, start, end, size in trace["comms"]:
+            p = pairs.setdefault((src, dst), [0, 0, 0.0])
+            p[0] += 1
+            p[1] += size
+            p[2] += end - start
+        rows = [[s, d, c, b, f"{t / c:.2f}"] for (s, d), (c, b, t) in sorted(pairs.items())]
+        lines.append(f"MPI communications: {len(trace['comms'])} transfers, "
+                     f"{trace.get('comm_bytes', 0)} bytes in all.")
+        lines.append("")
+        lines.append(table(["from rank", "to rank", "transfers", "bytes",
+                            "mean time (ms)"], rows))
+        lines.append("")
+    else:
+        lines += ["No MPI communications in the trace.", ""]
+    return lines

@@ -1,0 +1,70 @@
+"""Execution traces end to end: `starchol run --trace` on 4 ranks, then `starchol report`."""
+import json
+import os
+
+import pytest
+
+from starchol.cli import main
+
+pytest.importorskip("starchol.runtime._starpu", reason="runtime layer not built")
+pytestmark = pytest.mark.mpi
+
+
+def _fxt_built():
+    from starchol.runtime import starpu_build
+
+    return "STARPU_USE_FXT" in starpu_build.describe()["config"]
+
+
+needs_fxt = pytest.mark.skipif(not _fxt_built(), reason="this StarPU has no FxT "
+                               "(STARCHOL_STARPU=system); scripts/setup.sh builds one")
+
+
+def graph_counts(nt):
+    """Tasks of the tiled right-looking Cholesky per kernel."""
+    return {"potrf": nt, "trsm": nt * (nt - 1) // 2, "syrk": nt * (nt - 1) // 2,
+            "gemm": nt * (nt - 1) * (nt - 2) // 6}
+
+
+@needs_fxt
+def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
+    trace_dir = tmp_path / "t"
+    p = mpirun(4, "run", "--dist", "2dbc", "--grid", "2x2", "--n", "1024", "--nb", "128",
+               "--trace", trace_dir, "--json", tmp_path / "r.json", "--quiet", timeout=240)
+    assert p.rank_exits == [0] * 4, p.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    trace = json.loads((trace_dir / "trace.json").read_text())
+    nt = 8
+    # every task of the graph is in the trace, once, and nothing else
+    assert trace["kernels"] == graph_counts(nt) == doc["trace"]["kernels"]
+    assert len(trace["tasks"]) == sum(graph_counts(nt).values())
+    assert {w["rank"] for w in trace["workers"]} == {0, 1, 2, 3}
+    assert all(0 <= t[3] <= t[4] <= trace["span_ms"] + 1e-3 for t in trace["tasks"])
+    # the traced transfers are the measured bytes, which are still the model's
+    assert doc["match"] is True
+    assert trace["comm_bytes"] == doc["bytes_measured_total"] == doc["bytes_predicted_total"]
+    for w in trace["workers"]:
+        assert w["busy_ms"] + w["idle_ms"] == pytest.approx(trace["span_ms"])
+    for name in ("tasks.rec", "paje.trace", "run.json"):
+        assert (trace_dir / name).is_file(), name
+    # the report draws the Gantt chart from the trace folder
+    out = tmp_path / "out"
+    assert main(["report", str(trace_dir), "-o", str(out)]) == 0, capsys.readouterr().err
+    png = next(out.glob("*_gantt.png"))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10000
+    md = (out / "report.md").read_text()
+    assert png.name in md and "idle (ms)" in md and "MPI communications" in md
+    assert "| gemm | 56 |" in md
+
+
+def test_run_without_trace_records_nothing(mpirun, tmp_path):
+    """A StarPU 1.3 built with FxT traces by default: a run without --trace must not."""
+    prefix = tmp_path / "fxt"
+    prefix.mkdir()
+    os.environ["STARPU_FXT_PREFIX"] = str(prefix) + os.sep
+    try:
+        p = mpirun(2, "run", "--dist", "2dbc", "--n", "256", "--nb", "64", "--quiet")
+    finally:
+        del os.environ["STARPU_FXT_PREFIX"]
+    assert p.rank_exits == [0, 0], p.stderr
+    assert list(prefix.iterdir()) == []
