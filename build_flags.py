@@ -289,7 +289,60 @@ def runtime_extensions():
         extra_link_args=lx,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
-    return cythonize([ext], language_level=3, include_path=[os.path.join(HERE, "pyx")])
+    return cythonize([ext, gpu_extension(inc, libdirs, libnames, ccx, lx)], language_level=3,
+                     include_path=[os.path.join(HERE, "pyx")])
+
+
+# -- the GPU/scheduler layer (starchol.runtime._gpu) ---------------------------------------
+def starpu_has_cuda(include_dirs):
+    """True when the ``starpu_config.h`` in ``include_dirs`` defines STARPU_USE_CUDA."""
+    for d in include_dirs:
+        path = os.path.join(d, "starpu_config.h")
+        if os.path.isfile(path):
+            with open(path) as f:
+                return any(line.split()[:2] == ["#define", "STARPU_USE_CUDA"] for line in f)
+    return False
+
+
+def cuda_gpu_paths():
+    """``(include_dirs, library_dirs)`` of CUDA + cuBLAS + cuSOLVER for the GPU layer:
+    ``$CUDA_HOME`` (e.g. the folder scripts/cuda-home.sh assembles from NVIDIA's wheels),
+    else ``/usr/local/cuda``. BuildConfigError when cuBLAS or cuSOLVER is missing."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    inc = [os.path.join(home, "include")]
+    libs = [d for d in (os.path.join(home, "lib64"), os.path.join(home, "lib"))
+            if os.path.isdir(d)]
+    for header in ("cublas_v2.h", "cusolverDn.h", "cuda_runtime.h"):
+        if not os.path.isfile(os.path.join(inc[0], header)):
+            raise BuildConfigError(
+                f"StarPU has CUDA but {header} is not in {inc[0]}; set CUDA_HOME to a CUDA "
+                f"folder with cuBLAS and cuSOLVER (bash scripts/cuda-home.sh DIR assembles "
+                f"one from the toolkit and NVIDIA's pip wheels), or STARCHOL_GPU_CUDA=0")
+    return inc, libs
+
+
+def gpu_extension(inc, libdirs, libnames, ccx, lx):
+    """``starchol.runtime._gpu`` (gpu/_gpu.pyx + gpu/starchol_gpu.c): HeteroPrio set-up,
+    performance models and per-kernel counts always; the CUDA kernels (cuBLAS, cuSOLVER)
+    when the StarPU it compiles against has CUDA, unless ``STARCHOL_GPU_CUDA=0``."""
+    from setuptools import Extension
+
+    inc, libdirs, libnames = list(inc), list(libdirs), list(libnames)
+    ccx, lx, macros = list(ccx), list(lx), []
+    if starpu_has_cuda(inc) and os.environ.get("STARCHOL_GPU_CUDA") != "0":
+        cinc, clibs = cuda_gpu_paths()
+        inc += cinc
+        libdirs += clibs
+        libnames += ["cusolver", "cublas", "cudart"]
+        lx += [f"-Wl,-rpath,{d}" for d in clibs]
+    else:
+        macros.append(("STARCHOL_NO_CUDA", "1"))
+    return Extension(
+        "starchol.runtime._gpu",
+        sources=[os.path.join("gpu", "_gpu.pyx"), os.path.join("gpu", "starchol_gpu.c")],
+        include_dirs=[os.path.join(HERE, "gpu")] + inc,
+        library_dirs=libdirs, libraries=libnames,
+        extra_compile_args=ccx + ["-O2"], extra_link_args=lx, define_macros=macros)
 
 
 def _main(argv):

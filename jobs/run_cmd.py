@@ -2,7 +2,8 @@
 2.5D with ``--slices C``: :mod:`starchol.linalg.cholesky25d`).
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
-        [--matrix spd|indefinite:J] [--check] [--sched NAME] [--workers K] [--json FILE]
+        [--matrix spd|indefinite:J] [--check] [--sched NAME] [--workers K] [--gpus K]
+        [--json FILE]
 
 Without mpirun it is a 1-rank job. Every input is checked on every rank before any
 work (same inputs, same verdict, so no rank waits for another). Rank 0 prints one
@@ -46,9 +47,13 @@ def register(sub):
     p.add_argument("--check", action="store_true",
                    help="compute ||A - L L^T||_F / ||A||_F (distributed)")
     p.add_argument("--sched", default=None, metavar="NAME",
-                   help="StarPU scheduler (default prio)")
+                   help="StarPU scheduler (default prio); with GPUs: dmdas or heteroprio "
+                        "(docs/gpu.md)")
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="CPU workers per rank (default: the node's cores / ranks on it)")
+    p.add_argument("--gpus", type=int, default=None, metavar="K",
+                   help="CUDA workers per rank (default: every GPU the rank sees; 0 for "
+                        "none)")
     p.add_argument("--no-cache", action="store_true",
                    help="disable StarPU-MPI's receive cache (one transfer per task operand)")
     p.add_argument("--gather", metavar="FILE",
@@ -84,6 +89,8 @@ def validate(args, nranks):
     args.sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     if args.workers is not None:
         check_workers(args.workers)
+    from ..runtime.gpu import check_gpus
+    check_gpus(args.gpus)
     if args.dist == "custom" and not args.map_file:
         raise UsageError("--dist custom needs --map-file FILE")
     if args.map_file and args.dist != "custom":
@@ -171,7 +178,7 @@ def _run(args, comm, tile_map, spec):
     rank = comm.Get_rank()
     cache = not args.no_cache
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
-                 cache=cache, trace=args.trace) as rt:
+                 cache=cache, trace=args.trace, gpus=args.gpus) as rt:
         nt = -(-args.n // args.nb)
         sliced = tile_map.slices > 1 or tile_map.name in MAPS_25D
         if sliced:
@@ -191,6 +198,9 @@ def _run(args, comm, tile_map, spec):
             a = TiledMatrix.generate(spec, args.n, args.nb, owners, rt.rank, args.seed)
             input_info = None
         orig = a.copy() if args.check else None
+        rt.pin_tiles(a.tiles.values())   # GPUs: page-locked host tiles (async copies)
+        rt.kernel_counts()               # count the factorization's tasks only
+        rt.device_bytes()
         progress = None
         if rank == 0 and not args.quiet:
             progress = Progress(f"rank 0 tasks ({rt.size} ranks)", unit="tasks")
@@ -199,6 +209,8 @@ def _run(args, comm, tile_map, spec):
         else:
             fac = factorize(rt, a, keep=args.check, progress=progress)
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)
+        kernels = comm.gather(rt.kernel_counts(), root=0)
+        device_bytes = comm.gather(rt.device_bytes(), root=0)
         res = residual(rt, fac, orig) if args.check else None
         measured = gather_bytes(rt, fac.bytes_sent)
         full = gather(rt, a) if args.gather else None
@@ -243,7 +255,13 @@ def _run(args, comm, tile_map, spec):
                            "StarPU 1.3 has no cheap peak of its own allocations"},
         "runtime": {"scheduler": info["scheduler"],
                     "workers_per_rank": info["workers_per_rank"],
-                    "starpu_version": info["starpu_version"]},
+                    "gpus_per_rank": info.get("gpus_per_rank", 0),
+                    "starpu_version": info["starpu_version"],
+                    **({"heteroprio": info["heteroprio"]} if info.get("heteroprio") else {})},
+        "kernels": _kernel_table(kernels),
+        "kernels_per_rank": kernels,
+        "device_bytes_per_rank": device_bytes,
+        "device_bytes": {k: int(sum(d[k] for d in device_bytes)) for k in device_bytes[0]},
     }
     if trace is not None:
         doc["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
@@ -276,7 +294,33 @@ def summary(doc):
         f"{doc['bytes_measured_total']}, predicted {doc['bytes_predicted_total']}, "
         f"per-pair match: {'yes' if doc['match'] else 'NO'}",
         *_memory_lines(doc),
+        *_kernel_lines(doc),
     ])
+
+
+def _kernel_table(per_rank):
+    """Sum the ranks' ``{kernel: {"cpu": n, "cuda": m}}`` tables."""
+    out = {}
+    for table in per_rank:
+        for name, row in table.items():
+            acc = out.setdefault(name, {"cpu": 0, "cuda": 0})
+            for kind, n in row.items():
+                acc[kind] = acc.get(kind, 0) + int(n)
+    return dict(sorted(out.items()))
+
+
+def _kernel_lines(doc):
+    table = doc.get("kernels") or {}
+    if not table:
+        return []
+    parts = ", ".join(f"{k} {v['cpu']}/{v['cuda']}" for k, v in table.items())
+    dev = doc.get("device_bytes") or {}
+    lines = [f"  tasks per kernel (CPU/GPU workers): {parts}"]
+    if doc["runtime"].get("gpus_per_rank"):
+        lines.append(f"  host<->GPU copies (not network bytes): host->device "
+                     f"{dev.get('host_to_device', 0)}, device->host "
+                     f"{dev.get('device_to_host', 0)} bytes")
+    return lines
 
 
 def _peak_rss_bytes():

@@ -80,9 +80,14 @@ def was_started():
     return _ever_started
 
 
-def init(uintptr_t comm_handle, int ncpus, str sched):
+def init(uintptr_t comm_handle, int ncpus, str sched, int ncuda=0, uintptr_t policy=0,
+         uintptr_t policy_init=0):
     """Start StarPU and StarPU-MPI on the communicator whose handle is ``comm_handle``.
 
+    ``ncuda`` CUDA workers (0: none; StarPU without CUDA ignores it). ``policy`` and
+    ``policy_init``, when non-zero, are the addresses of a ``struct starpu_sched_policy``
+    and its init callback (starchol's heteroprio, see :mod:`starchol.runtime.gpu`); they
+    replace the policy named ``sched``.
     MPI must already be initialised (by mpi4py). Returns StarPU's status.
     Collective over the communicator.
     """
@@ -95,11 +100,14 @@ def init(uintptr_t comm_handle, int ncpus, str sched):
     if rc != 0:
         return rc
     _conf.ncpus = ncpus
-    _conf.ncuda = 0
+    _conf.ncuda = ncuda
     _conf.nopencl = 0
     _conf.nmic = 0
     _conf.nmpi_ms = 0
     _conf.sched_policy_name = _sched_name
+    if policy != 0:
+        _conf.sched_policy_name = NULL
+        STARCHOL_CONF_SET_SCHED(&_conf, <void *>policy, <void *>policy_init)
     _conf.precedence_over_environment_variables = 1
     _comm = <MPI_Comm>comm_handle
     with nogil:
@@ -354,6 +362,15 @@ _codelet(&cl_gemm0, k_gemm0, 3, b"gemm0")
 _codelet(&cl_add, k_add, 2, b"add")
 cl_syrk0.modes[1] = STARPU_W
 cl_gemm0.modes[2] = STARPU_W
+
+
+def codelet_addresses():
+    """``{name: address}`` of every codelet, for starchol.runtime._gpu (CUDA variants,
+    performance models, per-worker task counts); kernels are float64 (precision "d")."""
+    return {"potrf": <uintptr_t>&cl_potrf, "trsm": <uintptr_t>&cl_trsm,
+            "syrk": <uintptr_t>&cl_syrk, "gemm": <uintptr_t>&cl_gemm,
+            "tril": <uintptr_t>&cl_tril, "syrk0": <uintptr_t>&cl_syrk0,
+            "gemm0": <uintptr_t>&cl_gemm0, "add": <uintptr_t>&cl_add}
 
 
 # ---------------------------------------------------------------------------

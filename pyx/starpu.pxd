@@ -26,6 +26,23 @@ cdef extern from "starpu.h" nogil:
         int catch_signals
 
     int starpu_conf_init(starpu_conf *conf)
+
+# starpu_conf's scheduler policy and its init callback (renamed sched_policy_callback in 1.4)
+cdef extern from *:
+    """
+    #if STARPU_MAJOR_VERSION > 1 || (STARPU_MAJOR_VERSION == 1 && STARPU_MINOR_VERSION >= 4)
+    #define STARCHOL_CONF_SET_SCHED(conf, pol, cb) do { \\
+        (conf)->sched_policy = (struct starpu_sched_policy *)(pol); \\
+        (conf)->sched_policy_callback = (void (*)(unsigned))(cb); } while (0)
+    #else
+    #define STARCHOL_CONF_SET_SCHED(conf, pol, cb) do { \\
+        (conf)->sched_policy = (struct starpu_sched_policy *)(pol); \\
+        (conf)->sched_policy_init = (void (*)(unsigned))(cb); } while (0)
+    #endif
+    """
+    void STARCHOL_CONF_SET_SCHED(starpu_conf *conf, void *policy, void *init) nogil
+
+cdef extern from "starpu.h" nogil:
     int starpu_init(starpu_conf *conf)
     int starpu_is_initialized()
     void starpu_shutdown()

@@ -228,12 +228,14 @@ class Session:
         cache: StarPU-MPI's receive cache (one transfer per tile version and node).
         trace: a folder for FxT execution traces (needs a StarPU built with FxT); after
             the session, :func:`starchol.runtime.traces.finish` converts them.
+        gpus: CUDA workers on this rank (default: every GPU it sees; 0 without CUDA
+            support). GPU codelets, models and heteroprio: :mod:`starchol.runtime.gpu`.
     """
 
     _live = None  # the started session of this process
 
     def __init__(self, comm=None, workers=None, scheduler=DEFAULT_SCHEDULER, stats=False,
-                 cache=True, trace=None):
+                 cache=True, trace=None, gpus=None):
         MPI = _mpi()
         self._backend = _backend()
         self.user_comm = MPI.COMM_WORLD if comm is None else comm
@@ -246,6 +248,8 @@ class Session:
             from .traces import check_supported
 
             check_supported()
+        self.gpus = gpus
+        self.gpu_plan = None
         self.comm = None          # duplicate for the session's own collectives
         self._starpu_comm = None  # duplicate handed to StarPU-MPI
         self._handles = weakref.WeakSet()
@@ -310,8 +314,10 @@ class Session:
         self.comm = self.user_comm.Dup()
         self._starpu_comm = self.user_comm.Dup()
         handle = self._starpu_comm.handle
+        from . import gpu
+        self.gpu_plan, extra = gpu.plan(self._backend, self.scheduler, self.gpus)
         with bus_calibration_lock():
-            code = self._backend.init(handle, self.workers, self.scheduler)
+            code = self._backend.init(handle, self.workers, self.scheduler, **extra)
         if code:
             self._free_comms()
             self._restore_blas()
@@ -319,6 +325,8 @@ class Session:
         self.started = True
         Session._live = self
         atexit.register(self.shutdown)
+        # per-worker cuBLAS/cuSOLVER handles: runs on the CUDA workers, so before the pause
+        gpu.after_start(self._backend, self.gpu_plan)
         # idle StarPU workers poll for tasks; keep them asleep between computations
         self._backend.pause()
         self._active = 0
@@ -344,6 +352,9 @@ class Session:
             self._backend.wait_tasks()
             for h in list(self._handles):
                 h.unregister()
+            if self.gpu_plan is not None:
+                from . import gpu
+                gpu.before_shutdown(self._backend, self.gpu_plan)
             quiet = self.stats and os.environ.get("STARCHOL_SHOW_COMM_STATS") != "1"
             check(self._backend.shutdown(quiet), "starpu_mpi_shutdown")
         finally:
@@ -398,8 +409,41 @@ class Session:
 
     def describe(self):
         """Runtime facts for reports."""
-        return {"scheduler": self.scheduler, "workers_per_rank": self.workers,
-                "starpu_version": self.version, "cache": self.cache, "stats": self.stats}
+        out = {"scheduler": self.scheduler, "workers_per_rank": self.workers,
+               "starpu_version": self.version, "cache": self.cache, "stats": self.stats}
+        p = self.gpu_plan
+        if p is not None:
+            out["gpus_per_rank"] = p.ncuda
+            out["cuda_codelets"] = list(p.cuda_codelets)
+            out["perf_models"] = p.models
+            if p.heteroprio:
+                out["heteroprio"] = p.heteroprio
+        return out
+
+    # -- GPUs and per-kernel placement ------------------------------------------
+    def pin_tiles(self, tiles):
+        """Page-lock host tiles (numpy arrays) for asynchronous copies to the GPUs; a
+        no-op without CUDA workers. They stay pinned until shutdown. Returns how many."""
+        self._require()
+        from . import gpu
+        return gpu.pin_tiles(self.gpu_plan, tiles)
+
+    def kernel_counts(self, reset=True):
+        """``{kernel: {"cpu": n, "cuda": m}}`` tasks this rank ran (since start or the last
+        reset), per kernel and kind of worker."""
+        self._require()
+        from . import gpu
+        out = gpu.kernel_counts(self._backend)
+        if reset:
+            gpu.reset_counts(self._backend)
+        return out
+
+    def device_bytes(self):
+        """Bytes StarPU copied between this rank's host and device memories since the last
+        call (not network bytes): ``host_to_device``, ``device_to_host``, ``device_to_device``."""
+        self._require()
+        from . import gpu
+        return gpu.bus_bytes()
 
     # -- data and tasks --------------------------------------------------------
     def register_tiles(self, owners, tiles, rows, stored=None, lazy=False):

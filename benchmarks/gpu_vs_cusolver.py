@@ -1,0 +1,149 @@
+"""starchol on one GPU (+ CPU workers) against cuSOLVER's dpotrf on the same GPU.
+
+    python benchmarks/gpu_vs_cusolver.py --n 32768 49152 --nb 1024 2048 --repeat 3 \
+        --sched dmdas --json out.json [--cupy] [--residual-n 32768]
+
+One rank, one process (StarPU starts once per process: run it again for another
+scheduler). For each N:
+
+- cuSOLVER (with ``--cupy``): ``cupy.linalg.cholesky`` on the matrix already on the GPU
+  (no transfer counted), median of ``--repeat`` timed runs after one warm-up;
+- starchol: the matrix starts in host memory (tiles page-locked once, before timing);
+  each timed run copies the pristine tiles back, then times registration, the task
+  graph and the unregistration that brings the factor back to host memory, so the
+  host<->GPU copies count against starchol. Median of ``--repeat`` after one warm-up
+  (which also calibrates the performance models). With several ``--nb``, the first N
+  picks the fastest NB (one run each) and the others use it.
+
+The ratio is cuSOLVER time / starchol time (>= 1: starchol faster). With
+``--residual-n``, one more run at that N keeps the factor and computes
+||A - L L^T||_F / ||A||_F. Also reported: tasks per kernel on CPU and GPU workers and
+the host<->device bytes of the last run. Same matrix generator as ``starchol run``.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def _cupy_chol(n, seed, repeat):
+    import cupy as cp
+
+    from starchol.linalg import matrices
+
+    spec = matrices.MatrixSpec("spd")
+    host = matrices.dense(spec, n, seed)
+    a = cp.asarray(host)
+    del host
+    times = []
+    for r in range(repeat + 1):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        L = cp.linalg.cholesky(a)
+        cp.cuda.Device().synchronize()
+        if r:
+            times.append(time.perf_counter() - t0)
+        del L
+    del a
+    cp.get_default_memory_pool().free_all_blocks()
+    return times
+
+
+def _starchol_runs(rt, n, nb, seed, repeat, residual=False):
+    from starchol.linalg.cholesky import factorize, residual as llt_residual
+    from starchol.linalg.matrices import MatrixSpec
+    from starchol.linalg.tiled import TiledMatrix
+
+    nt = -(-n // nb)
+    owners = np.zeros((nt, nt), dtype=np.int64)
+    a = TiledMatrix.generate(MatrixSpec("spd"), n, nb, owners, 0, seed)
+    pristine = a.copy()
+    t0 = time.perf_counter()
+    pinned = rt.pin_tiles(a.tiles.values())
+    pin_s = time.perf_counter() - t0
+    times, last = [], {}
+    for r in range(repeat + 1):
+        for k, t in pristine.tiles.items():
+            np.copyto(a.tiles[k], t)
+        rt.kernel_counts()
+        rt.device_bytes()
+        keep = residual and r == repeat
+        t0 = time.perf_counter()
+        fac = factorize(rt, a, keep=True)
+        if not keep:
+            fac.handles.unregister()
+        elapsed = time.perf_counter() - t0
+        if r:
+            times.append(elapsed)
+        last = {"kernels": rt.kernel_counts(), "device_bytes": rt.device_bytes()}
+    res = None
+    if residual:
+        orig = pristine.copy()
+        res = llt_residual(rt, fac, orig)
+    return times, {"pinned_tiles": pinned, "pin_s": pin_s, "residual": res, **last}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", required=True)
+    ap.add_argument("--nb", type=int, nargs="+", default=[1024])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sched", default="dmdas")
+    ap.add_argument("--gpus", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="CPU workers (default: cores - GPUs - 1)")
+    ap.add_argument("--cupy", action="store_true", help="also time cupy.linalg.cholesky")
+    ap.add_argument("--residual-n", type=int, default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+
+    from mpi4py import MPI
+
+    from starchol.runtime import Session
+    from starchol.runtime.session import _cores
+
+    workers = args.workers or max(1, _cores() - args.gpus - 1)
+    doc = {"sched": args.sched, "gpus": args.gpus, "workers": workers, "repeat": args.repeat,
+           "results": []}
+    with Session(MPI.COMM_WORLD, workers=workers, scheduler=args.sched, gpus=args.gpus) as rt:
+        doc["runtime"] = rt.describe()
+        nb = args.nb[0]
+        if len(args.nb) > 1:
+            trial = {}
+            for cand in args.nb:
+                t, _ = _starchol_runs(rt, args.n[0], cand, args.seed, 1)
+                trial[cand] = t[0]
+                print(f"tuning: N={args.n[0]} NB={cand}: {t[0]:.3f} s", flush=True)
+            nb = min(trial, key=trial.get)
+            doc["nb_trials"] = trial
+        doc["nb"] = nb
+        for n in args.n:
+            res_here = args.residual_n == n
+            t_sc, info = _starchol_runs(rt, n, nb, args.seed, args.repeat, residual=res_here)
+            row = {"n": n, "nb": nb, "starchol_s": t_sc, "starchol_median_s":
+                   statistics.median(t_sc), **info}
+            row["starchol_tflops"] = n ** 3 / 3 / row["starchol_median_s"] / 1e12
+            if args.cupy:
+                t_cu = _cupy_chol(n, args.seed, args.repeat)   # StarPU's workers sleep
+                row["cusolver_s"] = t_cu
+                row["cusolver_median_s"] = statistics.median(t_cu)
+                row["ratio_cusolver_over_starchol"] = row["cusolver_median_s"] / row["starchol_median_s"]
+            doc["results"].append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "kernels"}), flush=True)
+            print(f"  kernels (cpu/gpu): {row['kernels']}", flush=True)
+    text = json.dumps(doc, indent=1, default=float)
+    if args.json:
+        tmp = args.json + ".part"
+        with open(tmp, "w") as f:
+            f.write(text + "\n")
+        os.replace(tmp, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
