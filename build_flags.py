@@ -130,6 +130,12 @@ def starpu_configure_args(prefix="PREFIX", cuda=None):
     if cuda:
         args += ["--enable-cuda", f"--with-cuda-dir={cuda}",
                  f"--enable-maxcudadev={STARPU_MAXCUDADEVS}"]
+        # cuBLAS/cuSPARSE found at link and run time without LD_LIBRARY_PATH (StarPU's own
+        # tools link against libstarpu and fail to resolve them otherwise)
+        rpath = [d for d in (os.path.join(cuda, "lib64"), os.path.join(cuda, "lib"))
+                 if os.path.isdir(d)]
+        if rpath:
+            args.append("LDFLAGS=" + " ".join(f"-Wl,-rpath,{d}" for d in rpath))
     else:
         args += ["--disable-cuda"]
     return args
@@ -308,7 +314,7 @@ def cuda_gpu_paths():
     """``(include_dirs, library_dirs)`` of CUDA + cuBLAS + cuSOLVER for the GPU layer:
     ``$CUDA_HOME`` (e.g. the folder scripts/cuda-home.sh assembles from NVIDIA's wheels),
     else ``/usr/local/cuda``. BuildConfigError when cuBLAS or cuSOLVER is missing."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
+    home = cuda_home() or os.environ.get("CUDA_HOME") or "/usr/local/cuda"
     inc = [os.path.join(home, "include")]
     libs = [d for d in (os.path.join(home, "lib64"), os.path.join(home, "lib"))
             if os.path.isdir(d)]
