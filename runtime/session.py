@@ -255,6 +255,7 @@ class Session:
         self._handles = weakref.WeakSet()
         self._next_matrix = 0
         self._active = 0
+        self._pause_idle = True
         self.started = False
         self.closed = False
 
@@ -327,8 +328,12 @@ class Session:
         atexit.register(self.shutdown)
         # per-worker cuBLAS/cuSOLVER handles: runs on the CUDA workers, so before the pause
         gpu.after_start(self._backend, self.gpu_plan)
-        # idle StarPU workers poll for tasks; keep them asleep between computations
-        self._backend.pause()
+        # idle StarPU workers poll for tasks; keep them asleep between computations --
+        # except with CUDA workers: their driver threads also move GPU data back to host
+        # memory, which an unregistration outside a computation waits for
+        self._pause_idle = not self.gpu_plan.ncuda
+        if self._pause_idle:
+            self._backend.pause()
         self._active = 0
         self._backend.cache_set(self.cache)
         self.rank, self.size = self._backend.rank_size()
@@ -347,7 +352,7 @@ class Session:
             return
         self.closed = True
         try:
-            if not self._active:
+            if not self._active and self._pause_idle:
                 self._backend.resume()
             self._backend.wait_tasks()
             for h in list(self._handles):
@@ -504,14 +509,14 @@ class Session:
         session uses no CPU; tasks may be submitted either way.
         """
         self._require()
-        if self._active == 0:
+        if self._active == 0 and self._pause_idle:
             self._backend.resume()
         self._active += 1
         try:
             yield self
         finally:
             self._active -= 1
-            if self._active == 0 and self.started:
+            if self._active == 0 and self.started and self._pause_idle:
                 self._backend.pause()
 
     @classmethod
