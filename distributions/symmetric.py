@@ -101,7 +101,8 @@ def _base_designs(nodes, r_limit):
             if not nodes / 2.2 <= lines <= 2.2 * nodes or r_full > 2 * r_limit:
                 continue
             plane = projective_plane(q) if kind == "PG" else affine_plane(q)
-            for r in sorted({min(r_full, r_limit), min(r_full - 1, r_limit)}, reverse=True):
+            sizes = {min(r_full, r_limit), min(r_full - 1, r_limit)}
+            for r in sorted((r for r in sizes if r >= _sbc_r(nodes)), reverse=True):
                 blocks = [b[b < r] for b in plane]
                 blocks = [b for b in blocks if len(b) >= 2]
                 label = f"{kind}(2,{q})" + (f" on {r} points" if r < r_full else "")
