@@ -165,10 +165,16 @@ class Draft:
         return pattern_from_cells(self.cells, self.nodes, name="sym", label=self.label)
 
 
-def symmetric_candidates(nodes, nt=None):
-    """Every pattern :func:`symmetric_map` weighs for ``nodes`` nodes: list of :class:`Draft`."""
+def pattern_limit(nodes, nt=None):
+    """Largest pattern size ``sym`` weighs for NT tile rows: NT / MIN_PERIODS, at least the
+    r that SBC needs for P nodes; None (no limit) without NT."""
+    return None if nt is None else max(_sbc_r(int(nodes)), int(nt) // MIN_PERIODS)
+
+
+def symmetric_candidates(nodes, r_max=None):
+    """Every pattern :func:`symmetric_map` weighs for ``nodes`` nodes and patterns of at most
+    ``r_max`` indices: list of :class:`Draft`."""
     nodes = int(nodes)
-    r_max = None if nt is None else max(_sbc_r(nodes), int(nt) // MIN_PERIODS)
     fits = (lambda r: True) if r_max is None else (lambda r: r <= r_max)
     out = []
     q = pplane_order(nodes)
@@ -195,7 +201,6 @@ def _as_sym(m):
     return SymmetricPattern(m.cells, m.diagonal, nodes=m.nodes, name="sym", label=m.label)
 
 
-@lru_cache(maxsize=32)
 def symmetric_map(nodes, nt=None):
     """The ``sym`` map for ``nodes`` nodes (see the module docstring).
 
@@ -214,7 +219,12 @@ def symmetric_map(nodes, nt=None):
     nodes = int(nodes)
     if nodes < 2:
         raise ValueError(f"a symmetric map needs nodes >= 2, got {nodes}")
-    drafts = symmetric_candidates(nodes, nt)
+    return _symmetric_map(nodes, pattern_limit(nodes, nt))
+
+
+@lru_cache(maxsize=64)
+def _symmetric_map(nodes, r_max):
+    drafts = symmetric_candidates(nodes, r_max)
     drafts.sort(key=lambda d: (round(d.lead, 9), d.r))
     fallback = None
     for d in drafts:
