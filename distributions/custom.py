@@ -91,6 +91,8 @@ def load_custom_map(path, nodes=None):
     """Read a map file (``.npy`` or Chameleon text) into a :class:`CustomMap`."""
     if not path:
         raise UsageError("custom map needs a file: path=FILE (Chameleon text or .npy)")
+    if os.path.isdir(path):
+        raise UsageError(f"map file {path!r} is a folder; give the map file itself")
     if not os.path.isfile(path):
         raise UsageError(f"map file {path!r} not found")
     if path.endswith(".npy"):
@@ -107,9 +109,7 @@ def write_chameleon_text(path, pattern):
     """Write an int array (M, N) in Chameleon's map text format, atomically."""
     pattern = np.asarray(pattern, dtype=np.int64)
     m, n = pattern.shape
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(f"{m} {n}\n")
-        for row in pattern:
-            fh.write(" ".join(str(int(v)) for v in row) + "\n")
-    os.replace(tmp, path)
+    from ..files import write_atomic
+
+    lines = [f"{m} {n}"] + [" ".join(str(int(v)) for v in row) for row in pattern]
+    write_atomic(path, "\n".join(lines) + "\n")

@@ -210,10 +210,11 @@ def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
         return _sbc_2d(name, nodes)
     # 2.5D maps
     if nodes % slices:
-        divisors = [d for d in range(1, nodes + 1) if nodes % d == 0]
+        valid = [d for d in range(1, nodes + 1) if nodes % d == 0 and (
+            name != "sbc25d" or sbc_extended_r(nodes // d) or sbc_basic_r(nodes // d))]
         raise UsageError(f"{name} with slices={slices} needs a node count divisible by "
-                         f"{slices}; nodes={nodes} is not (valid slice counts for {nodes} "
-                         f"nodes: {', '.join(map(str, divisors))})")
+                         f"{slices}; nodes={nodes} is not (valid slice counts for {name} on "
+                         f"{nodes} nodes: {', '.join(map(str, valid)) or 'none'})")
     per = nodes // slices
     what = f"nodes per slice (nodes / slices = {nodes}/{slices})"
     if name == "2dbc25d":

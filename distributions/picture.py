@@ -44,8 +44,10 @@ def draw_map(tile_map, nt, path, title=None):
             ax.set_title(f"slice {s} (runs iterations k = {s} mod {c})", fontsize=9)
     fig.suptitle(title or f"{tile_map}, NT = {nt}")
     fig.tight_layout()
-    fig.savefig(path + ".tmp.png", dpi=100)
-    plt.close(fig)
-    import os
+    from ..files import atomic_path
 
-    os.replace(path + ".tmp.png", path)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=100, format="png")
+    finally:
+        plt.close(fig)

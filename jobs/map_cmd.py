@@ -4,7 +4,9 @@ import numpy as np
 from ..distributions import node_load, write_chameleon_text
 from ..errors import UsageError
 from .options import add_map_args, map_from_args
+from ..files import check_distinct, check_folder_writable
 from .output import print_json
+from .preflight import check_table_memory
 
 #: the text view prints tile owners up to this NT
 TEXT_MAX_NT = 40
@@ -29,6 +31,11 @@ def run(args):
     if args.nt < 1:
         raise UsageError(f"--nt must be >= 1, got {args.nt}")
     tile_map = map_from_args(args)
+    check_table_memory(args.nt, tile_map.slices)
+    for role, path in (("--png", args.png), ("--chameleon", args.chameleon)):
+        if path:
+            check_folder_writable(path, role)
+    check_distinct([("--png", args.png), ("--chameleon", args.chameleon)])
     owners = tile_map.owner_maps(args.nt)
     if args.chameleon:
         write_chameleon(tile_map, args.nt, args.chameleon)

@@ -1,4 +1,6 @@
-"""Command-line options shared by several subcommands: the map and the matrix size."""
+"""Command-line options shared by several subcommands: the map, the matrix size, the
+receive cache; validators shared with ``starchol slurm``."""
+import argparse
 import math
 import re
 
@@ -6,6 +8,22 @@ from ..distributions import MAP_NAMES, candidate_maps, get_map
 from ..errors import UsageError
 
 DEFAULT_NB = 500
+
+
+
+def add_cache_arg(parser):
+    """``--cache on|off`` (StarPU-MPI's receive cache; default on). The older
+    ``--no-cache`` of ``starchol run`` stays as an alias of ``--cache off``."""
+    parser.add_argument("--cache", choices=("on", "off"), default="on",
+                        help="StarPU-MPI receive cache: one transfer per tile version and "
+                             "node (on, default) or one per task operand (off)")
+    parser.add_argument("--no-cache", dest="cache", action="store_const", const="off",
+                        help=argparse.SUPPRESS)
+
+
+def cache_from_args(args):
+    """True when the receive cache is on."""
+    return getattr(args, "cache", "on") != "off"
 
 
 def add_map_args(parser):
@@ -105,3 +123,61 @@ def sizes_from_args(args):
     if args.nb > args.n:
         raise UsageError(f"--nb {args.nb} is larger than --n {args.n}; use --nb <= {args.n}")
     return math.ceil(args.n / args.nb), args.n, args.nb
+
+
+# -- validators shared with `starchol slurm` (its parser calls them) ----------------------
+#: Slurm's longest time limit we accept: one year (Slurm itself caps it lower, per site)
+MAX_TIME_S = 365 * 24 * 3600
+#: the most map nodes (MPI ranks) any cluster job can have; beyond it the map tables
+#: alone would not fit
+MAX_NODES = 1_000_000
+#: StarPU 1.3's scheduling policies, for checks that cannot load StarPU
+STARPU_SCHEDULERS = ("eager", "prio", "random", "ws", "lws", "dm", "dmda", "dmdap",
+                     "dmdar", "dmdas", "dmdasd", "heft", "pheft", "peager", "graph_test",
+                     "modular-eager", "modular-eager-prefetching", "modular-prio",
+                     "modular-prio-prefetching", "modular-random", "modular-random-prio",
+                     "modular-random-prefetching", "modular-random-prio-prefetching",
+                     "modular-ws", "modular-heft", "modular-heft-prio", "modular-heft2",
+                     "modular-heteroprio", "modular-heteroprio-heft", "modular-parallel-heft",
+                     "modular-gemm", "heteroprio", "parallel_eager", "eager-prefetching")
+
+
+def check_time_limit(seconds, text=None, limit=MAX_TIME_S):
+    """Refuse a time limit above ``limit`` seconds (default one year)."""
+    if seconds > limit:
+        raise UsageError(f"--time {text or seconds}: longer than {limit // 86400} days; "
+                         f"give a real limit such as 02:00:00 or 1-00:00:00")
+    return seconds
+
+
+def check_node_count(nodes, flag="--nodes", limit=MAX_NODES):
+    """Refuse a node count that is not an integer in 1..``limit``."""
+    try:
+        value = int(nodes)
+    except (TypeError, ValueError):
+        raise UsageError(f"{flag} must be an integer, got {nodes!r}") from None
+    if value < 1 or value > limit:
+        raise UsageError(f"{flag} must be between 1 and {limit}, got {value}")
+    return value
+
+
+def check_scheduler_name(name, flag="--sched"):
+    """Refuse a name that is not a StarPU scheduling policy: the installed StarPU's list
+    when it loads, else StarPU 1.3's (:data:`STARPU_SCHEDULERS`)."""
+    try:
+        from ..runtime.session import available_schedulers
+
+        names = available_schedulers()
+    except Exception:  # noqa: BLE001 - no StarPU here (a login node): the known list
+        names = list(STARPU_SCHEDULERS)
+    if name not in names:
+        raise UsageError(f"{flag} {name!r} is not a StarPU scheduler; known: "
+                         f"{', '.join(names)}")
+    return name
+
+
+def check_positive_finite(value, flag):
+    """Refuse NaN, infinities, zero and negative numbers."""
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{flag} must be a positive finite number, got {value}")
+    return value

@@ -1,8 +1,9 @@
-"""Writing command results: JSON documents and files, atomically."""
+"""Writing command results: JSON documents (files are written by
+:func:`starchol.files.write_atomic`, re-exported here)."""
 import json
-import os
 import sys
-import tempfile
+
+from ..files import write_atomic  # noqa: F401 - the one atomic-write helper
 
 
 def to_jsonable(obj):
@@ -30,23 +31,3 @@ def dumps(doc):
 def print_json(doc, stream=None):
     """Print one JSON document on stdout."""
     (stream or sys.stdout).write(dumps(doc) + "\n")
-
-
-def write_atomic(path, data, mode="w"):
-    """Write ``data`` to ``path`` through a temporary file in the same folder + rename.
-
-    A failed or interrupted write leaves no partial file at ``path``.
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=folder)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
-        with os.fdopen(fd, mode) as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -18,7 +18,7 @@ from ..distributions import node_load
 from ..distributions.base import MIN_PERIODS
 from ..linalg.volume import tile_bytes
 from ..linalg.volume_summary import format_bytes, volume_summary
-from .options import candidates_for
+from .options import candidates_for, check_positive_finite
 from .output import print_json
 from .progress import Progress
 
@@ -71,8 +71,9 @@ def run(args):
             raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.nb > args.n:
         raise UsageError(f"--nb {args.nb} is larger than --n {args.n}")
-    if args.memory_per_node <= 0:
-        raise UsageError("--memory-per-node must be a positive number of bytes (e.g. 64e9)")
+    check_positive_finite(args.memory_per_node, "--memory-per-node (bytes, e.g. 64e9)")
+    check_positive_finite(args.node_gflops, "--node-gflops")
+    check_positive_finite(args.node_bandwidth, "--node-bandwidth")
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
     progress = Progress("scoring maps", unit="maps", enabled=False if args.quiet else None)
     rows = []

@@ -97,10 +97,7 @@ def prepare_output(folder):
 
 def _write_text(path, text):
     """Write a text file atomically, readable like any file the user makes."""
-    from .report_figures import make_readable
-
     write_atomic(path, text)
-    make_readable(path)
 
 
 def command_line(argv=None):

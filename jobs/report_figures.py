@@ -5,7 +5,6 @@ document from :mod:`.report_model`) and the output path, and returns the path wr
 Bytes are shown in decimal units (kB, MB, GB, TB), as :func:`format_bytes` prints them.
 """
 import os
-import tempfile
 
 import numpy as np
 
@@ -49,28 +48,14 @@ def byte_unit(max_bytes):
     return 1.0, "B"
 
 
-def make_readable(path):
-    """Give ``path`` the usual 0666 & ~umask mode (temporary files are created 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
-    return path
-
-
 def save_png(fig, path, dpi=110):
-    """Save ``fig`` to ``path`` through a temporary file in the same folder + rename."""
+    """Save ``fig`` to ``path`` atomically (:func:`starchol.files.atomic_path`)."""
+    from ..files import atomic_path
+
     plt = _pyplot()
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=folder)
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", dpi=dpi)
-        make_readable(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=dpi)
     finally:
         plt.close(fig)
     return path

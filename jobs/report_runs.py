@@ -113,8 +113,8 @@ def map_label(run):
     """The document's ``map`` text if any ('sbc r=4 (extended, 6 nodes)'), else one made
     from its keys: '2dbc 2x2 (4 nodes)', '2dbc25d c=2 2x2 (8 nodes)'."""
     if isinstance(run.get("map"), str) and run["map"].strip():
-        return run["map"].strip()
-    parts = [run["dist"]]
+        return _one_line(run["map"])
+    parts = [_one_line(run["dist"])]
     slices = run.get("slices")
     if isinstance(slices, int) and slices > 1:
         parts.append(f"c={slices}")
@@ -124,6 +124,15 @@ def map_label(run):
     if isinstance(grid, str) and grid:
         parts.append(grid)
     return f"{' '.join(parts)} ({run['nodes']} nodes)"
+
+
+def _one_line(text):
+    """Document text made safe for one Markdown line or heading: control characters
+    (newlines) become spaces, Markdown's special characters are escaped."""
+    text = "".join(ch if ch.isprintable() else " " for ch in str(text)).strip()
+    for ch in "\\`*_[]<>#":
+        text = text.replace(ch, "\\" + ch)
+    return " ".join(text.split())
 
 
 def run_label(run):

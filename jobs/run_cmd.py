@@ -3,25 +3,40 @@
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
         [--matrix spd|indefinite:J] [--check] [--sched NAME] [--workers K] [--gpus K]
-        [--json FILE]
+        [--cache on|off] [--input F.h5:/A] [--output F.h5:/L [--overwrite]]
+        [--gather L.npy] [--json FILE|-] [--trace DIR]
 
-Without mpirun it is a 1-rank job. Every input is checked on every rank before any
-work (same inputs, same verdict, so no rank waits for another). Rank 0 prints one
-summary and writes the JSON document; the bytes StarPU-MPI measured are compared with
-the exact model (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
+Without mpirun it is a 1-rank job. The command is parse -> pre-flight -> library ->
+format:
+
+- :func:`preflight` checks every path, file, size and setting on every rank before
+  anything is allocated (outputs distinct from the input and from each other, folders
+  writable, the input readable by HDF5, memory per rank, disk space, StarPU's
+  environment); every rank raises the same error (:func:`starchol.collective.agree`).
+- the work runs under :mod:`starchol.faults`: an error or a signal on one rank aborts
+  the job instead of leaving the others waiting.
+- rank 0 prints one summary (decimal units) and writes the JSON document; the bytes
+  StarPU-MPI measured are compared with the exact model
+  (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
 """
+import logging
+import math
 import os
 import sys
-import traceback
+import types
 
 import numpy as np
 
+from ..collective import agree
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
 from ..errors import StarcholError, UsageError
-from .options import build_map
+from ..linalg.volume_summary import format_bytes
+from .options import add_cache_arg, build_map, cache_from_args
 from .output import dumps, write_atomic
 from .progress import Progress
+
+log = logging.getLogger("starchol.run")
 
 
 def register(sub):
@@ -29,7 +44,8 @@ def register(sub):
         "run", help="factor a test matrix with StarPU-MPI (launch with mpirun -np P)",
         description="Distributed tiled Cholesky on StarPU-MPI: one MPI rank per node of the "
                     "map. Reports time, GFlop/s (N^3/3 flops), the residual with --check, and "
-                    "the bytes sent between ranks, measured vs the exact model.")
+                    "the bytes sent between ranks, measured vs the exact model. Every path, "
+                    "size and setting is checked on every rank before the work starts.")
     p.add_argument("--dist", required=True, choices=MAPS, metavar="D",
                    help=f"tile map: {', '.join(MAPS)}")
     p.add_argument("--grid", metavar="PxQ",
@@ -54,32 +70,49 @@ def register(sub):
     p.add_argument("--gpus", type=int, default=None, metavar="K",
                    help="CUDA workers per rank (default: every GPU the rank sees; 0 for "
                         "none)")
-    p.add_argument("--no-cache", action="store_true",
-                   help="disable StarPU-MPI's receive cache (one transfer per task operand)")
+    add_cache_arg(p)
     p.add_argument("--gather", metavar="FILE",
-                   help="gather the factor L on rank 0 and save it (.npy)")
-    p.add_argument("--json", metavar="FILE", help="write the result document (rank 0)")
+                   help="gather the factor L on rank 0 and save it (.npy; the suffix is "
+                        "added when missing)")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the result document (rank 0); '-' prints it on stdout "
+                        "instead of the summary")
     p.add_argument("--trace", metavar="DIR",
                    help="record FxT execution traces of every rank in DIR and convert them "
                         "(DIR/tasks.rec, paje.trace, trace.json; starchol report draws "
                         "them). Needs the StarPU scripts/setup.sh builds")
     io = p.add_argument_group("HDF5 files")
     io.add_argument("--input", metavar="FILE.h5:/DATASET",
-                    help="factor this symmetric matrix (float64/float32; lower triangle used; "
-                         "each rank reads its own tiles) instead of a generated one")
+                    help="factor this symmetric matrix (float64/float32, either byte order; "
+                         "lower triangle used; each rank reads its own tiles) instead of a "
+                         "generated one")
     io.add_argument("--output", metavar="FILE.h5:/DATASET",
                     help="write the factor L (lower, zeros above) with attributes; written "
-                         "under a temporary name and renamed when complete")
+                         "under a temporary name and published when complete (never over a "
+                         "file that appeared meanwhile, unless --overwrite)")
     io.add_argument("--overwrite", action="store_true",
                     help="replace the --output dataset if it exists")
     io.add_argument("--symmetry-tol", type=float, default=None, metavar="TOL",
                     help="refuse an --input with max|A-A^T| > TOL max|A| (default 1e-10)")
     p.add_argument("--quiet", action="store_true", help="no progress line on rank 0")
     p.set_defaults(func=run)
+    return p
+
+
+# -- pre-flight ---------------------------------------------------------------------------
+def ranks_on_host(comm):
+    """Ranks of ``comm`` on this host (shared memory). Collective; cannot fail alone."""
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return local.Get_size()
+    finally:
+        local.Free()
 
 
 def validate(args, nranks):
-    """Every check that needs no StarPU start; identical on all ranks. Returns the map."""
+    """The flags and the map; identical on all ranks. Returns ``(tile_map, spec)``."""
     from ..linalg.matrices import parse_matrix_spec
     from ..linalg.tiled import check_sizes
     from ..runtime.session import DEFAULT_SCHEDULER, check_scheduler, check_workers
@@ -100,71 +133,152 @@ def validate(args, nranks):
     if args.slices is not None and args.dist not in MAPS_25D:
         raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
                          f"not {args.dist}")
+    if args.slices is not None and args.slices < 1:
+        raise UsageError(f"--slices must be >= 1, got {args.slices}")
     try:
         tile_map = build_map(args.dist, nranks, grid=args.grid, path=args.map_file,
-                             slices=args.slices or 1, nt=-(-args.n // args.nb))
+                             slices=1 if args.slices is None else args.slices,
+                             nt=-(-args.n // args.nb))
     except UsageError as exc:
-        raise UsageError(f"{exc} (the run has {nranks} MPI rank(s): one per map node; "
-                         f"change mpirun -np or the map)") from None
+        raise UsageError(_run_words(f"{exc} (the run has {nranks} MPI rank(s): one per map "
+                                    f"node; change mpirun -np or the map)")) from None
     if tile_map.nodes != nranks:
         raise UsageError(f"the map {tile_map} has {tile_map.nodes} nodes but the run has "
                          f"{nranks} MPI rank(s); launch mpirun -np {tile_map.nodes}")
     return tile_map, spec
 
 
-def prepare_files(args, comm):
-    """Check --input (its order N becomes --n) and the --output syntax. Collective."""
-    from ..linalg.hdf5_io import SYMMETRY_TOL, inspect_input, parse_target
+def _run_words(message):
+    """``run`` has no --nodes: its node count is mpirun's -np (library/map messages speak
+    of --nodes P)."""
+    return (message.replace("--nodes / --slices", "ranks / --slices")
+            .replace("use --nodes ", "use mpirun -np ").replace("--nodes", "mpirun -np"))
 
-    args.input_path = args.input_dataset = args.writer = None
-    if args.symmetry_tol is None:
-        args.symmetry_tol = SYMMETRY_TOL
-    elif args.symmetry_tol < 0:
-        raise UsageError(f"--symmetry-tol must be >= 0, got {args.symmetry_tol}")
-    if args.output:
-        parse_target(args.output, "--output")
+
+def _gather_name(path):
+    return path if path.endswith(".npy") else path + ".npy"
+
+
+def preflight(args, rank, size, host_ranks):
+    """Check every path, file, size and setting on this rank; return the plan. Local.
+
+    Run under :func:`starchol.collective.agree` so that every rank raises the same
+    error. Nothing is allocated here beyond the map tables of the memory estimate.
+    """
+    import os
+
+    from ..files import (check_disk_space, check_distinct, check_folder_writable,
+                         parse_target, resolve)
+    from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_file
+    from ..runtime.session import available_schedulers
+    from ..runtime.starpu_env import check_environment
+    from .preflight import check_rank_memory, dense_file_bytes
+
+    check_environment(schedulers=available_schedulers())
+    plan = types.SimpleNamespace(input_path=None, input_dataset=None, input_dtype=None,
+                                 output_path=None, output_dataset=None, memory=None)
+    tol = SYMMETRY_TOL if args.symmetry_tol is None else args.symmetry_tol
+    if not math.isfinite(tol) or tol < 0:
+        raise UsageError(f"--symmetry-tol must be a finite number >= 0, got {tol}")
+    args.symmetry_tol = tol
     if args.overwrite and not args.output:
         raise UsageError("--overwrite applies to --output")
+    if args.output:
+        plan.output_path, plan.output_dataset = parse_target(args.output, "--output")
+    if args.gather:
+        args.gather = _gather_name(args.gather)
     if not args.input:
         if args.n is None:
             raise UsageError("give the matrix: --n N (generated test matrix) or "
                              "--input FILE.h5:/DATASET")
-        return
-    if args.matrix != "spd":
-        raise UsageError("--matrix generates a test matrix; it cannot be combined with --input")
-    args.input_path, args.input_dataset = parse_target(args.input, "--input")
-    n, dtype = inspect_input(args.input_path, args.input_dataset, comm)
-    if args.n is not None and args.n != n:
-        raise UsageError(f"--n {args.n} does not match the input matrix, which is "
-                         f"{n} x {n}; drop --n")
-    args.n = n
-    args.input_dtype = dtype
+    else:
+        if args.matrix != "spd":
+            raise UsageError("--matrix generates a test matrix; it cannot be combined with "
+                             "--input")
+        plan.input_path, plan.input_dataset = parse_target(args.input, "--input")
+        n, plan.input_dtype = inspect_file(plan.input_path, plan.input_dataset)
+        if args.n is not None and args.n != n:
+            raise UsageError(f"--n {args.n} does not match the input matrix, which is "
+                             f"{n} x {n}; drop --n")
+        args.n = n
+    tile_map, spec = validate(args, size)
+    json_path = None if args.json in (None, "-") else args.json
+    check_distinct([("--input", plan.input_path), ("--output", plan.output_path),
+                    ("--json", json_path), ("--gather", args.gather)])
+    for role, path in (("--json", json_path), ("--gather", args.gather)):
+        if path:
+            check_folder_writable(path, role)
+    if getattr(args, "trace", None):
+        _check_trace_dir(args.trace, [plan.input_path, plan.output_path, json_path,
+                                      args.gather])
+    if args.output:
+        problem = check_output(plan.output_path, plan.output_dataset, args.overwrite,
+                               plan.input_path)
+        if problem:
+            raise UsageError(problem)
+    plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
+                                    check=args.check, gather=bool(args.gather))
+    if rank == 0:
+        if args.output:
+            target = resolve(plan.output_path)
+            existing = os.path.getsize(target) if os.path.exists(target) else 0
+            check_disk_space(plan.output_path, dense_file_bytes(args.n) + existing,
+                             "--output")
+        if args.gather:
+            check_disk_space(args.gather, dense_file_bytes(args.n), "--gather")
+    plan.tile_map, plan.spec = tile_map, spec
+    return plan
 
 
+def _check_trace_dir(folder, files):
+    """--trace DIR: a folder (existing, or creatable in a writable parent) that holds
+    none of the run's files."""
+    import os
+
+    from ..files import check_folder_writable, resolve
+
+    target = resolve(folder)
+    if os.path.exists(target) and not os.path.isdir(target):
+        raise UsageError(f"--trace {folder} exists and is not a folder")
+    if not os.path.isdir(target):
+        check_folder_writable(target, "--trace")
+    elif not os.access(target, os.W_OK | os.X_OK):
+        raise UsageError(f"--trace {folder} is not writable")
+    for path in files:
+        if path and os.path.dirname(resolve(path)) == target and \
+                os.path.basename(resolve(path)) == "run.json":
+            raise UsageError(f"--trace {folder} receives run.json; {path} would be "
+                             f"overwritten: choose another name")
+
+
+# -- the command --------------------------------------------------------------------------
 def run(args):
     try:
         from mpi4py import MPI
     except ImportError as exc:
         raise StarcholError(f"mpi4py is missing ({exc}); see the README") from exc
-    comm = MPI.COMM_WORLD
-    prepare_files(args, comm)
-    tile_map, spec = validate(args, comm.Get_size())
-    if args.output:
-        from ..linalg.hdf5_io import FactorWriter, parse_target
+    from ..faults import end_diverged
 
-        path, dataset = parse_target(args.output, "--output")
-        args.writer = FactorWriter(path, dataset, args.n, comm, overwrite=args.overwrite,
-                                   input_path=args.input_path)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    plan = agree(comm, preflight, args, rank, size, ranks_on_host(comm))
+    log.info("pre-flight passed on %d rank(s): %s, N = %d, NB = %d; rank %d needs about %s",
+             size, plan.tile_map, args.n, args.nb, rank, format_bytes(plan.memory))
+    args.input_path, args.input_dataset = plan.input_path, plan.input_dataset
+    args.input_dtype = plan.input_dtype
+    args.writer = None
     try:
-        return _run(args, comm, tile_map, spec)
+        if args.output:
+            from ..linalg.hdf5_io import FactorWriter
+
+            args.writer = FactorWriter(plan.output_path, plan.output_dataset, args.n, comm,
+                                       overwrite=args.overwrite, input_path=plan.input_path,
+                                       nb=args.nb)
+        return _run(args, comm, plan.tile_map, plan.spec)
     except StarcholError:
         raise  # raised identically on every rank (agreed or validated)
-    except BaseException:
-        if comm.Get_size() > 1:
-            # one rank failed alone: the others may wait forever, so stop the job
-            traceback.print_exc()
-            sys.stderr.flush()
-            comm.Abort(1)
+    except BaseException as exc:
+        end_diverged(exc, comm)  # several ranks: one line, MPI_Abort; never returns
         raise
 
 
@@ -176,7 +290,7 @@ def _run(args, comm, tile_map, spec):
     from ..runtime import Session
 
     rank = comm.Get_rank()
-    cache = not args.no_cache
+    cache = cache_from_args(args)
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
                  cache=cache, trace=args.trace, gpus=args.gpus) as rt:
         nt = -(-args.n // args.nb)
@@ -203,7 +317,8 @@ def _run(args, comm, tile_map, spec):
         rt.device_bytes()
         progress = None
         if rank == 0 and not args.quiet:
-            progress = Progress(f"rank 0 tasks ({rt.size} ranks)", unit="tasks")
+            progress = Progress(f"rank 0 tasks ({rt.size} ranks)", unit="tasks",
+                                enabled=True)
         if sliced:
             fac = factorize_sliced(rt, a, slice_owners, keep=args.check, progress=progress)
         else:
@@ -220,16 +335,22 @@ def _run(args, comm, tile_map, spec):
         from ..runtime.traces import finish
 
         trace = finish(comm, args.trace)
+    appeared = None
     if args.writer is not None:
         from .. import __version__
-        from ..linalg.hdf5_io import now_iso
+        from ..linalg.hdf5_io import OutputAppeared, now_iso
 
         attrs = {"map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
                  "residual": np.nan if res is None else res,
                  "starchol_version": __version__, "date": now_iso(),
                  "source": args.input or f"generated {spec} seed {args.seed}"}
-        args.writer.write(a, attrs)
+        try:
+            args.writer.write(a, attrs)
+        except OutputAppeared as exc:  # raised on every rank: the factor is kept aside
+            appeared = exc
     if rank != 0:
+        if appeared is not None:
+            raise appeared
         return 0
     predicted = transfer_pairs_bytes(tile_map, args.n, args.nb, cache=cache)
     storage = node_load(tile_map, nt, tile_bytes=tile_bytes(args.n, args.nb))["bytes"]
@@ -239,7 +360,7 @@ def _run(args, comm, tile_map, spec):
         "n": args.n, "nb": args.nb, "nt": nt, "seed": args.seed,
         "matrix": args.input if args.input else str(spec),
         "input": input_info and {"file": args.input, **input_info},
-        "output": args.output,
+        "output": args.output if appeared is None else f"{appeared.kept}:{args.writer.dataset}",
         "cache": cache,
         "time_s": fac.time_s, "submit_s": fac.submit_s, "tasks": fac.tasks,
         "gflops": fac.gflops(args.n), "residual": res,
@@ -267,16 +388,41 @@ def _run(args, comm, tile_map, spec):
         doc["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
                         "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
                         "comm_bytes": trace["comm_bytes"]}
-    if full is not None:
-        np.save(args.gather, full)
-    print(summary(doc))
-    if args.output:
-        print(f"  factor L written to {args.output}")
-    if args.json:
-        write_atomic(args.json, dumps(doc) + "\n")
+    _publish_rank0(args, doc, full, appeared)
     if trace is not None:  # the trace folder is a complete record for `starchol report DIR`
         write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")
+    if appeared is not None:
+        raise appeared
     return 0
+
+
+def _publish_rank0(args, doc, full, appeared):
+    """Rank 0 after the collective part: the JSON first (so a later failure keeps it),
+    then the gathered factor, then the summary. Failures here are rank 0's alone but no
+    rank waits any more, so they are plain errors (rc 1)."""
+    from ..files import atomic_path
+
+    errors = []
+    if args.json:
+        try:
+            write_atomic(args.json, dumps(doc) + "\n")
+        except OSError as exc:
+            errors.append(f"cannot write --json {args.json}: {exc.strerror or exc}")
+    if full is not None:
+        try:
+            with atomic_path(args.gather) as tmp:
+                with open(tmp, "wb") as fh:
+                    np.save(fh, full)
+        except OSError as exc:
+            errors.append(f"cannot write --gather {args.gather}: {exc.strerror or exc}")
+    out = sys.stderr if args.json == "-" else sys.stdout  # stdout holds the JSON
+    print(summary(doc), file=out)
+    if args.output and appeared is None:
+        print(f"  factor L written to {args.output}", file=out)
+    if args.gather and full is not None and not errors:
+        print(f"  factor L gathered to {args.gather}", file=out)
+    if errors:
+        raise StarcholError("; ".join(errors))
 
 
 def summary(doc):
@@ -285,14 +431,15 @@ def summary(doc):
         f"starchol run: {doc['map']}, {doc['nodes']} rank(s), "
         f"{doc['runtime']['workers_per_rank']} worker(s)/rank, scheduler "
         f"{doc['runtime']['scheduler']}, StarPU {doc['runtime']['starpu_version']}",
-        f"  N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}, matrix {doc['matrix']}, "
-        f"seed {doc['seed']}",
+        f"  N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} (elements, tiles), matrix "
+        f"{doc['matrix']}, seed {doc['seed']}",
         f"  time {doc['time_s']:.3f} s (submission {doc['submit_s']:.3f} s, "
         f"{doc['tasks']} tasks), {doc['gflops']:.2f} GFlop/s",
         f"  residual ||A - L L^T||_F / ||A||_F = {res}",
         f"  bytes sent between ranks (cache {'on' if doc['cache'] else 'off'}): measured "
-        f"{doc['bytes_measured_total']}, predicted {doc['bytes_predicted_total']}, "
-        f"per-pair match: {'yes' if doc['match'] else 'NO'}",
+        f"{format_bytes(doc['bytes_measured_total'])} ({doc['bytes_measured_total']} B), "
+        f"predicted {format_bytes(doc['bytes_predicted_total'])} "
+        f"({doc['bytes_predicted_total']} B), per-pair match: {'yes' if doc['match'] else 'NO'}",
         *_memory_lines(doc),
         *_kernel_lines(doc),
     ])
@@ -336,7 +483,7 @@ def _memory_lines(doc):
         return []
     rss = mem.get("peak_rss_bytes_per_rank") or []
     line = (f"  memory: tile storage per node (model, {doc.get('slices', 1)} "
-            f"slice(s)) max {mem['tile_bytes_max'] / 2**20:.2f} MiB")
+            f"slice(s)) max {format_bytes(mem['tile_bytes_max'])}")
     if rss:
-        line += f"; peak RSS per rank max {max(rss) / 2**20:.1f} MiB"
+        line += f"; peak RSS per rank max {format_bytes(max(rss))}"
     return [line]

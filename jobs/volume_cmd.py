@@ -2,6 +2,7 @@
 from ..linalg.volume_summary import format_bytes, volume_summary
 from .options import add_map_args, add_size_args, map_from_args, sizes_from_args
 from .output import print_json
+from .preflight import check_table_memory
 from .progress import Progress
 
 #: show progress from this many tile rows on
@@ -25,6 +26,7 @@ def register(sub):
 def run(args):
     nt, n, nb = sizes_from_args(args)
     tile_map = map_from_args(args, nt=nt)
+    check_table_memory(nt, tile_map.slices)
     progress = None
     if nt >= PROGRESS_MIN_NT and not args.quiet:
         progress = Progress("counting transfers", unit="tile rows")

@@ -15,29 +15,20 @@ verdict is shared, and every rank raises the same :class:`UsageError`; no rank w
 another that failed.
 """
 import os
-import shutil
-import signal
 import time
 
 import numpy as np
 
+from ..collective import agree_root, as_comm
 from ..errors import StarcholError, UsageError
 from ..runtime.collective import allreduce_max
+from ..files import check_folder_writable, fingerprint, parse_target, resolve, same_file
+
+__all__ = ["SYMMETRY_TOL", "parse_target", "inspect_input", "read_tiles", "check_output",
+           "FactorWriter", "write_matrix", "now_iso"]
 
 #: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
 SYMMETRY_TOL = 1e-10
-
-
-def parse_target(text, flag="--input"):
-    """``"file.h5:/A"`` -> ``("file.h5", "/A")``. The dataset part is required."""
-    if not text or ":" not in text:
-        raise UsageError(f"{flag} must look like FILE.h5:/DATASET, got {text!r}")
-    path, dataset = text.rsplit(":", 1)
-    if not path or not dataset:
-        raise UsageError(f"{flag} must look like FILE.h5:/DATASET, got {text!r}")
-    if not dataset.startswith("/"):
-        dataset = "/" + dataset
-    return path, dataset
 
 
 def _h5py():
@@ -48,37 +39,8 @@ def _h5py():
     return h5py
 
 
-class _Comm1:
-    """Stand-in for a 1-rank communicator (serial use)."""
-
-    def Get_rank(self):
-        return 0
-
-    def Get_size(self):
-        return 1
-
-    def bcast(self, obj, root=0):
-        return obj
-
-    def allreduce(self, obj, op=None):
-        return obj
-
-    def allgather(self, obj):
-        return [obj]
-
-    def Barrier(self):
-        pass
-
-
 def _comm(comm):
-    return _Comm1() if comm is None else comm
-
-
-def _agree(comm, error):
-    """Share rank 0's verdict (an error message or None); raise it on every rank."""
-    error = comm.bcast(error, root=0)
-    if error:
-        raise UsageError(error)
+    return as_comm(comm)
 
 
 def _agree_any(comm, error):
@@ -92,26 +54,35 @@ def inspect_input(path, dataset, comm=None):
     """Check that ``path:dataset`` is a square float matrix. Collective.
 
     Returns ``(n, dtype_name)``. Raises :class:`UsageError` on every rank: missing file,
-    not HDF5, missing dataset, not 2D or not square, unsupported dtype.
+    a folder, unreadable, not HDF5, damaged (e.g. truncated), missing dataset, not 2D or
+    not square, unsupported dtype. Rank 0 looks; use :func:`inspect_file` to look from
+    every rank (each rank reads its own tiles later).
     """
-    comm = _comm(comm)
-    info, error = None, None
-    if comm.Get_rank() == 0:
-        try:
-            info = _inspect(path, dataset)
-        except UsageError as exc:
-            error = str(exc)
-    _agree(comm, error)
-    return comm.bcast(info, root=0)
+    return agree_root(_comm(comm), inspect_file, path, dataset)
 
 
-def _inspect(path, dataset):
+def _open(path, role, shown=None, mode="r"):
+    """h5py.File(path, mode), with any failure as a :class:`UsageError` naming ``role``."""
     h5py = _h5py()
+    try:
+        return h5py.File(path, mode)
+    except OSError as exc:
+        raise UsageError(f"{role} {shown or path} cannot be opened by HDF5 (damaged or "
+                         f"truncated file?): {exc}") from None
+
+
+def inspect_file(path, dataset):
+    """Check ``path:dataset`` from this rank (see :func:`inspect_input`). Local."""
+    h5py = _h5py()
+    if os.path.isdir(path):
+        raise UsageError(f"input {path!r} is a folder, not an HDF5 file")
     if not os.path.exists(path):
         raise UsageError(f"input file {path!r} not found")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"input file {path!r} is not readable (permissions)")
     if not h5py.is_hdf5(path):
         raise UsageError(f"input file {path!r} is not an HDF5 file")
-    with h5py.File(path, "r") as fh:
+    with _open(path, "input file") as fh:
         if dataset not in fh:
             names = []
             fh.visititems(lambda name, obj: names.append("/" + name)
@@ -124,12 +95,15 @@ def _inspect(path, dataset):
             raise UsageError(f"{path}:{dataset} is a group, not a dataset")
         if d.ndim != 2 or d.shape[0] != d.shape[1]:
             raise UsageError(f"{path}:{dataset} must be a square matrix, it has shape {d.shape}")
-        if d.dtype not in (np.float64, np.float32):
+        if d.dtype.kind != "f" or d.dtype.itemsize not in (4, 8):
             raise UsageError(f"{path}:{dataset} has dtype {d.dtype}; starchol reads float64 "
-                             f"or float32 (upcast to float64)")
+                             f"or float32, either byte order (float32 is upcast to float64)")
         if d.shape[0] == 0:
             raise UsageError(f"{path}:{dataset} is empty")
-        return int(d.shape[0]), str(d.dtype)
+        name = "float64" if d.dtype.itemsize == 8 else "float32"
+        if d.dtype.byteorder == ">":
+            name += " (big-endian)"
+        return int(d.shape[0]), name
 
 
 def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
@@ -182,52 +156,144 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
             "symmetry_tol": symmetry_tol, "dtype": dtype}
 
 
-def _same_file(a, b):
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
 
 
 def check_output(path, dataset, overwrite=False, input_path=None):
-    """Why ``path:dataset`` cannot be written (a message), or None if it can."""
-    h5py = _h5py()
-    folder = os.path.dirname(os.path.abspath(path))
-    if input_path and (_same_file(path, input_path)
-                       or os.path.abspath(path) == os.path.abspath(input_path)):
-        return (f"--output {path} is the input file; starchol never modifies its "
-                f"input: write the factor to another file")
-    if not os.path.isdir(folder):
-        return f"output folder {folder} does not exist"
-    if not os.access(folder, os.W_OK):
-        return f"output folder {folder} is not writable"
-    if os.path.exists(path):
-        if not h5py.is_hdf5(path):
-            return f"--output {path} exists and is not an HDF5 file; choose another name"
-        with h5py.File(path, "r") as fh:
-            if dataset in fh and not overwrite:
-                return (f"{path}:{dataset} already exists; pass --overwrite to "
-                        f"replace it, or choose another dataset name")
+    """Why ``path:dataset`` cannot be written (a message), or None if it can. Local."""
+    try:
+        _check_output(path, dataset, overwrite, input_path)
+    except UsageError as exc:
+        return str(exc)
     return None
 
 
-def _create_tmp(path, dataset, n, attrs):
-    """A temporary copy of ``path`` (or a new file) beside it, holding a zero n x n
-    float64 ``dataset`` with ``attrs``. Returns its name."""
+def _check_output(path, dataset, overwrite=False, input_path=None):
     h5py = _h5py()
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    if os.path.exists(path):
-        shutil.copy2(path, tmp)  # keep the file's other datasets
-    with h5py.File(tmp, "a") as fh:
-        if dataset in fh:
-            del fh[dataset]
-        chunk = min(n, 512)
-        d = fh.create_dataset(dataset, shape=(n, n), dtype="f8", chunks=(chunk, chunk),
-                              fillvalue=0.0)
-        for k, v in attrs.items():
-            d.attrs[k] = v
+    if input_path and same_file(path, input_path):
+        raise UsageError(f"--output {path} is the input file; starchol never modifies its "
+                         f"input: write the factor to another file")
+    check_folder_writable(path, "--output")
+    target = resolve(path)
+    if os.path.exists(target):
+        if not os.access(target, os.R_OK):
+            raise UsageError(f"--output {path} exists and is not readable (its other "
+                             f"datasets are kept, so it is read); choose another name")
+        if not h5py.is_hdf5(target):
+            raise UsageError(f"--output {path} exists and is not an HDF5 file; choose "
+                             f"another name")
+        with _open(target, "--output (an existing file)", path) as fh:
+            if dataset in fh and not overwrite:
+                raise UsageError(f"{path}:{dataset} already exists; pass --overwrite to "
+                                 f"replace it, or choose another dataset name")
+
+
+def _chunks(n, nb=None):
+    """Chunk shape of an n x n dataset: tile-sized (so the untouched upper tiles of a
+    factor take no space), at most 512 x 512 and never larger than the matrix."""
+    c = min(n, nb or 256, 512)
+    return (c, c)
+
+
+def _new_tmp(path):
+    """A fresh, empty temporary file beside ``path`` (resolved), tracked for removal on
+    signals before anything is written into it. Returns its name."""
+    import tempfile
+
+    from .. import faults
+
+    target = resolve(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.tmp-",
+                               dir=os.path.dirname(target))
+    faults.track(tmp)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)
+    os.close(fd)
     return tmp
+
+
+def _drop_tmp(tmp):
+    from .. import faults
+
+    if tmp:
+        faults.untrack(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _create_tmp(path, dataset, n, attrs, nb=None):
+    """A temporary copy of ``path`` (or a new file) beside it, holding a zero n x n
+    float64 ``dataset`` with ``attrs``. Returns its name (tracked: removed on signals)."""
+    import shutil
+
+    h5py = _h5py()
+    tmp = _new_tmp(path)
+    try:
+        target = resolve(path)
+        if os.path.exists(target):
+            shutil.copyfile(target, tmp)  # keep the file's other datasets
+            mode = "a"
+        else:
+            mode = "w"
+        with h5py.File(tmp, mode) as fh:
+            if dataset in fh:
+                del fh[dataset]
+            d = fh.create_dataset(dataset, shape=(n, n), dtype="f8", chunks=_chunks(n, nb),
+                                  fillvalue=0.0)
+            for k, v in attrs.items():
+                d.attrs[k] = v
+    except BaseException:
+        _drop_tmp(tmp)
+        raise
+    return tmp
+
+
+class OutputAppeared(StarcholError):
+    """The output changed or appeared while the run was working; the result was kept
+    under another name (``kept``)."""
+
+    def __init__(self, message, kept):
+        super().__init__(message)
+        self.kept = kept
+
+
+def _kept_name(target):
+    stem, ext = os.path.splitext(target)
+    return f"{stem}.starchol-{os.getpid()}{ext or '.h5'}"
+
+
+def publish(tmp, path, before, overwrite=False, what="--output"):
+    """Rename the complete ``tmp`` to ``path`` (resolved), claiming it atomically.
+
+    ``before`` is :func:`starchol.files.fingerprint` of the path when the run checked it
+    (None: absent). If the path appeared (or changed) since, it is replaced only with
+    ``overwrite``; otherwise ``tmp`` is kept as ``NAME.starchol-PID.EXT`` and
+    :class:`OutputAppeared` says where. A new file is claimed with ``link()``, which fails
+    if a file of that name exists, so two runs never both "win" the same name.
+    """
+    target = resolve(path)
+    if before is None and not overwrite:
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            pass  # someone else created it meanwhile: keep ours aside
+        except OSError:
+            # no hard links on this file system: check, then rename (small window)
+            if not os.path.exists(target):
+                os.replace(tmp, target)
+                return target
+        else:
+            os.unlink(tmp)
+            return target
+    elif overwrite or fingerprint(target) == before:
+        os.replace(tmp, target)
+        return target
+    kept = _kept_name(target)
+    os.replace(tmp, kept)
+    raise OutputAppeared(
+        f"{what} {path} {'appeared' if before is None else 'changed'} while this run was "
+        f"working (another program or run wrote it); it was not replaced (no --overwrite). "
+        f"The result is kept in {kept}", kept)
 
 
 class FactorWriter:
@@ -237,39 +303,44 @@ class FactorWriter:
 
         w = FactorWriter(path, dataset, n, comm, overwrite=False, input_path=inp)  # checks
         ... factorize ...
-        w.write(tiled_factor, attrs)   # ranks write their tiles in turn, rank 0 renames
+        w.write(tiled_factor, attrs)   # ranks write their tiles in turn, rank 0 publishes
 
     The checks run at construction, before any work: the output must not be the input
     file, an existing dataset is kept unless ``overwrite``, the folder must be writable.
+    The state of the output file is noted then; :func:`publish` refuses to replace a file
+    that appeared or changed during the run (unless ``overwrite``) and keeps the factor
+    under a reported name. ``nb`` (the tile size) sets the chunk shape.
     """
 
-    def __init__(self, path, dataset, n, comm=None, overwrite=False, input_path=None):
+    def __init__(self, path, dataset, n, comm=None, overwrite=False, input_path=None,
+                 nb=None):
         self.comm = _comm(comm)
         self.path, self.dataset, self.n = path, dataset, int(n)
+        self.nb = nb
         self.overwrite = bool(overwrite)
         self.tmp = None
-        error = None
-        if self.comm.Get_rank() == 0:
-            error = check_output(path, dataset, overwrite, input_path)
-        _agree(self.comm, error)
+        self.published = None
+        self.before = agree_root(self.comm, self._check, input_path)
+
+    def _check(self, input_path):
+        _check_output(self.path, self.dataset, self.overwrite, input_path)
+        return fingerprint(resolve(self.path))
 
     def write(self, tiled, attrs=None):
-        """Write every rank's tiles of the factor (lower part; zeros above). Collective."""
+        """Write every rank's tiles of the factor (lower part; zeros above). Collective.
+
+        Returns the name the factor was published under. Raises :class:`OutputAppeared`
+        (on every rank) when the output appeared or changed during the run.
+        """
         h5py = _h5py()
         rank, size = self.comm.Get_rank(), self.comm.Get_size()
+        self.tmp = agree_root(self.comm, _create_tmp, self.path, self.dataset, self.n,
+                              attrs or {}, self.nb)
         error = None
-        if rank == 0:
-            try:
-                self.tmp = _create_tmp(self.path, self.dataset, self.n, attrs or {})
-            except (OSError, ValueError) as exc:
-                error = f"cannot create the output file next to {self.path}: {exc}"
-        _agree(self.comm, error)
-        self.tmp = self.comm.bcast(self.tmp, root=0)
-        old = _remove_on_sigterm(self.tmp) if rank == 0 else None
         try:
             o = tiled.offsets
             for turn in range(size):
-                if turn == rank and error is None:
+                if turn == rank:
                     try:
                         with h5py.File(self.tmp, "r+") as fh:
                             d = fh[self.dataset]
@@ -281,42 +352,44 @@ class FactorWriter:
             errors = [e for e in self.comm.allgather(error) if e]
             if errors:
                 raise StarcholError(errors[0])
+            result = None
             if rank == 0:
-                os.replace(self.tmp, self.path)
+                try:
+                    result = ("ok", publish(self.tmp, self.path, self.before, self.overwrite))
+                except OutputAppeared as exc:
+                    result = ("appeared", (str(exc), exc.kept))
+                except OSError as exc:
+                    result = ("error", f"cannot publish {self.path}: {exc}")
                 self.tmp = None
-            self.comm.Barrier()
+            kind, value = self.comm.bcast(result, root=0)
+            if kind == "appeared":
+                raise OutputAppeared(*value)
+            if kind == "error":
+                raise StarcholError(value)
+            self.published = value
+            return value
         finally:
             if rank == 0:
-                if self.tmp and os.path.exists(self.tmp):
-                    os.unlink(self.tmp)
-                if old is not None:
-                    signal.signal(signal.SIGTERM, old)
-
-def _remove_on_sigterm(tmp):
-    """While the output is being written, SIGTERM (mpirun aborting) removes the temp file."""
-    def handler(signum, frame):
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        os._exit(128 + signum)
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        return None
+                _drop_tmp(self.tmp)
+                self.tmp = None
 
 
 def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_per_chunk=None):
     """Write an n x n float64 matrix row block by row block, atomically (one process).
 
-    ``make_rows(r0, r1)`` returns rows r0..r1-1. Used by ``starchol generate``.
+    ``make_rows(r0, r1)`` returns rows r0..r1-1. Used by ``starchol generate``. Checks
+    the target and the free disk space first; the temporary file is removed if anything
+    (a signal included) stops the write. Returns the name written.
     """
+    from ..files import check_disk_space
+
+    _check_output(path, dataset, overwrite)
+    target = resolve(path)
+    existing = os.path.getsize(target) if os.path.exists(target) else 0
+    check_disk_space(path, n * n * 8 + existing, "--output")
+    before = fingerprint(target)
     h5py = _h5py()
-    error = check_output(path, dataset, overwrite)
-    if error:
-        raise UsageError(error)
     tmp = _create_tmp(path, dataset, n, attrs or {})
-    old = _remove_on_sigterm(tmp)
     try:
         step = rows_per_chunk or max(1, (8 << 20) // max(n, 1))
         with h5py.File(tmp, "r+") as fh:
@@ -324,12 +397,11 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
             for r0 in range(0, n, step):
                 r1 = min(n, r0 + step)
                 d[r0:r1, :] = make_rows(r0, r1)
-        os.replace(tmp, path)
+        published = publish(tmp, path, before, overwrite)
+        tmp = None
+        return published
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if old is not None:
-            signal.signal(signal.SIGTERM, old)
+        _drop_tmp(tmp)
 
 
 def now_iso():

@@ -285,6 +285,7 @@ class Session:
         MPI = _mpi()
         if not MPI.Is_initialized():
             MPI.Init_thread(MPI.THREAD_MULTIPLE)
+        self._check_environment()
         level = MPI.Query_thread()
         if level < MPI.THREAD_SERIALIZED:
             raise RuntimeUnavailableError(
@@ -373,6 +374,14 @@ class Session:
             except Exception:  # pragma: no cover
                 pass
 
+    def _check_environment(self):
+        # StarPU asserts (C backtrace, every rank) on bad STARPU_* values: refuse them
+        # first, on every rank alike (see starpu_env)
+        from ..collective import agree
+        from .starpu_env import check_environment
+
+        agree(self.user_comm, check_environment, schedulers=available_schedulers())
+
     def _limit_blas(self):
         # each StarPU worker calls BLAS; one BLAS thread per worker
         self._blas = None
@@ -403,7 +412,13 @@ class Session:
     def __enter__(self):
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and self.started:
+            # an error other ranks may not share must not reach the collective
+            # starpu_mpi_shutdown (it would wait forever): abort the job instead
+            from ..faults import end_diverged
+
+            end_diverged(exc, self.user_comm)
         self.shutdown()
         return False
 

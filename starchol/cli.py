@@ -2,6 +2,10 @@
 
 Each subcommand lives in its own module of :mod:`starchol.jobs` and exposes
 ``register(subparsers)``; the module list is :data:`starchol.jobs.COMMANDS`.
+
+Errors: a :class:`UsageError` exits with status 2, any other error with status 1, each
+with one line ``starchol CMD: error: ...`` and no traceback (``-v`` adds it). Signals
+are handled by :mod:`starchol.faults` (temporary files removed, the MPI job ended).
 """
 import argparse
 import logging
@@ -13,8 +17,30 @@ from .errors import StarcholError, UsageError
 log = logging.getLogger("starchol")
 
 
+class _Commands:
+    """The subparsers action, remembering each command's parser by name."""
+
+    def __init__(self, sub):
+        self.sub = sub
+        self.parsers = {}
+
+    def add_parser(self, name, **kwargs):
+        p = self.sub.add_parser(name, **kwargs)
+        self.parsers[name] = p
+        return p
+
+
+def _add_verbose(parser, default):
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="more log output on stderr (-v: steps and checks, -vv: debug, "
+                             "tracebacks of errors)")
+
+
 def build_parser():
-    """Return the top-level argument parser with every subcommand registered."""
+    """Return the top-level argument parser with every subcommand registered.
+
+    The parser's ``command_parsers`` attribute maps each command name to its parser.
+    """
     from .jobs import command_modules
 
     parser = argparse.ArgumentParser(
@@ -23,12 +49,15 @@ def build_parser():
                     "communication volumes, and runs on StarPU-MPI.",
     )
     parser.add_argument("--version", action="version", version=f"starchol {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="more log output (repeat for debug)")
+    _add_verbose(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    commands = _Commands(sub)
     for module in command_modules():
-        module.register(sub)
+        module.register(commands)
+    for p in commands.parsers.values():
+        _add_verbose(p, argparse.SUPPRESS)  # -v also after the command name
+    parser.command_parsers = commands.parsers
     return parser
 
 
@@ -48,24 +77,71 @@ def flag_message(exc):
     return text
 
 
+def command_parser(name):
+    """The argument parser of one subcommand (e.g. ``"run"``), or None if there is none."""
+    return build_parser().command_parsers.get(name)
+
+
+def check_command_argv(name, argv):
+    """Parse ``argv`` (the words after the command name) with the ``name`` command's
+    parser. Returns None when it parses, else the parser's one-line message; ``"no NAME
+    command"`` when this installation has no such command."""
+    import contextlib
+    import io
+
+    parser = command_parser(name)
+    if parser is None:
+        return f"no {name} command"
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser.parse_args(list(argv))
+    except SystemExit as exc:
+        if exc.code:
+            lines = [ln for ln in err.getvalue().strip().splitlines() if ln.strip()]
+            return lines[-1] if lines else f"exit status {exc.code}"
+    return None
+
+
+def _setup_logging(verbose):
+    level = logging.WARNING - 10 * min(verbose, 2)
+    root = logging.getLogger("starchol")
+    root.setLevel(level)
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("starchol: %(levelname)s: %(message)s"))
+        root.addHandler(handler)
+    root.propagate = False
+
+
 def main(argv=None):
     """Run the command line; return the process exit status."""
+    from . import faults
+    from .collective import describe
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING - 10 * min(args.verbose, 2),
-        format="starchol: %(levelname)s: %(message)s",
-    )
+    _setup_logging(args.verbose)
+    label = f"starchol {args.command}"
+    if argv is None:  # the real command line (not a test calling main([...]))
+        faults.install_signal_watcher(label)
     try:
         return args.func(args) or 0
     except UsageError as exc:
-        print(f"starchol {args.command}: error: {flag_message(exc)}", file=sys.stderr)
+        print(f"{label}: error: {flag_message(exc)}", file=sys.stderr)
         return 2
     except StarcholError as exc:
-        print(f"starchol {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{label}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("starchol: interrupted", file=sys.stderr)
+        print(f"{label}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - no traceback for users; -v shows it
+        if log.isEnabledFor(logging.INFO):
+            import traceback
+
+            traceback.print_exc()
+        print(f"{label}: error: {describe(exc)}", file=sys.stderr)
+        return 1

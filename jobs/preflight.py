@@ -1,0 +1,151 @@
+"""Pre-flight checks: memory and disk needs against what this rank and host have.
+
+Used by ``starchol run`` (per rank, before any allocation), ``generate`` (disk), and the
+commands that build an NT x NT owner table (``map``, ``volume``). Figures are printed in
+decimal units (1 GB = 10^9 bytes).
+
+The estimate of one rank's memory for ``starchol run`` (bytes):
+
+- its tiles: the tile storage of its node under the map, every 2.5D slice's copies
+  included (:func:`starchol.distributions.node_load`), twice with ``--check`` (the
+  original is kept for the residual);
+- the owner tables: (c + 1) x NT^2 int64 (each slice's map and the composite one);
+- workspace: the tiles received for one panel, 2 x NT tiles;
+- ``--gather`` on rank 0: the dense N x N factor, twice (tiles and the assembled array);
+- a fixed :data:`PROCESS_BASE_BYTES` for Python, numpy, MPI and StarPU.
+
+It is compared with the memory available to the rank: the host's ``MemAvailable``
+(or the cgroup limit minus its usage, whichever is smaller), shared by the ranks of
+that host.
+"""
+import os
+
+from ..errors import UsageError
+from ..linalg.volume_summary import format_bytes
+
+#: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured ~150 MB)
+PROCESS_BASE_BYTES = 200 * 10**6
+DOUBLE = 8
+
+
+def _read_int(path):
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    if not text or text == "max":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _mem_available():
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def _cgroup_room():
+    """Bytes the cgroup of this process may still use, or None without a limit."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":  # cgroup v2
+            base = os.path.join("/sys/fs/cgroup", parts[2].lstrip("/"))
+            limit = _read_int(os.path.join(base, "memory.max"))
+            usage = _read_int(os.path.join(base, "memory.current"))
+        elif "memory" in parts[1].split(","):  # cgroup v1
+            base = os.path.join("/sys/fs/cgroup/memory", parts[2].lstrip("/"))
+            limit = _read_int(os.path.join(base, "memory.limit_in_bytes"))
+            usage = _read_int(os.path.join(base, "memory.usage_in_bytes"))
+            if limit is not None and limit >= 1 << 60:
+                limit = None
+        else:
+            continue
+        if limit is not None:
+            return max(0, limit - (usage or 0))
+    return None
+
+
+def memory_available():
+    """``(bytes, source)``: what this host can still give (MemAvailable or the cgroup
+    room, the smaller), and a word saying which."""
+    avail = _mem_available()
+    room = _cgroup_room()
+    if room is not None and (avail is None or room < avail):
+        return room, "cgroup memory limit minus usage"
+    return avail, "MemAvailable"
+
+
+def check_table_memory(nt, slices=1, role="--nt"):
+    """Refuse an NT x NT owner table (``slices`` of them, int64) that cannot fit."""
+    need = (slices + 1) * nt * nt * DOUBLE + PROCESS_BASE_BYTES
+    avail, source = memory_available()
+    if avail is not None and need > avail:
+        raise UsageError(f"{role} {nt}: the owner table of {nt} x {nt} tiles needs about "
+                         f"{format_bytes(need)} of memory but {format_bytes(avail)} is "
+                         f"available ({source}); use a smaller NT (or a larger NB)")
+
+
+def rank_memory(tile_map, n, nb, rank, check=False, gather=False):
+    """Estimated peak bytes of ``rank`` in ``starchol run`` and its parts (see the module
+    doc). Returns ``(total, parts)`` with parts a dict of bytes."""
+    from ..distributions import node_load
+    from ..linalg.volume import tile_bytes
+
+    nt = -(-n // nb)
+    c = tile_map.slices
+    tables = (c + 1) * nt * nt * DOUBLE
+    tile = nb * nb * DOUBLE
+    balanced = c * (nt * (nt + 1) // 2) * tile // tile_map.nodes
+    # the exact per-node storage needs the tables themselves: only when they are small
+    if tables <= 2 * 10**9:
+        tiles = int(node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb))["bytes"][rank])
+    else:
+        tiles = balanced
+    parts = {"tiles": tiles * (2 if check else 1), "owner tables": tables,
+             "workspace": 2 * nt * tile, "process": PROCESS_BASE_BYTES}
+    if gather and rank == 0:
+        parts["gathered factor"] = 2 * n * n * DOUBLE
+    return sum(parts.values()), parts
+
+
+def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False):
+    """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host."""
+    need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather)
+    avail, source = memory_available()
+    if avail is None:
+        return need
+    share = avail // max(1, ranks_on_host)
+    if need <= share:
+        return need
+    detail = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts.items() if v)
+    slices = (f" or fewer slices (now {tile_map.slices})" if tile_map.slices > 1 else "")
+    raise UsageError(
+        f"not enough memory: this rank needs about {format_bytes(need)} ({detail}) but "
+        f"about {format_bytes(share)} is available to it ({source} "
+        f"{format_bytes(avail)} shared by {ranks_on_host} rank(s) on this host); use more "
+        f"ranks on more hosts (mpirun -np){slices}, a smaller --n"
+        f"{', or drop --gather' if gather and rank == 0 else ''}")
+
+
+def dense_file_bytes(n):
+    """Bytes of an N x N float64 dataset."""
+    return n * n * DOUBLE

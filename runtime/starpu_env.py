@@ -1,0 +1,101 @@
+"""StarPU's environment variables, checked before StarPU starts.
+
+StarPU 1.3 reads its settings from the environment when it starts and reacts to bad
+values with an assertion and a C backtrace on every rank (``STARPU_NCPU=abc``), or by
+creating folders in odd places (``STARPU_HOME=/nonexistent/x``). :func:`check_environment`
+refuses such values with a message naming the variable and the fix; the session calls it
+collectively before ``starpu_mpi_init_conf``, and ``starchol run`` in its pre-flight.
+"""
+import os
+
+from ..errors import UsageError
+
+#: variables StarPU reads as non-negative integers (counts, switches, sizes in MB)
+INTEGER_VARIABLES = (
+    "STARPU_NCPU", "STARPU_NCPUS", "STARPU_NCUDA", "STARPU_NOPENCL", "STARPU_NMIC",
+    "STARPU_NMPI_MS", "STARPU_NWORKER_PER_CUDA", "STARPU_CALIBRATE", "STARPU_CALIBRATE_MINIMUM",
+    "STARPU_SILENT", "STARPU_WORKERS_NOBIND", "STARPU_MPI_NOBIND", "STARPU_MPI_CACHE",
+    "STARPU_MPI_CACHE_STATS", "STARPU_COMM_STATS", "STARPU_STATS", "STARPU_PROFILING",
+    "STARPU_BUS_STATS", "STARPU_WORKER_STATS", "STARPU_MEMORY_STATS", "STARPU_CATCH_SIGNALS",
+    "STARPU_SINGLE_COMBINED_WORKER", "STARPU_LIMIT_CPU_MEM", "STARPU_LIMIT_CUDA_MEM",
+    "STARPU_MINIMUM_AVAILABLE_MEM", "STARPU_TARGET_AVAILABLE_MEM", "STARPU_DISABLE_PINNING",
+    "STARPU_ENABLE_STATS", "STARPU_WATCHDOG_TIMEOUT", "STARPU_TASK_BREAK_ON_PUSH",
+    "STARPU_MAX_WORKERSIZE", "STARPU_MIN_WORKERSIZE", "STARPU_NMAXBUFS",
+)
+
+#: folders StarPU writes into (it creates ``.starpu/sampling`` under the home)
+FOLDER_VARIABLES = ("STARPU_HOME", "STARPU_PERF_MODEL_DIR", "STARPU_FXT_PREFIX")
+
+
+def _check_integer(name, text):
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise UsageError(f"environment variable {name}={text!r} must be a non-negative "
+                         f"integer; fix or unset it (unset {name})") from None
+    if value < 0:
+        raise UsageError(f"environment variable {name}={text!r} must be >= 0; fix or unset "
+                         f"it (unset {name})")
+
+
+def _writable(folder):
+    """True when a folder can really be created in ``folder`` (``os.access`` says yes to
+    root even on /proc); the probe is removed at once."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".starchol-probe-", dir=folder))
+    except OSError:
+        return False
+    return True
+
+
+def _check_folder(name, path, creatable=False):
+    if not path:
+        raise UsageError(f"environment variable {name} is empty; unset it or give a folder")
+    if not os.path.isabs(path):
+        path = os.path.abspath(path)
+    if os.path.isdir(path):
+        if not _writable(path):
+            raise UsageError(f"{name}={path} is not writable; StarPU writes its samplings "
+                             f"there: set STARPU_HOME to a writable folder")
+        return
+    if os.path.exists(path):
+        raise UsageError(f"{name}={path} is not a folder; set it to a writable folder")
+    parent = os.path.dirname(path.rstrip("/"))
+    if creatable and os.path.isdir(parent) and _writable(parent):
+        return
+    raise UsageError(f"{name}={path} does not exist; create it (mkdir -p {path}) or set it "
+                     f"to an existing writable folder")
+
+
+def check_environment(environ=None, schedulers=None):
+    """Raise :class:`UsageError` for a StarPU setting StarPU would crash on.
+
+    Checks: the integer variables of :data:`INTEGER_VARIABLES` parse as integers >= 0;
+    ``STARPU_SCHED`` names a policy of ``schedulers`` (when given); ``STARPU_HOME``
+    (or ``HOME`` when it is unset; StarPU falls back to /tmp when both are unset) is an
+    existing writable folder; ``STARPU_PERF_MODEL_DIR``
+    and ``STARPU_FXT_PREFIX`` exist or can be created. Local (no communication).
+    """
+    env = os.environ if environ is None else environ
+    for name in INTEGER_VARIABLES:
+        if name in env:
+            _check_integer(name, env[name])
+    sched = env.get("STARPU_SCHED")
+    if sched is not None and schedulers is not None and sched not in schedulers:
+        raise UsageError(f"environment variable STARPU_SCHED={sched!r} is not a StarPU "
+                         f"scheduler (known: {', '.join(schedulers)}); unset it or use "
+                         f"--sched")
+    if "STARPU_HOME" in env:
+        _check_folder("STARPU_HOME", env["STARPU_HOME"])
+    elif env.get("HOME"):
+        try:
+            _check_folder("HOME", env["HOME"])
+        except UsageError as exc:
+            raise UsageError(f"{exc} (StarPU keeps its samplings under $HOME/.starpu when "
+                             f"STARPU_HOME is unset: set STARPU_HOME to a writable folder)") \
+                from None
+    for name in ("STARPU_PERF_MODEL_DIR", "STARPU_FXT_PREFIX"):
+        if name in env:
+            _check_folder(name, env[name], creatable=True)

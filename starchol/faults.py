@@ -1,0 +1,181 @@
+"""Faults and signals: a signal or a lone error on any rank ends the whole job promptly and
+leaves no temporary file.
+
+Three pieces, used by the command line (and, for :func:`end_diverged`, by
+:class:`~starchol.runtime.Session`):
+
+- :func:`track` / :func:`untrack`: temporary files to remove if the process is stopped.
+  :func:`starchol.files.atomic_path` registers each one before its first byte.
+- :func:`install_signal_watcher`: SIGINT, SIGTERM and SIGHUP are handled by a watcher
+  thread woken through :func:`signal.set_wakeup_fd`, so they act at once even while the
+  main thread is inside StarPU or MPI (where Python handlers would wait). The watcher
+  removes the tracked files, prints one line, and ends the process: SIGINT and SIGHUP
+  abort the MPI job (``MPI_Abort``: the other ranks are ended by mpirun), SIGTERM (which
+  mpirun and Slurm send to end a job) exits with 143.
+- :func:`end_diverged`: an exception that the other ranks may not share (anything but a
+  :class:`~starchol.errors.StarcholError`, which starchol raises identically on every
+  rank) must not reach a collective shutdown, where it would wait forever for the others:
+  the job is aborted instead, with one line on the failing rank.
+"""
+import logging
+import os
+import signal
+import sys
+import threading
+import traceback
+
+from .errors import StarcholError
+
+log = logging.getLogger("starchol")
+
+#: signals the watcher handles
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+_tracked = set()
+_lock = threading.Lock()
+_state = {"label": "starchol", "installed": False}
+
+
+def track(path):
+    """Remove ``path`` if the process is stopped by a signal or an abort."""
+    with _lock:
+        _tracked.add(path)
+
+
+def untrack(path):
+    with _lock:
+        _tracked.discard(path)
+
+
+def remove_tracked():
+    """Remove every tracked temporary file (signal-safe enough: unlink only)."""
+    with _lock:
+        paths = list(_tracked)
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _world():
+    """COMM_WORLD when mpi4py has initialised MPI (never initialises it), else None."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is None:
+        return None
+    try:
+        if mpi.Is_initialized() and not mpi.Is_finalized():
+            return mpi.COMM_WORLD
+    except Exception:  # noqa: BLE001
+        return None
+    return None
+
+
+def _say(comm, message):
+    prefix = ""
+    if comm is not None:
+        try:
+            if comm.Get_size() > 1:
+                prefix = f"rank {comm.Get_rank()}: "
+        except Exception:  # noqa: BLE001
+            pass
+    try:
+        sys.stderr.write(f"{_state['label']}: {prefix}{message}\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def abort_job(message, code=1, comm=None, mpi_abort=True):
+    """Remove the tracked files, print ``message`` (one line, this rank) and end the job:
+    ``MPI_Abort`` when several ranks run (and ``mpi_abort``), else ``os._exit(code)``.
+    Does not return."""
+    remove_tracked()
+    comm = comm if comm is not None else _world()
+    _say(comm, message)
+    try:
+        if mpi_abort and comm is not None and comm.Get_size() > 1:
+            comm.Abort(code)
+    finally:
+        os._exit(code)
+
+
+def end_diverged(exc, comm=None):
+    """Abort the job if ``exc`` may exist on this rank only; return if it is agreed.
+
+    Agreed errors are :class:`StarcholError` (starchol raises them identically on every
+    rank). Anything else (``KeyboardInterrupt``, ``OSError``, ``KeyError``...) leaves the
+    other ranks waiting in a collective, so with several ranks the job is aborted with one
+    line naming the error (and the traceback with ``-v``). With one rank, returns.
+    """
+    if exc is None or isinstance(exc, StarcholError):
+        return
+    comm = comm if comm is not None else _world()
+    try:
+        several = comm is not None and comm.Get_size() > 1
+    except Exception:  # noqa: BLE001
+        several = False
+    if not several:
+        return
+    from .collective import describe
+
+    if log.isEnabledFor(logging.INFO):
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    if isinstance(exc, KeyboardInterrupt):
+        abort_job("interrupted; ending the job on every rank", 130, comm)
+    abort_job(f"error: {describe(exc)}; ending the job on every rank (MPI_Abort)", 1, comm)
+
+
+def _on_signal(signum):
+    name = signal.Signals(signum).name
+    comm = _world()
+    if signum == signal.SIGTERM:
+        abort_job("stopped by SIGTERM (the job is being ended: a rank failed or was "
+                  "interrupted, or mpirun/Slurm ended it); temporary files removed",
+                  128 + signum, comm, mpi_abort=False)
+    several = False
+    try:
+        several = comm is not None and comm.Get_size() > 1
+    except Exception:  # noqa: BLE001
+        pass
+    abort_job(f"interrupted by {name}" + ("; ending the job on every rank" if several else ""),
+              128 + signum, comm)
+
+
+def _watch(fd):
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except InterruptedError:
+            continue
+        except OSError:
+            return
+        if not data:
+            return
+        for signum in data:
+            if signum in SIGNALS:
+                _on_signal(signum)
+
+
+def _noop(signum, frame):
+    """The main thread's handler: the watcher thread does the work."""
+
+
+def install_signal_watcher(label="starchol"):
+    """Handle SIGINT, SIGTERM and SIGHUP in a watcher thread (see the module doc).
+
+    Call once, from the main thread, before the work starts. Returns True when installed.
+    """
+    _state["label"] = label
+    if _state["installed"]:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    rfd, wfd = os.pipe()
+    os.set_blocking(wfd, False)
+    for signum in SIGNALS:
+        signal.signal(signum, _noop)
+    signal.set_wakeup_fd(wfd, warn_on_full_buffer=False)
+    threading.Thread(target=_watch, args=(rfd,), name="starchol-signals", daemon=True).start()
+    _state["installed"] = True
+    return True

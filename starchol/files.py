@@ -1,0 +1,173 @@
+"""Files: the one home of atomic writes, ``FILE.h5:/dataset`` targets and path checks.
+
+Every file starchol writes (JSON documents, pictures, map files, scripts, HDF5 factors)
+goes through a temporary file in the destination's folder, registered with
+:mod:`starchol.faults` *before its first byte* (so a signal removes it), and renamed over
+the final name only when complete. Destinations are resolved first, so writing to a
+symbolic link writes through it to its target instead of replacing the link.
+"""
+import contextlib
+import os
+import shutil
+import tempfile
+
+from .errors import UsageError
+
+
+def parse_target(text, flag="--input"):
+    """``"file.h5:/A"`` -> ``("file.h5", "/A")``. The dataset part is required.
+
+    ``flag`` names the option in error messages.
+    """
+    if not text or ":" not in text:
+        raise UsageError(f"{flag} must look like FILE.h5:/DATASET, got {text!r}")
+    path, dataset = text.rsplit(":", 1)
+    if not path or not dataset or dataset.strip("/") == "":
+        raise UsageError(f"{flag} must look like FILE.h5:/DATASET, got {text!r}")
+    if not dataset.startswith("/"):
+        dataset = "/" + dataset
+    return path, dataset
+
+
+def resolve(path):
+    """The absolute path with symbolic links resolved (the file that would be written)."""
+    return os.path.realpath(os.path.abspath(os.path.expanduser(path)))
+
+
+def identity(path):
+    """``(st_dev, st_ino)`` of an existing file, or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def fingerprint(path):
+    """``(st_dev, st_ino, size, mtime_ns)`` of an existing file, or None (to notice that a
+    file was replaced or changed between two moments)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def same_file(a, b):
+    """True when ``a`` and ``b`` name the same file: same resolved path, or same inode
+    (hard links, bind mounts)."""
+    if resolve(a) == resolve(b):
+        return True
+    ia, ib = identity(a), identity(b)
+    return ia is not None and ia == ib
+
+
+def check_distinct(named_paths):
+    """Refuse two roles on one file. ``named_paths`` is a list of ``(role, path)``, e.g.
+    ``[("--input", "a.h5"), ("--json", "a.h5")]``; ``None`` paths are skipped.
+
+    Raises :class:`UsageError` naming both roles.
+    """
+    items = [(role, p) for role, p in named_paths if p]
+    for k, (role_a, a) in enumerate(items):
+        for role_b, b in items[k + 1:]:
+            if same_file(a, b):
+                if role_a == "--input":
+                    raise UsageError(f"{role_b} {b} is the input file ({role_a} {a}); "
+                                     f"starchol never modifies its input: choose another "
+                                     f"name for {role_b}")
+                raise UsageError(f"{role_b} {b} is also the {role_a} file ({a}); two "
+                                 f"results cannot share one file: choose another name for "
+                                 f"{role_b}")
+
+
+def check_folder_writable(path, role):
+    """Refuse when the folder that would receive ``path`` is missing or not writable, or
+    when ``path`` itself is a folder."""
+    target = resolve(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise UsageError(f"{role} {path} is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{role} {path}: the folder {folder} does not exist; create it "
+                         f"first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{role} {path}: the folder {folder} is not writable")
+
+
+def check_readable_file(path, role):
+    """Refuse a missing path, a folder, or a file this process cannot read."""
+    if os.path.isdir(path):
+        raise UsageError(f"{role} {path} is a folder, not a file")
+    if not os.path.exists(path):
+        raise UsageError(f"{role} {path} not found")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{role} {path} is not readable (permissions)")
+
+
+def free_bytes(path):
+    """Bytes available to this user on the file system that holds ``path``'s folder."""
+    st = os.statvfs(os.path.dirname(resolve(path)))
+    return st.f_bavail * st.f_frsize
+
+
+def check_disk_space(path, need_bytes, role, margin=1.05):
+    """Refuse when the folder of ``path`` has less than ``need_bytes`` (times ``margin``)
+    free; the message gives both figures (decimal units)."""
+    from .linalg.volume_summary import format_bytes
+
+    free = free_bytes(path)
+    if need_bytes * margin > free:
+        raise UsageError(f"{role} {path} needs about {format_bytes(need_bytes)} of disk but "
+                         f"{os.path.dirname(resolve(path))} has {format_bytes(free)} free; "
+                         f"free space, write elsewhere, or use a smaller N")
+
+
+def _usual_mode(fd):
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)  # mkstemp makes 0600; give the file the usual mode
+
+
+@contextlib.contextmanager
+def atomic_path(path, copy_existing=False):
+    """Yield a temporary file name beside ``path`` (resolved through symlinks); on success
+    rename it over ``path``, on any error or signal remove it.
+
+    The temporary name is registered for removal on signals before anything is written
+    (:func:`starchol.faults.track`). With ``copy_existing`` the temporary file starts as a
+    copy of ``path`` when that exists (used to add a dataset to an HDF5 file).
+    """
+    from . import faults
+
+    target = resolve(path)
+    folder = os.path.dirname(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.tmp-", dir=folder)
+    faults.track(tmp)
+    try:
+        _usual_mode(fd)
+        os.close(fd)
+        if copy_existing and os.path.exists(target):
+            shutil.copyfile(target, tmp)
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        faults.untrack(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_atomic(path, data, mode="w"):
+    """Write ``data`` (str, or bytes with ``mode="wb"``) to ``path`` atomically: a failed
+    or interrupted write leaves no partial file at ``path``. ``path == "-"`` writes to
+    standard output."""
+    if path == "-":
+        import sys
+
+        stream = sys.stdout.buffer if "b" in mode else sys.stdout
+        stream.write(data)
+        stream.flush()
+        return
+    with atomic_path(path) as tmp:
+        with open(tmp, mode) as fh:
+            fh.write(data)

@@ -1,0 +1,262 @@
+"""Reliability guarantees that need no MPI job: one atomic-write home, distinct outputs,
+safe publication, collective verdicts for any exception type, StarPU environment checks,
+validators, small-file HDF5 layout, progress lines. See docs/reliability.md."""
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from starchol.cli import check_command_argv, main
+from starchol.collective import agree, describe
+from starchol.errors import StarcholError, UsageError
+from starchol.files import atomic_path, check_distinct, parse_target, write_atomic
+from starchol.jobs.options import (check_node_count, check_positive_finite,
+                                   check_scheduler_name, check_time_limit)
+from starchol.jobs.progress import Progress
+from starchol.linalg.hdf5_io import FactorWriter, OutputAppeared, publish
+from starchol.runtime.starpu_env import check_environment
+
+
+def sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+class FakeComm:
+    """Rank 0 of a 3-rank job whose ranks' verdicts are given."""
+
+    def __init__(self, errors):
+        self.errors = errors
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return len(self.errors)
+
+    def allgather(self, obj):
+        return [obj if k == 0 else e for k, e in enumerate(self.errors)]
+
+
+# -- collective verdicts -------------------------------------------------------------
+def test_any_exception_type_becomes_one_agreed_error():
+    with pytest.raises(KeyError):   # another rank's KeyError reaches this rank too
+        agree(FakeComm([None, KeyError("k"), None]), lambda: 1)
+    with pytest.raises(FileNotFoundError):
+        agree(FakeComm([None, None]), lambda: open("/nonexistent/x"))
+    assert agree(None, lambda x: x + 1, 1) == 2
+    assert "No such file" in describe(FileNotFoundError(2, "No such file", "x"))
+
+
+# -- files ---------------------------------------------------------------------------
+def test_outputs_must_differ_from_input_and_each_other(tmp_path):
+    a = tmp_path / "a.h5"
+    a.write_bytes(b"x")
+    link = tmp_path / "link.h5"
+    link.symlink_to(a)
+    hard = tmp_path / "hard.h5"
+    os.link(a, hard)
+    for other in (a, link, hard, tmp_path / "." / "a.h5"):
+        with pytest.raises(UsageError, match="never modifies its input"):
+            check_distinct([("--input", str(a)), ("--json", str(other))])
+    with pytest.raises(UsageError, match="--gather .* is also the --output file"):
+        check_distinct([("--output", str(tmp_path / "o")), ("--gather", str(tmp_path / "o"))])
+    check_distinct([("--input", str(a)), ("--json", str(tmp_path / "b.json")),
+                    ("--gather", None)])
+
+
+def test_parse_target_refuses_empty_dataset():
+    assert parse_target("d/a.h5:g/A") == ("d/a.h5", "/g/A")
+    for bad in ("a.h5", "a.h5:", ":/A", "a.h5:/"):
+        with pytest.raises(UsageError, match="FILE.h5:/DATASET"):
+            parse_target(bad)
+
+
+def test_atomic_write_leaves_nothing_on_error_and_writes_through_links(tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_atomic(str(link), "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    with pytest.raises(RuntimeError):
+        with atomic_path(str(tmp_path / "x.txt")) as tmp:
+            open(tmp, "w").write("partial")
+            raise RuntimeError("boom")
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "real.json"]
+
+
+def test_publish_never_replaces_a_file_that_appeared(tmp_path):
+    out = tmp_path / "L.h5"
+    tmp = tmp_path / ".L.h5.tmp"
+    tmp.write_bytes(b"ours")
+    out.write_bytes(b"theirs")            # appeared during the run (it was absent before)
+    with pytest.raises(OutputAppeared) as info:
+        publish(str(tmp), str(out), None)
+    assert out.read_bytes() == b"theirs"
+    assert open(info.value.kept, "rb").read() == b"ours"
+    assert info.value.kept in str(info.value) and not tmp.exists()
+    tmp.write_bytes(b"ours")
+    publish(str(tmp), str(out), None, overwrite=True)
+    assert out.read_bytes() == b"ours"
+
+
+def test_factor_file_is_small_and_a_changed_output_is_kept_aside(tmp_path):
+    from starchol.linalg.tiled import TiledMatrix
+
+    n, nb = 600, 100
+    owners = np.zeros((6, 6), dtype=np.int64)
+    a = TiledMatrix(n, nb, owners, 0)
+    for key in a.local_keys():
+        a.tiles[key] = np.ones((nb, nb), order="F")
+    path = tmp_path / "L.h5"
+    FactorWriter(str(path), "/L", n, nb=nb).write(a)
+    assert os.path.getsize(path) < 4.0e6  # 8.4 MB with 512 x 512 chunks before
+    with h5py.File(path) as fh:
+        assert np.allclose(fh["L"][:], np.tril(np.ones((n, n))))
+    w = FactorWriter(str(path), "/M", n, nb=nb)
+    with h5py.File(path, "a") as fh:   # another program changes the file meanwhile
+        fh["other"] = np.zeros(3)
+    before = sha(path)
+    with pytest.raises(OutputAppeared, match="changed while this run was working"):
+        w.write(a)
+    assert sha(path) == before
+    kept = [f for f in os.listdir(tmp_path) if ".starchol-" in f]
+    assert len(kept) == 1 and sorted(os.listdir(tmp_path)) == sorted(["L.h5", kept[0]])
+
+
+def test_generate_refusals_leave_inputs_and_folder_untouched(tmp_path, capsys):
+    good = tmp_path / "a.h5"
+    assert main(["generate", "--n", "200", "--output", f"{good}:/A"]) == 0
+    trunc = tmp_path / "t.h5"
+    trunc.write_bytes(good.read_bytes()[:4000])
+    before = {p: sha(tmp_path / p) for p in os.listdir(tmp_path)}
+    assert main(["generate", "--n", "50", "--output", f"{trunc}:/B"]) == 2
+    assert "cannot be opened by HDF5" in capsys.readouterr().err
+    assert main(["generate", "--n", "10000000", "--output", f"{tmp_path}/big.h5:/A"]) == 2
+    assert "of disk" in capsys.readouterr().err
+    assert main(["generate", "--n", "50", "--output", f"{tmp_path}/no/x.h5:/A"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert {p: sha(tmp_path / p) for p in os.listdir(tmp_path)} == before
+
+
+def test_generate_through_a_symlink_writes_the_target(tmp_path):
+    real = tmp_path / "real.h5"
+    link = tmp_path / "link.h5"
+    link.symlink_to(real)
+    assert main(["generate", "--n", "20", "--output", f"{link}:/A"]) == 0
+    assert link.is_symlink()
+    with h5py.File(real) as fh:
+        assert fh["A"].shape == (20, 20)
+
+
+def test_big_endian_input_is_accepted(tmp_path):
+    from starchol.linalg.hdf5_io import inspect_file
+
+    path = tmp_path / "be.h5"
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("A", data=np.eye(4), dtype=">f8")
+    assert inspect_file(str(path), "/A") == (4, "float64 (big-endian)")
+
+
+def test_map_refusals(tmp_path, capsys):
+    assert main(["map", "--dist", "sbc", "--nodes", "3", "--nt", "100000"]) == 2
+    assert "owner table" in capsys.readouterr().err
+    assert main(["map", "--dist", "sbc", "--nodes", "3", "--nt", "6", "--png",
+                 f"{tmp_path}/no/m.png"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["map", "--dist", "sbc", "--nodes", "3", "--nt", "6", "--chameleon",
+                 f"{tmp_path}/no/m.txt"]) == 2
+    assert main(["map", "--dist", "custom", "--map-file", str(tmp_path), "--nt", "6"]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+# -- settings ------------------------------------------------------------------------
+@pytest.mark.parametrize("env, words", [
+    ({"STARPU_NCPU": "-1"}, "STARPU_NCPU='-1' must be >= 0"),
+    ({"STARPU_NCPU": "abc"}, "must be a non-negative integer"),
+    ({"STARPU_HOME": "/nonexistent/x"}, "does not exist"),
+    ({"STARPU_HOME": "/proc/x"}, "does not exist"),
+    ({"HOME": "/proc"}, "not writable"),
+    ({"STARPU_SCHED": "bogus"}, "not a StarPU scheduler"),
+])
+def test_starpu_environment_is_refused_before_start(env, words, tmp_path):
+    full = {"HOME": str(tmp_path), **env}
+    with pytest.raises(UsageError, match=words):
+        check_environment(full, schedulers=["prio", "lws"])
+    check_environment({"HOME": str(tmp_path), "STARPU_NCPU": "2"}, schedulers=["prio"])
+
+
+def test_validators():
+    with pytest.raises(UsageError, match="--sched 'bogus'"):
+        check_scheduler_name("bogus")
+    assert check_scheduler_name("prio") == "prio"
+    with pytest.raises(UsageError, match="between 1 and"):
+        check_node_count(100000000)
+    with pytest.raises(UsageError, match="longer than 365 days"):
+        check_time_limit(1000000 * 86400, "1000000-00:00:00")
+    with pytest.raises(UsageError, match="positive finite"):
+        check_positive_finite(float("nan"), "--memory-per-node")
+    assert main(["plan", "--nodes", "6", "--n", "1000", "--nb", "100",
+                 "--memory-per-node", "nan"]) == 2
+
+
+def test_command_argv_check_uses_public_parsers():
+    assert check_command_argv("run", ["--dist", "sbc", "--n", "10", "--nb", "5"]) is None
+    assert "--bogus" in check_command_argv("run", ["--dist", "sbc", "--nb", "5", "--bogus"])
+    assert check_command_argv("nothing", []) == "no nothing command"
+    assert check_command_argv("run", ["--dist", "sbc", "--nb", "5", "--no-cache"]) is None
+
+
+# -- progress ------------------------------------------------------------------------
+class Pipe:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def test_progress_prints_lines_every_few_percent_off_a_terminal():
+    out = Pipe()
+    p = Progress("rank 0 tasks", unit="tasks", enabled=True, stream=out, step_s=1e9)
+    for done in range(0, 1001):
+        p(done, 1000)
+    lines = out.text.splitlines()
+    assert 9 <= len(lines) <= 12 and "\r" not in out.text
+    assert lines[-1].startswith("rank 0 tasks: 1000/1000 tasks (100%)")
+    assert Progress("x", stream=Pipe()).enabled is False  # model commands: terminal only
+
+
+# -- signals -------------------------------------------------------------------------
+def test_sigterm_during_generate_leaves_no_temporary_file(tmp_path):
+    """Issue 9.6: a signal at any moment of the write (the copy of an existing file
+    included) leaves the output as it was and no hidden temporary file."""
+    out = tmp_path / "a.h5"
+    assert main(["generate", "--n", "100", "--output", f"{out}:/small"]) == 0
+    before = sha(out)
+    exe = [sys.executable, "-m", "starchol"]
+    for delay in (0.3, 1.0):
+        proc = subprocess.Popen([*exe, "generate", "--n", "4000", "--output", f"{out}:/B"],
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err
+        names = sorted(os.listdir(tmp_path))
+        if proc.returncode == 0:  # finished before the signal: a complete file
+            break
+        assert proc.returncode == 143, err
+        assert names == ["a.h5"] and sha(out) == before, (names, err)
