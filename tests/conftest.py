@@ -23,7 +23,8 @@ def starpu_home(tmp_path_factory):
 
 @pytest.fixture
 def mpirun(starpu_home):
-    """``mpirun(np, *starchol_args, timeout=120)`` -> CompletedProcess with ``rank_exits``.
+    """``mpirun(np, *starchol_args, timeout=120, env=None)`` -> CompletedProcess with
+    ``rank_exits`` (``env``: extra environment variables for the ranks).
 
     Each rank runs ``starchol ARGS`` under a small shell that prints its exit status
     (``starchol-exit=RC``) on stderr, so a test sees every rank's status. mpirun is told
@@ -33,10 +34,10 @@ def mpirun(starpu_home):
     if MPIRUN is None:
         pytest.skip("mpirun not found")
 
-    def run(np_, *args, timeout=120, workers=None):
-        env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
-                   OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_rmaps_base_oversubscribe="1")
+    def run(np_, *args, timeout=120, workers=None, env=None):
+        env = {**os.environ, "STARPU_HOME": starpu_home, "STARPU_SILENT": "1",
+               "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+               "OMPI_MCA_rmaps_base_oversubscribe": "1", **(env or {})}
         cmd = [MPIRUN, "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0",
                "-np", str(np_), "sh", "-c", '"$@"; echo "starchol-exit=$?" >&2', "sh",
                *_starchol_exe(), *map(str, args)]
