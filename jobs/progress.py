@@ -1,7 +1,7 @@
 """Progress on stderr: done / total, percent, elapsed time and rate.
 
 On a terminal, one live line redrawn at most every 0.5 s. Elsewhere (under mpirun, in a
-Slurm job, piped to a file), one plain line each time another ``step_percent`` of the
+Slurm job, piped to a file), one plain line at the start, then one each time another ``step_percent`` of the
 work is done or ``step_s`` seconds have passed, whichever comes first, and a last line
 at the end; so a job log shows that the run is alive without flooding it.
 ``enabled=None`` means "on a terminal only" (the model commands); ``starchol run``
@@ -27,7 +27,7 @@ class Progress:
         self.step_percent, self.step_s = step_percent, step_s
         self.start = time.monotonic()
         self._last = self.start
-        self._last_percent = 0.0
+        self._last_percent = None  # nothing printed yet: the first call prints
         self._finished = False
 
     def _text(self, done, total, now):
@@ -48,7 +48,8 @@ class Progress:
             self.stream.write("\r" + self._text(done, total, now) + ("\n" if end else ""))
         else:
             percent = 100.0 * done / max(total, 1)
-            if not end and percent - self._last_percent < self.step_percent \
+            first = self._last_percent is None
+            if not (end or first) and percent - self._last_percent < self.step_percent \
                     and now - self._last < self.step_s:
                 return
             self._last_percent = percent

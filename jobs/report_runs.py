@@ -1,5 +1,9 @@
 """Reading ``starchol run --json`` documents for ``starchol report``.
 
+Each document is read into the typed :class:`starchol.linalg.record.RunRecord` (the
+one reader of run documents, ``run["record"]``) after the checks below, which name the
+file and the key of anything damaged.
+
 A run document (written by rank 0) has the keys ``dist, nodes, n, nb, nt, time_s, gflops,
 residual, bytes_measured_pairs, bytes_predicted_pairs`` (P x P lists, sender row),
 ``bytes_measured_total, bytes_predicted_total, match`` and ``runtime`` (``scheduler,
@@ -106,6 +110,12 @@ def load_run(path):
         if run.get(key) is None and arr is not None:
             run[key] = float(arr.sum())
     run["label"] = run_label(run)
+    from ..linalg.record import RunRecord
+
+    try:  # the typed record shared with `starchol run` (RunRecord.from_json's reader)
+        run["record"] = RunRecord.from_dict(doc)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: {exc}") from None
     return run
 
 

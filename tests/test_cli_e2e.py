@@ -1,0 +1,37 @@
+"""A handful of command-line runs end to end under mpirun: ``--json -``, the cache option
+(new and old spelling), ``-v`` logging, the progress line off a terminal, units, and a
+report made from the run document."""
+import json
+import os
+
+from starchol.cli import main
+
+
+def test_json_to_stdout_verbose_progress_and_units(mpirun):
+    p = mpirun(2, "run", "--dist", "2dbc", "--n", "400", "--nb", "50", "--cache", "off",
+               "--json", "-", "-v", "--workers", "1", timeout=120)
+    assert p.rank_exits == [0, 0], p.stderr
+    doc = json.loads(p.stdout)          # stdout holds the JSON document only
+    assert doc["cache"] is False and doc["match"] is True and doc["nodes"] == 2
+    assert "pre-flight passed on 2 rank(s)" in p.stderr          # -v after the command
+    progress = [ln for ln in p.stderr.splitlines() if ln.startswith("rank 0 tasks")]
+    assert progress and "(100%)" in progress[-1] and "\r" not in p.stderr
+    summary = p.stderr[p.stderr.index("starchol run:"):]
+    assert " kB (" in summary or " MB (" in summary               # decimal units
+    assert "MiB" not in p.stderr
+
+
+def test_old_cache_spelling_quiet_and_report(mpirun, tmp_path):
+    doc_path = tmp_path / "r.json"
+    p = mpirun(2, "run", "--dist", "2dbc", "--n", "300", "--nb", "50", "--no-cache",
+               "--quiet", "--check", "--json", doc_path, "--workers", "1", timeout=120)
+    assert p.rank_exits == [0, 0], p.stderr
+    assert "rank 0 tasks" not in p.stderr
+    doc = json.loads(doc_path.read_text())
+    assert doc["cache"] is False and doc["residual"] < 1e-12
+    assert "per-pair match: yes" in p.stdout
+    out = tmp_path / "rep"
+    assert main(["report", str(doc_path), "-o", str(out), "--quiet"]) == 0
+    text = (out / "report.md").read_text()
+    assert "2dbc" in text and "Traceback" not in text
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
