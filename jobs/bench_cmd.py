@@ -8,6 +8,7 @@ cores); LAPACK is scipy.linalg.lapack.dpotrf on a Fortran-ordered copy, overwrit
 in place, with BLAS on all cores (StarPU's workers paused meanwhile). Flops N^3/3.
 """
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -30,7 +31,8 @@ def register(sub):
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="StarPU workers (default: all cores)")
     p.add_argument("--no-lapack", action="store_true", help="time starchol only")
-    p.add_argument("--json", metavar="FILE", help="write the result document")
+    p.add_argument("--json", metavar="FILE",
+                   help="write the result document ('-': print it on stdout)")
     p.set_defaults(func=run)
 
 
@@ -42,6 +44,18 @@ def run(args):
                                    check_workers, _cores)
 
     check_sizes(args.n, args.nb)
+    if args.json and args.json != "-":
+        from ..files import check_folder_writable
+
+        check_folder_writable(args.json, "--json")
+    from .preflight import check_rank_memory
+    from ..distributions import get_map
+
+    # the dense LAPACK copies count like a gathered factor (two N x N arrays)
+    check_rank_memory(get_map("2dbc", 1, grid=(1, 1)), args.n, args.nb, 0, 1,
+                      gather=not args.no_lapack,
+                      fix="use a smaller --n" + ("" if args.no_lapack else
+                                                 " or time starchol alone (--no-lapack)"))
     if args.repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {args.repeat}")
     sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
@@ -106,7 +120,7 @@ def run(args):
         lines.append("  LAPACK   GFlop/s: " + ", ".join(f"{g:.1f}" for g in theirs)
                      + f"  (median {doc['lapack_median_gflops']:.1f})")
         lines.append(f"  median ratio starchol / LAPACK: {doc['ratio_median']:.3f}")
-    print("\n".join(lines))
+    print("\n".join(lines), file=sys.stderr if args.json == "-" else sys.stdout)
     if args.json:
         write_atomic(args.json, dumps(doc) + "\n")
     return 0

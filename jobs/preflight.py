@@ -127,8 +127,11 @@ def rank_memory(tile_map, n, nb, rank, check=False, gather=False):
     return sum(parts.values()), parts
 
 
-def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False):
-    """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host."""
+def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False,
+                      fix=None):
+    """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host.
+
+    ``fix`` replaces the advice of the message (default: ``starchol run``'s)."""
     need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather)
     avail, source = memory_available()
     if avail is None:
@@ -138,12 +141,12 @@ def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=
         return need
     detail = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts.items() if v)
     slices = (f" or fewer slices (now {tile_map.slices})" if tile_map.slices > 1 else "")
+    fix = fix or (f"use more ranks on more hosts (mpirun -np){slices}, a smaller --n"
+                  f"{', or drop --gather' if gather and rank == 0 else ''}")
     raise UsageError(
         f"not enough memory: this rank needs about {format_bytes(need)} ({detail}) but "
         f"about {format_bytes(share)} is available to it ({source} "
-        f"{format_bytes(avail)} shared by {ranks_on_host} rank(s) on this host); use more "
-        f"ranks on more hosts (mpirun -np){slices}, a smaller --n"
-        f"{', or drop --gather' if gather and rank == 0 else ''}")
+        f"{format_bytes(avail)} shared by {ranks_on_host} rank(s) on this host); {fix}")
 
 
 def dense_file_bytes(n):

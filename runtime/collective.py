@@ -45,7 +45,18 @@ def agree(comm, error):
     found = comm.allgather(_portable(error, comm.Get_rank()))
     for rank, exc in enumerate(found):
         if exc is not None:
+            mark_agreed(exc)
             raise exc
+
+
+def mark_agreed(exc):
+    """Note on ``exc`` that every rank raises it (so no rank waits for another: the
+    session may shut down collectively, see :func:`starchol.faults.end_diverged`)."""
+    try:
+        exc.starchol_agreed = True
+    except (AttributeError, TypeError):  # pragma: no cover - exotic exception types
+        pass
+    return exc
 
 
 def _portable(error, rank):

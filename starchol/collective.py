@@ -73,7 +73,7 @@ def agree(comm, check, *args, **kwargs):
 def agree_root(comm, check, *args, root=0, **kwargs):
     """Run ``check`` on ``root`` only and broadcast its result, or raise its exception on
     every rank. Collective."""
-    from .runtime.collective import _portable
+    from .runtime.collective import _portable, mark_agreed
 
     comm = as_comm(comm)
     result, error = None, None
@@ -84,5 +84,5 @@ def agree_root(comm, check, *args, root=0, **kwargs):
             error = _portable(exc, root)
     result, error = comm.bcast((result, error), root=root)
     if error is not None:
-        raise error
+        raise mark_agreed(error)
     return result

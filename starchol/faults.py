@@ -104,11 +104,12 @@ def end_diverged(exc, comm=None):
     """Abort the job if ``exc`` may exist on this rank only; return if it is agreed.
 
     Agreed errors are :class:`StarcholError` (starchol raises them identically on every
-    rank). Anything else (``KeyboardInterrupt``, ``OSError``, ``KeyError``...) leaves the
+    rank) and any exception raised through :func:`starchol.runtime.collective.agree`
+    (marked ``starchol_agreed``). Anything else (``KeyboardInterrupt``, ``OSError``, ``KeyError``...) leaves the
     other ranks waiting in a collective, so with several ranks the job is aborted with one
     line naming the error (and the traceback with ``-v``). With one rank, returns.
     """
-    if exc is None or isinstance(exc, StarcholError):
+    if exc is None or isinstance(exc, StarcholError) or getattr(exc, "starchol_agreed", False):
         return
     comm = comm if comm is not None else _world()
     try:
