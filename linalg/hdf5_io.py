@@ -195,30 +195,17 @@ def _chunks(n, nb=None):
 
 
 def _new_tmp(path):
-    """A fresh, empty temporary file beside ``path`` (resolved), tracked for removal on
-    signals before anything is written into it. Returns its name."""
-    import tempfile
+    """A fresh, empty temporary file beside ``path``, tracked for removal on signals
+    before it exists (:func:`starchol.files.new_temporary`)."""
+    from ..files import new_temporary
 
-    from .. import faults
-
-    target = resolve(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.tmp-",
-                               dir=os.path.dirname(target))
-    faults.track(tmp)
-    mask = os.umask(0)
-    os.umask(mask)
-    os.fchmod(fd, 0o666 & ~mask)
-    os.close(fd)
-    return tmp
+    return new_temporary(path)
 
 
 def _drop_tmp(tmp):
-    from .. import faults
+    from ..files import drop_temporary
 
-    if tmp:
-        faults.untrack(tmp)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    drop_temporary(tmp)
 
 
 def _create_tmp(path, dataset, n, attrs, nb=None):

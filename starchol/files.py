@@ -9,7 +9,6 @@ symbolic link writes through it to its target instead of replacing the link.
 import contextlib
 import os
 import shutil
-import tempfile
 
 from .errors import UsageError
 
@@ -123,10 +122,40 @@ def check_disk_space(path, need_bytes, role, margin=1.05):
                          f"free space, write elsewhere, or use a smaller N")
 
 
-def _usual_mode(fd):
-    mask = os.umask(0)
-    os.umask(mask)
-    os.fchmod(fd, 0o666 & ~mask)  # mkstemp makes 0600; give the file the usual mode
+def new_temporary(path):
+    """Create a fresh, empty temporary file beside ``path`` (resolved through symlinks)
+    and return its name. The name is registered for removal on signals *before* the file
+    exists (:func:`starchol.faults.track`), so no signal can leave it behind. Its mode is
+    the usual 0666 & ~umask."""
+    import secrets
+
+    from . import faults
+
+    target = resolve(path)
+    folder, base = os.path.dirname(target), os.path.basename(target)
+    while True:
+        name = os.path.join(folder, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        faults.track(name)
+        try:
+            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return name
+        except FileExistsError:
+            faults.untrack(name)
+        except BaseException:
+            faults.untrack(name)
+            raise
+
+
+def drop_temporary(name):
+    """Remove a temporary file of :func:`new_temporary` (if still there) and forget it."""
+    from . import faults
+
+    if name:
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
+        faults.untrack(name)
 
 
 @contextlib.contextmanager
@@ -138,23 +167,15 @@ def atomic_path(path, copy_existing=False):
     (:func:`starchol.faults.track`). With ``copy_existing`` the temporary file starts as a
     copy of ``path`` when that exists (used to add a dataset to an HDF5 file).
     """
-    from . import faults
-
     target = resolve(path)
-    folder = os.path.dirname(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.tmp-", dir=folder)
-    faults.track(tmp)
+    tmp = new_temporary(target)
     try:
-        _usual_mode(fd)
-        os.close(fd)
         if copy_existing and os.path.exists(target):
             shutil.copyfile(target, tmp)
         yield tmp
         os.replace(tmp, target)
     finally:
-        faults.untrack(tmp)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        drop_temporary(tmp)
 
 
 def write_atomic(path, data, mode="w"):
