@@ -23,8 +23,8 @@ import math
 import numpy as np
 
 from ..distributions import Sliced25D, get_map, sbc_basic_r, sbc_extended_r, square_grid
-from ..linalg.volume import (DOUBLE_BYTES, leading_factor, stored_tiles, tile_extents,
-                             transfer_pairs_bytes, transfer_pairs_tiles)
+from ..linalg.volume import (DOUBLE_BYTES, stored_tiles, tile_extents, transfer_pairs_bytes,
+                             transfer_pairs_tiles)
 
 #: the map families of the model report, in legend order
 FAMILIES = ("2dbc", "sbc", "sbc-basic", "sym", "2dbc25d", "sbc25d")
@@ -47,7 +47,7 @@ def _point(tile_map, n, nb, nt, cache, s_bytes):
         nbytes = tiles * nb * nb * DOUBLE_BYTES
     else:
         nbytes = int(transfer_pairs_bytes(tile_map, n, nb, cache=cache).sum())
-    factor = leading_factor(tile_map)
+    factor = tile_map.leading_factor()
     return {
         "nodes": tile_map.nodes,
         "map": str(tile_map),
@@ -76,7 +76,7 @@ def _near_best(cands, margin=BEST_C_MARGIN):
     than one S, so a c whose leading term is S * margin above the least cannot win, and
     the large c (costly to count) are skipped.
     """
-    factors = [leading_factor(m) for _, m in cands]
+    factors = [m.leading_factor() for _, m in cands]
     if not factors:
         return []
     least = min(factors)
@@ -163,13 +163,13 @@ def model_document(first, last, n, nb, slices="best", cache=True, progress=None)
 def gains(doc):
     """Volume gains at equal node count, for the gain figure and the table.
 
-    Returns a dict name -> list of (nodes, gain): ``sbc`` and ``sbc-basic`` as 2dbc bytes /
+    Returns a dict name -> list of (nodes, gain): ``sbc``, ``sbc-basic`` and ``sym`` as 2dbc bytes /
     their bytes; ``sbc25d`` vs ``2dbc25d`` (same c choice) as 2dbc25d bytes / sbc25d bytes.
     """
     ser = doc["series"]
     ref2d = {pt["nodes"]: pt["bytes"] for pt in ser["2dbc"]}
     out = {}
-    for name in ("sbc", "sbc-basic"):
+    for name in ("sbc", "sbc-basic", "sym"):
         out[f"{name} vs 2dbc"] = [(pt["nodes"], ref2d[pt["nodes"]] / pt["bytes"])
                                   for pt in ser[name] if pt["bytes"]]
     for name in ser:
