@@ -28,7 +28,6 @@ tile row/column is smaller when N is not a multiple of NB). The count is exact a
 O(NT^2 + NT u^2) numpy work (u = nodes met by one tile row and column), with one Python
 iteration per tile row, never per task.
 """
-import math
 
 import numpy as np
 
