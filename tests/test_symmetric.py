@@ -139,3 +139,16 @@ def test_sym_errors():
         get_map("sym", 1)
     with pytest.raises(UsageError, match="divisible"):
         get_map("sym25d", 9, slices=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nodes", [400, 600, 993, 1000])
+def test_sym_construction_under_10_cpu_seconds(nodes):
+    import time
+
+    from starchol.distributions.symmetric import _symmetric_map
+
+    t = time.process_time()  # CPU time: the test machine is shared
+    m = _symmetric_map.__wrapped__(nodes, None)
+    assert time.process_time() - t < 10
+    assert m.nodes == nodes and m.leading_factor() <= math.sqrt(2 * nodes)
