@@ -92,8 +92,10 @@ def plan_ranks(cpus_per_node, max_cpus, environ=None):
 def installed_max_cpus():
     """STARPU_MAXCPUS of the StarPU this starchol is built against, or None when the
     compiled layer is not built (e.g. STARCHOL_NO_RUNTIME=1)."""
+    from .errors import RuntimeUnavailableError
+    from .session import _backend
+
     try:
-        from . import _starpu
-    except ImportError:
+        return int(_backend().max_cpus())
+    except (ImportError, RuntimeUnavailableError):
         return None
-    return int(_starpu.max_cpus())

@@ -100,11 +100,22 @@ fi
 # --- configure, build, install into a temporary prefix, then rename --------------------
 staging="$prefix.part-$$"
 rm -rf "$staging"
+failed() {  # $1: step, $2: log
+    tail -30 "$2" >&2
+    if [ -n "$STARPU_CUDA" ]; then
+        # a CUDA toolkit StarPU 1.3 cannot build with must not stop the set-up
+        say "$1 failed with CUDA ($STARPU_CUDA, log above): building without CUDA instead"
+        rm -rf "$work" "$staging"
+        exec 9>&-
+        STARCHOL_CUDA=0 exec bash "${BASH_SOURCE[0]}"
+    fi
+    die "$1 failed (log above)"
+}
 say "configuring: ${STARPU_CONFIGURE_ARGS[*]}"
 (cd "$srcdir" && CC=${CC:-gcc} ./configure "${STARPU_CONFIGURE_ARGS[@]}" \
-    > "$work/configure.log" 2>&1) || { tail -30 "$work/configure.log" >&2; die "configure failed (log above)"; }
+    > "$work/configure.log" 2>&1) || failed configure "$work/configure.log"
 say "compiling with $JOBS jobs"
-(cd "$srcdir" && make -j"$JOBS" > "$work/make.log" 2>&1) || { tail -30 "$work/make.log" >&2; die "make failed (log above)"; }
+(cd "$srcdir" && make -j"$JOBS" > "$work/make.log" 2>&1) || failed make "$work/make.log"
 # install under the final prefix name (libtool and .pc files record it), via DESTDIR
 (cd "$srcdir" && make install DESTDIR="$staging" > "$work/install.log" 2>&1) || { tail -30 "$work/install.log" >&2; die "make install failed"; }
 rm -rf "$prefix"
