@@ -300,6 +300,7 @@ class Session:
             self.workers = default_workers(sharing)
         env = os.environ
         env["STARPU_COMM_STATS"] = "1" if self.stats else "0"
+        env["STARPU_MPI_STATS"] = env["STARPU_COMM_STATS"]  # its StarPU 1.4 name
         env["STARPU_MPI_CACHE"] = "1" if self.cache else "0"
         env.setdefault("STARPU_SILENT", "1")
         # a StarPU 1.3 built with FxT records traces unless told not to: only on request
