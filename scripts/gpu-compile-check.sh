@@ -65,11 +65,18 @@ git ls-files -z | tar --null -c -T - | tar -x -C "$work/src"
 STARPU_PREFIX="$prefix" "$PY" -m pip install -q --no-build-isolation --no-deps \
     --target "$work/site" "$work/src" > "$work/pip.log" 2>&1 || { tail -40 "$work/pip.log" >&2; die "starchol did not build"; }
 so=$(ls "$work"/site/starchol/runtime/_gpu*.so)
+syms=$(nm -D "$so")
 for sym in cusolverDnDpotrf cusolverDnSpotrf cublasDgemm_v2 cublasSsyrk_v2 cublasDtrsm_v2 cublasDgeam; do
-    nm -D "$so" | grep -q " U $sym" || die "$sym is not used by $so"
+    grep -q " U $sym@" <<<"$syms" || die "$sym is not used by $so"
 done
-export PYTHONPATH="$work/site"
-"$PY" - <<'EOF'
+say "the GPU layer calls cuSOLVER/cuBLAS: $(grep -c ' U cu' <<<"$syms") symbols"
+# python -S: no site processing, so the checkout's editable install (a .pth import hook
+# that would win over PYTHONPATH) is not used; the venv's packages come via PYTHONPATH
+vsite=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+export PYTHONPATH="$work/site:$vsite"
+PY=("$PY" -S)
+cd "$work"   # not the checkout: its starchol/ folder would shadow the built package
+"${PY[@]}" - <<'EOF'
 from starchol.runtime import _gpu, gpu
 assert _gpu.cuda_built(), "the GPU layer was compiled without CUDA"
 print("gpu-compile-check: CUDA kernels built; GPUs visible:", gpu.visible_gpus())
@@ -78,10 +85,10 @@ EOF
 # 4. the CUDA-enabled StarPU runs a factorization on CPU workers (no GPU here)
 export STARPU_HOME="$work/home" STARPU_SILENT=1
 for sched in dmdas heteroprio; do
-    timeout 180 "$PY" -m starchol run --dist 2dbc --n 1024 --nb 128 --check --quiet \
+    timeout 180 "${PY[@]}" -m starchol run --dist 2dbc --n 1024 --nb 128 --check --quiet \
         --sched "$sched" --gpus 0 --json "$work/run-$sched.json" > "$work/run-$sched.txt" 2>&1 \
         || { cat "$work/run-$sched.txt" >&2; die "run with $sched failed"; }
-    "$PY" - "$work/run-$sched.json" <<'EOF'
+    "${PY[@]}" - "$work/run-$sched.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["residual"] < 1e-14, d["residual"]
