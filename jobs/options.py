@@ -2,7 +2,6 @@
 receive cache; validators shared with ``starchol slurm``."""
 import argparse
 import math
-import re
 
 from ..distributions import MAP_NAMES, candidate_maps, get_map
 from ..errors import UsageError
@@ -42,21 +41,13 @@ def add_map_args(parser):
                    help="custom map: Chameleon text ('M N' then M rows) or .npy int array")
 
 
-#: library parameter -> command-line flag, for :func:`cli_message`
-PARAM_FLAGS = {"dist": "--dist", "nodes": "--nodes", "grid": "--grid", "slices": "--slices",
-               "path": "--map-file", "nt": "--nt"}
-
-
 def cli_message(exc):
-    """A library :class:`UsageError` with its ``name=value`` parameters as flags.
+    """A library :class:`UsageError` with its parameters written as flags
+    (``"use nodes=15 or dist=sym"`` -> ``"use --nodes 15 or --dist sym"``); the one
+    translation is :func:`starchol.cli.flag_text`."""
+    from ..cli import flag_message
 
-    ``"use nodes=15 or dist=sym"`` becomes ``"use --nodes 15 or --dist sym"``.
-    """
-    text = re.sub(r"\b(" + "|".join(PARAM_FLAGS) + r")=(?=\S)",
-                  lambda m: PARAM_FLAGS[m.group(1)] + " ", str(exc))
-    text = re.sub(r"\b(" + "|".join(PARAM_FLAGS) + r")=",
-                  lambda m: PARAM_FLAGS[m.group(1)], text)
-    return UsageError(text)
+    return UsageError(flag_message(exc))
 
 
 def build_map(name, nodes=None, **kwargs):

@@ -14,6 +14,7 @@ Every check is collective: rank 0 (or every rank, for what each reads) decides, 
 verdict is shared, and every rank raises the same :class:`UsageError`; no rank waits on
 another that failed.
 """
+import logging
 import os
 import time
 
@@ -26,6 +27,8 @@ from ..files import check_folder_writable, fingerprint, parse_target, resolve, s
 
 __all__ = ["SYMMETRY_TOL", "parse_target", "inspect_input", "read_tiles", "check_output",
            "FactorWriter", "write_matrix", "now_iso"]
+
+log = logging.getLogger("starchol.hdf5")
 
 #: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
 SYMMETRY_TOL = 1e-10
@@ -259,6 +262,8 @@ def publish(tmp, path, before, overwrite=False, what="--output"):
     if a file of that name exists, so two runs never both "win" the same name.
     """
     target = resolve(path)
+    log.info("publishing %s (was %s when checked)", target,
+             "absent" if before is None else "present")
     if before is None and not overwrite:
         try:
             os.link(tmp, target)

@@ -62,19 +62,36 @@ def build_parser():
 
 
 #: library parameter names whose command-line flag is not ``--NAME``
-FLAG_NAMES = {"scheduler": "--sched", "tile_map": "--dist", "slices": "--slices"}
+FLAG_NAMES = {"scheduler": "--sched", "tile_map": "--dist", "slices": "--slices",
+              "path": "--map-file"}
+#: parameters the map library writes as ``name=value`` in its messages
+MAP_PARAMS = ("dist", "nodes", "grid", "slices", "path", "nt")
+
+
+def _flag(param):
+    return FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
+
+
+def flag_text(text, params=()):
+    """The one translation of library wording into this command line's flags.
+
+    ``name=value`` (the map library's wording: ``use nodes=15 or dist=sym``) becomes
+    ``--name value``; the bare parameter names listed in ``params`` (a
+    :class:`UsageError`'s ``params``: ``n must be positive``) become their flags.
+    """
+    import re
+
+    names = "|".join(MAP_PARAMS)
+    text = re.sub(rf"\b({names})=(?=\S)", lambda m: _flag(m.group(1)) + " ", text)
+    text = re.sub(rf"\b({names})=", lambda m: _flag(m.group(1)), text)
+    for param in params or ():
+        text = re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w-])", _flag(param), text)
+    return text
 
 
 def flag_message(exc):
-    """The message of a library :class:`UsageError` with its parameter names written as
-    this command line's flags (``n must be positive`` -> ``--n must be positive``)."""
-    import re
-
-    text = str(exc)
-    for param in getattr(exc, "params", ()):
-        flag = FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
-        text = re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w-])", flag, text)
-    return text
+    """The message of a library :class:`UsageError` in flags (see :func:`flag_text`)."""
+    return flag_text(str(exc), getattr(exc, "params", ()))
 
 
 def command_parser(name):

@@ -7,6 +7,7 @@ the final name only when complete. Destinations are resolved first, so writing t
 symbolic link writes through it to its target instead of replacing the link.
 """
 import contextlib
+import logging
 import os
 import shutil
 
@@ -174,6 +175,7 @@ def atomic_path(path, copy_existing=False):
             shutil.copyfile(target, tmp)
         yield tmp
         os.replace(tmp, target)
+        logging.getLogger("starchol.files").info("wrote %s", target)
     finally:
         drop_temporary(tmp)
 
