@@ -346,7 +346,7 @@ def gpu_extension(inc, libdirs, libnames, ccx, lx):
     return Extension(
         "starchol.runtime._gpu",
         sources=[os.path.join("gpu", "_gpu.pyx"), os.path.join("gpu", "starchol_gpu.c")],
-        include_dirs=[os.path.join(HERE, "gpu")] + inc,
+        include_dirs=[os.path.join(HERE, "gpu"), os.path.join(HERE, "pyx")] + inc,
         library_dirs=libdirs, libraries=libnames,
         extra_compile_args=ccx + ["-O2"], extra_link_args=lx, define_macros=macros)
 

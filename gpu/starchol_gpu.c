@@ -16,14 +16,10 @@
 #include <starpu_cuda.h>
 #endif
 
-/* StarPU 1.4 renamed heteroprio's architecture indices */
-#if STARPU_MAJOR_VERSION > 1 || (STARPU_MAJOR_VERSION == 1 && STARPU_MINOR_VERSION >= 4)
-#define STARCHOL_HP_CPU STARPU_CPU_WORKER
-#define STARCHOL_HP_CUDA STARPU_CUDA_WORKER
-#else
-#define STARCHOL_HP_CPU STARPU_CPU_IDX
-#define STARCHOL_HP_CUDA STARPU_CUDA_IDX
-#endif
+/* heteroprio's architecture indices (renamed in StarPU 1.4): pyx/starpu_compat.h */
+#include "starpu_compat.h"
+#define STARCHOL_HP_CPU STARCHOL_HETEROPRIO_CPU
+#define STARCHOL_HP_CUDA STARCHOL_HETEROPRIO_CUDA
 
 static const char *kernel_names[STARCHOL_NKERNELS] = {
     "potrf", "trsm", "syrk", "gemm", "syrk0", "gemm0", "add", "tril"

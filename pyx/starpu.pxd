@@ -27,18 +27,13 @@ cdef extern from "starpu.h" nogil:
 
     int starpu_conf_init(starpu_conf *conf)
 
-# starpu_conf's scheduler policy and its init callback (renamed sched_policy_callback in 1.4)
-cdef extern from *:
+# starpu_conf's scheduler policy and its init callback (the callback's field name is
+# STARCHOL_CONF_SCHED_CALLBACK of starpu_compat.h: sched_policy_init in 1.3)
+cdef extern from "starpu_compat.h":
     """
-    #if STARPU_MAJOR_VERSION > 1 || (STARPU_MAJOR_VERSION == 1 && STARPU_MINOR_VERSION >= 4)
     #define STARCHOL_CONF_SET_SCHED(conf, pol, cb) do { \\
         (conf)->sched_policy = (struct starpu_sched_policy *)(pol); \\
-        (conf)->sched_policy_callback = (void (*)(unsigned))(cb); } while (0)
-    #else
-    #define STARCHOL_CONF_SET_SCHED(conf, pol, cb) do { \\
-        (conf)->sched_policy = (struct starpu_sched_policy *)(pol); \\
-        (conf)->sched_policy_init = (void (*)(unsigned))(cb); } while (0)
-    #endif
+        (conf)->STARCHOL_CONF_SCHED_CALLBACK = (void (*)(unsigned))(cb); } while (0)
     """
     void STARCHOL_CONF_SET_SCHED(starpu_conf *conf, void *policy, void *init) nogil
 
