@@ -199,3 +199,37 @@ def test_concurrent_runs_never_lose_a_factor(matrix, tmp_path, starpu_home):
         low = fh["L"][:]
         a = fa["A"][:]
     assert np.allclose(low @ low.T, a, atol=1e-8 * np.abs(a).max())
+
+
+LONE_ERROR = """
+from mpi4py import MPI
+from starchol.runtime import Session
+with Session(MPI.COMM_WORLD, workers=1) as rt:
+    if rt.rank == 1:
+        {}["missing tile"]          # a lone error: rank 1 only
+    MPI.COMM_WORLD.Barrier()        # where the other rank waits
+"""
+
+
+def test_lone_exception_in_a_session_aborts_instead_of_hanging(starpu_home, tmp_path):
+    """A non-starchol exception on one rank inside ``with Session`` used to reach the
+    collective starpu_mpi_shutdown and hang; now the job is aborted at once."""
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+    import sys
+
+    script = tmp_path / "lone.py"
+    script.write_text(LONE_ERROR)
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "2", sys.executable,
+                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a lone exception inside a Session hung the job")
+    assert proc.returncode == 1, err
+    assert "rank 1: error: KeyError: 'missing tile'; ending the job on every rank" in err
