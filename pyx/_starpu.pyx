@@ -213,7 +213,7 @@ def comm_amounts():
     out = np.zeros(_size, dtype=np.uint64)
     cdef size_t[::1] v = out.view(np.uintp)
     if _started and _size > 0:
-        starpu_mpi_comm_amounts_retrieve(&v[0])
+        starchol_mpi_comm_stats_retrieve(&v[0])
     return out
 
 

@@ -15,7 +15,6 @@ cdef extern from "starpu_mpi.h" nogil:
     int starpu_mpi_init_conf(int *argc, char ***argv, int initialize_mpi,
                              MPI_Comm comm, starpu_conf *conf)
     int starpu_mpi_shutdown()
-    void starpu_mpi_comm_amounts_retrieve(size_t *comm_amounts)
     int starpu_mpi_comm_size(MPI_Comm comm, int *size)
     int starpu_mpi_comm_rank(MPI_Comm comm, int *rank)
     int starpu_mpi_barrier(MPI_Comm comm)
@@ -32,3 +31,8 @@ cdef extern from "starpu_mpi.h" nogil:
     starpu_mpi_tag_t starpu_mpi_data_get_tag(starpu_data_handle_t handle)
 
     int starpu_mpi_task_insert(MPI_Comm comm, starpu_codelet *codelet, ...)
+
+# bytes sent to each rank: starpu_mpi_comm_amounts_retrieve in 1.3, renamed
+# starpu_mpi_comm_stats_retrieve in 1.4 (starpu_compat.h picks the one of the build)
+cdef extern from "starpu_compat.h" nogil:
+    void starchol_mpi_comm_stats_retrieve(size_t *comm_amounts)
