@@ -118,12 +118,14 @@ def finish(comm, folder):
     missing = comm.bcast(missing, root=0)
     # ranks whose file rank 0 cannot see (another node, no shared folder) send it
     for r in missing:
+        if r == 0:
+            continue  # rank 0's own file is missing: _convert says so
         if rank == r and mine:
             with open(mine[0], "rb") as f:
                 comm.send((os.path.basename(mine[0]), f.read()), dest=0, tag=7301)
         elif rank == r:
             comm.send(None, dest=0, tag=7301)
-        if rank == 0 and r != 0:
+        if rank == 0:
             got = comm.recv(source=r, tag=7301)
             if got is not None:
                 with open(os.path.join(folder, got[0]), "wb") as f:
