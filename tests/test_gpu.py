@@ -83,6 +83,16 @@ def test_gpus_option_checked():
     assert gpu.check_gpus(None) == gpu.visible_gpus()
 
 
+def test_each_cuda_worker_keeps_a_core():
+    from starchol.runtime.workers import workers_per_rank
+
+    env = {"STARCHOL_RESERVE_MPI_CORE": "0"}
+    assert workers_per_rank(16, 256, env, gpus=1) == 15
+    assert workers_per_rank(16, 256, env, gpus=2) == 14
+    assert workers_per_rank(1, 256, env, gpus=1) == 1
+    assert workers_per_rank(16, 256, env) == 16
+
+
 def _write_model(path, entries):
     """A StarPU 1.3 history model file (format 45) with one combination per arch:
     entries = {"cpu": [(size, mean_us, n)], "cuda": [...]}."""
