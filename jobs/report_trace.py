@@ -69,11 +69,15 @@ def gantt_figure(trace, path, title):
         if k % 2:
             ax.axhspan(min(rows) - 0.5, max(rows) + 0.5, color="0.93", zorder=0)
     centre = {rank: (min(rows) + max(rows)) / 2 for rank, rows in first_row.items()}
+    # nodes: a line between hosts, the host's name at its first row
+    for i in range(1, n):
+        if hosts.get(workers[i][0]) != hosts.get(workers[i - 1][0]):
+            ax.axhline(i - 0.5, color="black", lw=1.2)
     for src, dst, start, end, _ in trace["comms"]:
         if src in centre and dst in centre:
             ax.plot([start, end], [centre[src], centre[dst]], color="black", lw=0.6,
                     alpha=0.35, zorder=3)
-    labels = [f"{hosts.get(r, '') + ' ' if hosts.get(r) else ''}rank {r} w{w}"
+    labels = [f"{hosts.get(r, '')}: rank {r} w{w}" if hosts.get(r) else f"rank {r} w{w}"
               for r, w in workers]
     ax.set_yticks(range(n))
     ax.set_yticklabels(labels, fontsize=8 if n < 40 else 5)

@@ -281,7 +281,9 @@ def summarize(tasks, comms, size, hosts=None):
     hosts = hosts or {}
     t0 = min((t["start"] for t in tasks), default=0.0)
     t1 = max((t["end"] for t in tasks), default=0.0)
-    workers = sorted({(t["rank"], t["worker"]) for t in tasks})
+    # grouped by node: host, then rank, then worker
+    workers = sorted({(t["rank"], t["worker"]) for t in tasks},
+                     key=lambda w: (hosts.get(w[0], ""), w[0], w[1]))
     busy = {w: 0.0 for w in workers}
     for t in tasks:
         busy[(t["rank"], t["worker"])] += t["end"] - t["start"]
