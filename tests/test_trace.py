@@ -43,6 +43,10 @@ def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
     # the traced transfers are the measured bytes, which are still the model's
     assert doc["match"] is True
     assert trace["comm_bytes"] == doc["bytes_measured_total"] == doc["bytes_predicted_total"]
+    pairs = [[0] * 4 for _ in range(4)]
+    for src, dst, _, _, size in trace["comms"]:
+        pairs[src][dst] += size
+    assert pairs == doc["bytes_measured_pairs"]
     for w in trace["workers"]:
         assert w["busy_ms"] + w["idle_ms"] == pytest.approx(trace["span_ms"])
     for name in ("tasks.rec", "paje.trace", "run.json"):
