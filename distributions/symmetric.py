@@ -91,8 +91,8 @@ def _base_designs(nodes, r_limit):
 
     Every plane with between P / 2.2 and 2.2 P lines, on all its points and on all but
     one (a different r changes how evenly r(r-1)/2 pairs split over P nodes), cut to
-    ``r_limit`` points if larger (planes over twice that are skipped); and SBC's pairs for the three smallest r that give
-    every node a pair.
+    ``r_limit`` points if larger (planes over twice that are skipped); and SBC's pairs
+    for the four smallest r that give every node a pair.
     """
     out = []
     for q in plane_orders(64):
