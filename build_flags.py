@@ -271,21 +271,28 @@ def flags():
     return inc, libdirs, libnames, ccx, lx
 
 
+#: the compiled modules of the runtime layer: (module name, source in pyx/)
+RUNTIME_MODULES = (
+    ("starchol.runtime._binding", "_binding.pyx"),   # start/stop, register, insert, stats
+    ("starchol.runtime._kernels", "_kernels.pyx"),   # kernels and codelets
+    ("starchol.runtime._graphs", "_graphs.pyx"),     # task graphs (cimport the two above)
+)
+
+
 def runtime_extensions():
     """Extensions of the runtime layer (empty list when STARCHOL_NO_RUNTIME=1)."""
     if os.environ.get("STARCHOL_NO_RUNTIME") == "1":
         return []
-    pyx = os.path.join("pyx", "_starpu.pyx")
-    if not os.path.exists(os.path.join(HERE, pyx)):
+    if not all(os.path.exists(os.path.join(HERE, "pyx", src)) for _, src in RUNTIME_MODULES):
         return []
     import numpy
     from Cython.Build import cythonize
     from setuptools import Extension
 
     inc, libdirs, libnames, ccx, lx = flags()
-    ext = Extension(
-        "starchol.runtime._starpu",
-        sources=[pyx],
+    exts = [Extension(
+        name,
+        sources=[os.path.join("pyx", src)],
         include_dirs=[numpy.get_include(), os.path.join(HERE, "pyx")] + inc,
         library_dirs=libdirs,
         # BLAS/LAPACK come from SciPy's Cython bindings (cython_blas/cython_lapack),
@@ -294,9 +301,11 @@ def runtime_extensions():
         extra_compile_args=ccx + ["-O3"],
         extra_link_args=lx,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    )
-    return cythonize([ext, gpu_extension(inc, libdirs, libnames, ccx, lx)], language_level=3,
-                     include_path=[os.path.join(HERE, "pyx")])
+    ) for name, src in RUNTIME_MODULES]
+    # pyx/ holds the raw declarations (starpu.pxd, starpu_mpi.pxd) and, under
+    # pyx/starchol/runtime/, the .pxd of the modules that others cimport
+    return cythonize(exts + [gpu_extension(inc, libdirs, libnames, ccx, lx)],
+                     language_level=3, include_path=[os.path.join(HERE, "pyx")])
 
 
 # -- the GPU/scheduler layer (starchol.runtime._gpu) ---------------------------------------

@@ -1,28 +1,22 @@
-"""Tiled Cholesky: the exact communication-volume model, the task graph, matrices, I/O.
+"""The library: distributed matrices, Cholesky/solve/log-determinant, the exact
+communication-volume model, run records, test matrices, HDF5 I/O.
 
-- :mod:`.volume` / :mod:`.volume_summary` - exact inter-node transfers of any map (numpy)
-- :mod:`.tiled` - a tiled matrix whose tiles live on their owners
+- :mod:`.distributed` - :class:`DistributedMatrix` (tiles on their owners, by a map)
+- :mod:`.cholesky` - :func:`cholesky` for every map, :class:`Factor` (solve, logdet)
+- :mod:`.record` - :class:`RunRecord`, the typed record of a run (JSON)
+- :mod:`.volume` / :mod:`.volume_summary` - exact inter-node bytes of every graph (numpy)
 - :mod:`.matrices` - reproducible test matrices, generated where the tiles live
-- :mod:`.cholesky` - the distributed factorization, residual and gather on StarPU-MPI
 - :mod:`.hdf5_io` - HDF5 input and atomic output
 
-The runtime-dependent functions are imported lazily: ``import starchol.linalg`` works
-without the compiled runtime layer.
+Nothing here needs the compiled runtime until a computation starts.
 """
+from .cholesky import Factor, cholesky
+from .distributed import DistributedMatrix
 from .matrices import MatrixSpec, parse_matrix_spec
-from .tiled import TiledMatrix
-from .volume import (leading_term_tiles, transfer_pairs, transfer_pairs_bytes,
-                     transfer_pairs_tiles)
+from .record import RunRecord
+from .volume import (leading_term_tiles, solve_transfer_pairs_bytes, transfer_pairs,
+                     transfer_pairs_bytes, transfer_pairs_tiles)
 
-
-def __getattr__(name):
-    if name in ("factorize", "residual", "gather"):
-        from . import cholesky
-
-        return getattr(cholesky, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["MatrixSpec", "parse_matrix_spec", "TiledMatrix", "transfer_pairs",
-           "transfer_pairs_tiles", "transfer_pairs_bytes", "leading_term_tiles",
-           "factorize", "residual", "gather"]
+__all__ = ["DistributedMatrix", "cholesky", "Factor", "RunRecord", "MatrixSpec",
+           "parse_matrix_spec", "transfer_pairs", "transfer_pairs_tiles",
+           "transfer_pairs_bytes", "solve_transfer_pairs_bytes", "leading_term_tiles"]

@@ -1,42 +1,38 @@
-"""Distributed tiled Cholesky (right-looking, lower) on the StarPU-MPI runtime.
+"""Distributed Cholesky, solve and log-determinant on the StarPU-MPI runtime.
 
-The task graph, with Chameleon's priorities (NT tiles per side):
+    A = DistributedMatrix.from_function(fn, (n, n), nb, tile_map)
+    F = cholesky(A, tile_map)          # any map: 2D, 2.5D (slices from the map), custom
+    X = F.solve(B)                     # B: DistributedMatrix of kind "rhs"
+    F.logdet(), F.record, F.solve_record
 
-    for k in 0..NT-1:
-        L[k][k] = POTRF(A[k][k])                         priority 2NT-2k
-        for m > k:  L[m][k] = A[m][k] L[k][k]^-T         priority 2NT-2k-m     (TRSM)
-        for n > k:  A[n][n] -= L[n][k] L[n][k]^T         priority 2NT-2k-n     (SYRK)
-            for m > n:  A[m][n] -= L[m][k] L[n][k]^T     priority 2NT-2k-n-m   (GEMM)
+One Python path for every map: the checks (collective), then one compiled graph loop
+(``starchol.runtime._graphs.cholesky``: the right-looking tiled Cholesky over c slices,
+c = 1 for a 2D map), then the agreement on failures and the typed record
+(:class:`~starchol.linalg.record.RunRecord`). The task graph, with Chameleon's
+priorities (NT tiles per side), iteration k on slice k mod c:
 
-Each task runs on the owner of the tile it writes; StarPU-MPI moves the panel tiles.
-The loop itself is compiled (``TileHandles.submit_cholesky`` in pyx/_starpu.pyx) and
-runs without the GIL; each rank inserts only the tasks it runs or feeds.
+    for m >= k, for every other slice t < k:  A[m][k] += P_t[m][k]      (ADD, 2.5D)
+    L[k][k] = POTRF(A[k][k])                         priority 2NT-2k
+    for m > k:  L[m][k] = A[m][k] L[k][k]^-T         priority 2NT-2k-m     (TRSM)
+    for n > k:  A_s[n][n] -= L[n][k] L[n][k]^T       priority 2NT-2k-n     (SYRK)
+        for m > n:  A_s[m][n] -= L[m][k] L[n][k]^T   priority 2NT-2k-n-m   (GEMM)
 
-A POTRF failure is recorded by the kernel; after the wait the ranks agree on the first
-failing global column with one reduction and all raise the same
-:class:`~starchol.runtime.NotPositiveDefiniteError`.
+Each task runs on the owner of the tile it writes; StarPU-MPI moves the panel tiles
+(and the 2.5D partial sums). A POTRF failure is recorded by the kernel; after the wait
+the ranks agree on the first failing global column with one reduction and all raise the
+same :class:`~starchol.runtime.errors.NotPositiveDefiniteError` (a
+``numpy.linalg.LinAlgError``).
 """
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runtime.collective import allreduce_max, allreduce_min
-from ..runtime.errors import NotPositiveDefiniteError, check
-from .tiled import TiledMatrix
-
-
-@dataclass
-class Factorization:
-    """What one factorization did (identical on every rank except the ``bytes_sent`` row)."""
-    time_s: float
-    submit_s: float
-    tasks: int
-    bytes_sent: object = None     # bytes this rank sent to each rank (None: stats off)
-    handles: object = field(default=None, repr=False)
-
-    def gflops(self, n):
-        return n ** 3 / 3.0 / self.time_s / 1e9
+from ..errors import UsageError
+from ..runtime.collective import agree, allreduce_max, allreduce_min
+from ..runtime.errors import NotPositiveDefiniteError
+from .distributed import DistributedMatrix, check_map
+from .record import RunRecord, describe_job
+from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 
 
 def flops(n):
@@ -44,105 +40,266 @@ def flops(n):
     return n ** 3 / 3.0
 
 
-def local_task_count(owners, rank):
-    """Tasks of the tiled Cholesky that run on ``rank``: tile (i, j), i >= j, gets j
-    updates (SYRK/GEMM) and one POTRF/TRSM, all on its owner."""
-    owners = np.asarray(owners)
-    mine = np.tril(owners == rank)
-    return int((mine * (np.arange(owners.shape[0])[None, :] + 1)).sum())
+def partial_mask(nt, c, s):
+    """uint8 (nt, nt): tiles (i, j), i >= j, of which slice ``s`` keeps a partial sum
+    (it updates them, s < j, and does not factor them, j mod c != s)."""
+    j = np.arange(nt)
+    cols = (j > s) & (j % c != s)
+    return np.ascontiguousarray(np.tril(np.ones((nt, nt), dtype=bool)) & cols[None, :],
+                                dtype=np.uint8)
 
 
-def factorize(session, a, flush=True, keep=False, progress=None):
-    """Factor the distributed matrix ``a`` in place (its tiles become L). Collective.
+def local_task_count(slice_owners, rank):
+    """Tasks of the Cholesky graph that run on ``rank`` (for progress displays): every
+    slice's updates of its copies, the ADDs and POTRF/TRSM of the factoring copies.
+    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map)."""
+    so = np.asarray(slice_owners)
+    c, nt, _ = so.shape
+    low = np.tril(np.ones((nt, nt), dtype=bool))
+    j = np.arange(nt)
+    total = 0
+    for s in range(c):
+        upd = np.where(j > s, (j - s - 1) // c + 1, 0)   # iterations k < j on slice s
+        total += int(((so[s] == rank) & low).sum(axis=0) @ upd)
+    cols = j % c
+    home = (so[cols[None, :], j[:, None], j[None, :]] == rank) & low
+    total += int(home.sum(axis=0) @ (1 + np.minimum(j, c - 1)))
+    return total
 
-    ``progress(done, total)`` is called on this rank as its tasks complete.
 
-    The time covers registration, submission and execution, from a barrier to the last
-    rank's end. With ``keep`` the tile handles stay registered (for :func:`residual`);
-    release them with ``result.handles.unregister()``.
+def get_session(comm, session=None):
+    """``session`` if given, else this process's running Session, else a new one started
+    on ``comm`` (kept until the interpreter exits). Collective when it starts one."""
+    from ..runtime import Session
 
-    Raises:
-        NotPositiveDefiniteError: on every rank, with the first failing global column.
+    if session is not None:
+        return session
+    return Session.current() or Session(comm).start()
+
+
+def _graphs():
+    from ..runtime import _graphs
+
+    return _graphs
+
+
+class Factor:
+    """The Cholesky factor L (A = L L^T) of a distributed matrix, from :func:`cholesky`.
+
+    Attributes
+    ----------
+    L : DistributedMatrix
+        The lower-triangular factor (symmetric kind; the strict upper triangle of the
+        diagonal tiles is not referenced). Tile (i, j) lives where the map factored it.
+    tile_map : TileMap
+    record : RunRecord
+        The factorization's record.
+    solve_record : RunRecord or None
+        The last :meth:`solve`'s record.
     """
+
+    def __init__(self, L, tile_map, session, record):
+        self.L = L
+        self.tile_map = tile_map
+        self.session = session
+        self.record = record
+        self.solve_record = None
+
+    def logdet(self):
+        """log det A = 2 sum log L[i, i]. Collective (one reduction)."""
+        local = 0.0
+        for (i, j), t in self.L.tiles.items():
+            if i == j:
+                local += float(np.sum(np.log(np.diag(t).astype(np.float64))))
+        return 2.0 * self.session.comm.allreduce(local)
+
+    def solve(self, B, overwrite_b=False):
+        """X with A X = B, by the tiled forward (L Y = B) and backward (L^T X = Y)
+        triangular solves, run as tasks on the runtime. Collective.
+
+        Parameters
+        ----------
+        B : DistributedMatrix
+            Right-hand sides, kind ``"rhs"``, N x K, same NB and dtype as the factor,
+            laid out by the same map (row tile i with L's diagonal tile (i, i)).
+        overwrite_b : bool
+            Solve in place in B's tiles (no copy).
+
+        Returns
+        -------
+        DistributedMatrix
+            X, laid out like B. The solve's record (bytes measured and predicted per
+            pair) is :attr:`solve_record`.
+        """
+        session, L = self.session, self.L
+        comm = session.comm
+        error = None
+        try:
+            if not isinstance(B, DistributedMatrix):
+                raise UsageError(f"B must be a DistributedMatrix, got {type(B).__name__}",
+                                 param="B")
+            error = B.local_error(self.tile_map, kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
+        except Exception as exc:  # noqa: BLE001
+            error = exc
+        agree(comm, error, same=getattr(B, "signature", lambda: None)())
+        X = B if overwrite_b else B.copy()
+        before = session.bytes_sent()
+        comm.Barrier()
+        with session.running():
+            t0 = time.perf_counter()
+            hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+            hb = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
+                                        elemsize=X.itemsize)
+            try:
+                tasks = _graphs().solve(hl, hb)
+                t_sub = time.perf_counter() - t0
+                session.wait()
+            finally:
+                hb.unregister()
+                hl.unregister()
+            elapsed = time.perf_counter() - t0
+        predicted = None
+        if session.stats:
+            predicted = solve_transfer_pairs_bytes(self.tile_map, L.n, L.nb, B.ncols,
+                                                   cache=session.cache, itemsize=L.itemsize)
+        self.solve_record = _record(session, "solve", self.tile_map, L, elapsed, t_sub,
+                                    tasks, before, predicted, nrhs=B.ncols)
+        return X
+
+    def residual(self, A):
+        """||A - L L^T||_F / ||A||_F, computed where the tiles live (the update as
+        SYRK/GEMM tasks, the norms with one reduction). Collective."""
+        session, L = self.session, self.L
+        comm = session.comm
+        agree(comm, A.local_error(self.tile_map, kind="symmetric", n=L.n, nb=L.nb,
+                                  dtype=L.dtype), same=A.signature())
+        R = A.copy()
+        norm_a = comm.allreduce(A.frobenius_sq_local())
+        with session.running():
+            hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+            hr = session.register_tiles(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
+            try:
+                _graphs().llt_residual(hl, hr)
+                session.wait()
+            finally:
+                hr.unregister()
+                hl.unregister()
+        norm_r = comm.allreduce(R.frobenius_sq_local())
+        return float(np.sqrt(norm_r / norm_a)) if norm_a > 0 else float(np.sqrt(norm_r))
+
+
+def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=True):
+    """Factor A = L L^T under any tile map. Collective.
+
+    Parameters
+    ----------
+    A : DistributedMatrix
+        Symmetric (lower triangle used), float64 or float32, laid out by ``tile_map``.
+    tile_map : starchol.distributions.TileMap
+        2D (2dbc, sbc, sbc-basic, custom) or 2.5D (sbc25d, 2dbc25d: the slices come
+        from the map); one node per MPI rank.
+    session : Session, optional
+        Default: the running session of this process, or a new one on A's communicator.
+    overwrite_a : bool
+        Factor in place in A's tiles (no copy; A then holds L).
+    progress : callable, optional
+        ``progress(done, total)`` on this rank while its tasks run (every 0.25 s, and
+        once at the end; it adds no wait).
+    flush : bool
+        Drop StarPU-MPI's received copies once read (as the volume model assumes).
+
+    Returns
+    -------
+    Factor
+
+    Raises
+    ------
+    UsageError
+        On every rank, when any rank's input is wrong: a map whose node count is not
+        the rank count, A not laid out by the map, a missing or misshapen tile, a wrong
+        dtype, or ranks given different sizes or maps.
+    NotPositiveDefiniteError
+        On every rank, with the first failing global column.
+    """
+    comm = A.comm if isinstance(A, DistributedMatrix) else None
+    session = get_session(comm, session)
     comm = session.comm
+    error = None
+    try:
+        check_map(tile_map, comm.Get_size())
+        if not isinstance(A, DistributedMatrix):
+            raise UsageError(f"A must be a DistributedMatrix, got {type(A).__name__}",
+                             param="A")
+        if A.comm.Get_size() != comm.Get_size():
+            raise UsageError(f"A lives on {A.comm.Get_size()} rank(s), the session on "
+                             f"{comm.Get_size()}", param="A")
+        error = A.local_error(tile_map, kind="symmetric")
+    except Exception as exc:  # noqa: BLE001
+        error = exc
+    same = (getattr(A, "signature", lambda: None)(), str(tile_map))
+    agree(comm, error, same=same)
+
+    L = A if overwrite_a else A.copy()
+    nt = L.nt
+    so = np.ascontiguousarray(tile_map.owner_maps(nt), dtype=np.int64)
+    c = so.shape[0]
+    info = np.zeros(nt, dtype=np.int64)
+    rank = comm.Get_rank()
     before = session.bytes_sent()
     comm.Barrier()
     with session.running():
         t0 = time.perf_counter()
-        handles = session.register_tiles(a.owners, a.tiles, a.rows)
-        code, tasks = handles.submit_cholesky(flush)
-        t_sub = time.perf_counter() - t0
-        check(code, "starpu_mpi_task_insert")
-        session.wait(progress, local_task_count(a.owners, a.rank) if progress else None)
-        return conclude(session, a, handles, t0, t_sub, tasks, before, keep)
-
-
-def conclude(session, a, handles, t0, t_sub, tasks, bytes_before, keep):
-    """After the wait: times and task counts agreed over the ranks, the bytes this rank
-    sent since ``bytes_before``, and the first failing column agreed with one reduction
-    (every rank raises the same :class:`NotPositiveDefiniteError`). Collective."""
-    comm = session.comm
-    elapsed = allreduce_max(comm, time.perf_counter() - t0)
-    after = session.bytes_sent()
-    sent = None if after is None else after - bytes_before
-    t_sub = allreduce_max(comm, t_sub)
-    tasks = comm.allreduce(int(tasks))
+        home = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+        partials = [session.register_tiles(so[s], {}, L.rows, stored=partial_mask(nt, c, s),
+                                           lazy=True, elemsize=L.itemsize)
+                    for s in range(c)] if c > 1 else []
+        try:
+            tasks = _graphs().cholesky(home, partials, so, info, flush)
+            t_sub = time.perf_counter() - t0
+            session.wait(progress, local_task_count(so, rank) if progress else None)
+        finally:
+            for h in partials:
+                h.unregister()
+            home.unregister()
+        elapsed = time.perf_counter() - t0
     # the first failing global column (LAPACK info is 1-based inside tile k)
-    info = np.asarray(handles.info)
     bad = np.nonzero(info > 0)[0]
-    local = int(a.offsets[bad[0]] + info[bad[0]] - 1) if len(bad) else a.n
+    local = int(L.offsets[bad[0]] + info[bad[0]] - 1) if len(bad) else L.n
     first = allreduce_min(comm, local)
-    if first < a.n:
-        handles.unregister()
-        raise NotPositiveDefiniteError(first, a.n)
-    if not keep:
-        handles.unregister()
-        handles = None
-    return Factorization(elapsed, t_sub, tasks, sent, handles)
+    if first < L.n:
+        raise NotPositiveDefiniteError(first, L.n)
+    predicted = None
+    if session.stats:
+        predicted = transfer_pairs_bytes(tile_map, L.n, L.nb, cache=session.cache,
+                                         itemsize=L.itemsize)
+    record = _record(session, "cholesky", tile_map, L, elapsed, t_sub, tasks, before,
+                     predicted)
+    return Factor(L, tile_map, session, record)
 
 
-def residual(session, factored, original):
-    """||A - L L^T||_F / ||A||_F, computed where the tiles live. Collective.
+def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, predicted,
+            nrhs=0):
+    """The record of one computation, identical on every rank. Collective."""
+    from .record import now_utc
 
-    ``factored`` is the :class:`Factorization` of a ``factorize(..., keep=True)`` call;
-    ``original`` is a fresh copy of A's local tiles (same layout), overwritten with the
-    residual. The update R -= L L^T runs as StarPU tasks (SYRK/GEMM), the norms are
-    summed with one reduction. Unregisters both matrices.
-    """
     comm = session.comm
-    norm_a = comm.allreduce(original.frobenius_sq_local())
-    r = session.register_tiles(original.owners, original.tiles, original.rows)
-    try:
-        with session.running():
-            code, _ = factored.handles.submit_llt_residual(r)
-            check(code, "starpu_mpi_task_insert")
-            session.wait()
-    finally:
-        r.unregister()
-        factored.handles.unregister()
-    norm_r = comm.allreduce(original.frobenius_sq_local())
-    return float(np.sqrt(norm_r / norm_a)) if norm_a > 0 else float(np.sqrt(norm_r))
+    after = session.bytes_sent()
+    row = None if after is None else (after - before).tolist()
+    elapsed = allreduce_max(comm, elapsed)
+    t_sub = allreduce_max(comm, t_sub)
+    gathered = comm.allgather((row, int(tasks), now_utc()))
+    measured = None if row is None else [r for r, _, _ in gathered]
+    job = session.__dict__.get("_job")
+    if job is None:
+        job = session._job = describe_job(session)
+    return RunRecord(
+        operation=operation, dist=tile_map.name, map=str(tile_map),
+        nodes=int(tile_map.nodes), slices=int(tile_map.slices), n=L.n, nb=L.nb, nt=L.nt,
+        nrhs=int(nrhs), dtype=str(L.dtype), time_s=elapsed, submit_s=t_sub,
+        tasks=sum(t for _, t, _ in gathered), bytes_measured_pairs=measured,
+        bytes_predicted_pairs=None if predicted is None else predicted.tolist(),
+        **{**job, "date": gathered[0][2]})
 
 
-def gather(session, a, root=0):
-    """The dense lower-triangular matrix of ``a``'s tiles on ``root`` (None elsewhere).
-    The tiles must not be registered. Collective."""
-    parts = session.comm.gather(a.tiles, root=root)
-    if session.comm.Get_rank() != root:
-        return None
-    tiles = {}
-    for p in parts:
-        tiles.update(p)
-    return a.to_dense_lower(tiles)
-
-
-def gather_bytes(session, row, root=0):
-    """The (P, P) matrix of bytes sent from rank (row) to rank (column), on ``root``. Collective."""
-    rows = session.comm.gather(None if row is None else np.asarray(row, dtype=np.int64), root=root)
-    if session.comm.Get_rank() != root or rows[0] is None:
-        return None
-    return np.vstack(rows)
-
-
-__all__ = ["Factorization", "factorize", "residual", "gather", "gather_bytes", "flops",
-           "TiledMatrix"]
+__all__ = ["cholesky", "Factor", "flops", "get_session", "local_task_count",
+           "partial_mask"]

@@ -187,21 +187,85 @@ def transfer_pairs_tiles(tile_map, nt, cache=True, progress=None):
                           progress=progress)
 
 
-def tile_bytes(n, nb):
-    """Bytes of every tile (i, j) of an n x n float64 matrix in nb x nb tiles: int64 (nt, nt)."""
+def tile_bytes(n, nb, itemsize=DOUBLE_BYTES):
+    """Bytes of every tile (i, j) of an n x n matrix in nb x nb tiles: int64 (nt, nt).
+
+    ``itemsize`` is the bytes of one entry: 8 (float64, the default) or 4 (float32)."""
     ext = tile_extents(n, nb)
-    return np.outer(ext, ext) * DOUBLE_BYTES
+    return np.outer(ext, ext) * int(itemsize)
 
 
-def transfer_pairs_bytes(tile_map, n, nb, cache=True, progress=None):
-    """Bytes sent between every pair of nodes for an n x n float64 matrix in nb x nb tiles.
+def transfer_pairs_bytes(tile_map, n, nb, cache=True, progress=None, itemsize=DOUBLE_BYTES):
+    """Bytes sent between every pair of nodes by the factorization of an n x n matrix in
+    nb x nb tiles (``itemsize`` bytes per entry: 8 for float64, 4 for float32).
 
-    Tile (i, j) weighs rows(i) * cols(j) * 8 bytes; the last tile row/column holds
+    Tile (i, j) weighs rows(i) * cols(j) * itemsize bytes; the last tile row/column holds
     n - (NT-1) * nb rows. Returns an int64 array (P, P), sender row, receiver column.
     """
     nt = len(tile_extents(n, nb))
     return transfer_pairs(tile_map.owner_maps(nt), tile_map.nodes, cache=cache,
-                          row_weights=tile_bytes(n, nb), progress=progress)
+                          row_weights=tile_bytes(n, nb, itemsize), progress=progress)
+
+
+def factor_owners(tile_map, nt):
+    """F[i, j]: the node that holds L[i][j] after the factorization, int64 (nt, nt).
+
+    For a 2D map, the map's owner; for a 2.5D map, the owner of (i, j) in slice j mod c
+    (the slice that factors column j).
+    """
+    so = np.asarray(tile_map.owner_maps(nt))
+    c = so.shape[0]
+    cols = np.arange(nt) % c
+    return np.ascontiguousarray(so[cols[None, :], np.arange(nt)[:, None],
+                                   np.arange(nt)[None, :]], dtype=np.int64)
+
+
+def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
+    """Bytes sent between every pair of nodes by the solve L L^T X = B (int64 (P, P)).
+
+    B is n x nrhs in nb x nb tiles; its row tile i lives on d(i) = F[i, i], the holder of
+    L's diagonal tile (:func:`factor_owners`), and every task runs on the owner of the B
+    tile it writes. Forward, k = 0..NT-1: TRSM of B[k] (local), then for m > k,
+    B[m] -= L[m][k] B[k] on d(m). Backward, k = NT-1..0: TRSM of B[k], then for m < k,
+    B[m] -= L[k][m]^T B[k] on d(m). So L[i][j] (i > j) goes to d(i) (forward) and to
+    d(j) (backward); B[k] goes, after its forward TRSM, to d(m) for m > k, and after its
+    backward TRSM to d(m) for m < k.
+
+    Cache on: one transfer per (tile version, destination): L[i][j] once to each of
+    {d(i), d(j)} other than its holder (the solve keeps L's received copies through
+    both passes and drops them at the end); B[k] once to each distinct d(m) other than
+    d(k), per pass (B's copies are dropped between the passes: its value changes).
+    Cache off: one transfer per (task, remote operand): L[i][j] KT times to d(i) and KT
+    times to d(j), B[k] once per task m. KT = ceil(nrhs / nb) tile columns of B.
+    """
+    rows = tile_extents(n, nb)
+    nt = len(rows)
+    cols = tile_extents(nrhs, nb)
+    kt = len(cols)
+    p = int(tile_map.nodes)
+    f = factor_owners(tile_map, nt)
+    d = np.diag(f).copy()
+    pairs = np.zeros(p * p, dtype=np.int64)
+    i, j = np.tril_indices(nt, -1)
+    src = f[i, j]
+    lbytes = rows[i] * rows[j] * int(itemsize)
+    to_i, to_j = d[i], d[j]
+    if cache:
+        w_i = np.where(to_i != src, lbytes, 0)
+        w_j = np.where((to_j != src) & (to_j != to_i), lbytes, 0)
+    else:
+        w_i = np.where(to_i != src, lbytes * kt, 0)
+        w_j = np.where(to_j != src, lbytes * kt, 0)
+    pairs += np.bincount(src * p + to_i, weights=w_i, minlength=p * p).astype(np.int64)
+    pairs += np.bincount(src * p + to_j, weights=w_j, minlength=p * p).astype(np.int64)
+    bcols = int(cols.sum()) * int(itemsize)      # bytes of one B row tile per row
+    for k in range(nt):
+        for dests in (d[k + 1:], d[:k]):          # forward readers, backward readers
+            if cache:
+                dests = np.unique(dests)
+            dests = dests[dests != d[k]]
+            np.add.at(pairs, d[k] * p + dests, rows[k] * bcols)
+    return pairs.reshape(p, p)
 
 
 # -- closed forms --------------------------------------------------------------------------

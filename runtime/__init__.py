@@ -2,16 +2,17 @@
 
 - :class:`Session` starts StarPU + StarPU-MPI on an mpi4py communicator (worker count,
   scheduler, statistics, cache) and stops it before MPI finalises, also on errors.
-- :mod:`starchol.runtime._starpu` is the compiled Cython layer (tile registration,
+- :mod:`starchol.runtime._binding`, `._kernels`, `._graphs` are the compiled layer (binding,
   codelets with nogil BLAS/LAPACK kernels, nogil task-graph submission).
 - StarPU error codes become :class:`StarPUError`; a failed factorization becomes
   :class:`NotPositiveDefiniteError` on every rank.
 """
-from .errors import NotPositiveDefiniteError, RuntimeUnavailableError, StarPUError
+from .errors import (NotPositiveDefiniteError, RuntimeUnavailableError, SessionError,
+                     StarPUError)
 from .session import (DEFAULT_SCHEDULER, Session, available_schedulers, default_workers,
                       starpu_version)
 
 __all__ = [
-    "Session", "StarPUError", "NotPositiveDefiniteError", "RuntimeUnavailableError",
+    "Session", "SessionError", "StarPUError", "NotPositiveDefiniteError", "RuntimeUnavailableError",
     "available_schedulers", "default_workers", "starpu_version", "DEFAULT_SCHEDULER",
 ]

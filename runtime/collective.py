@@ -24,7 +24,7 @@ def allreduce_min(comm, value):
     return comm.allreduce(value, op=_op("MIN"))
 
 
-def agree(comm, error):
+def agree(comm, error, same=None):
     """Raise on every rank the first error (lowest rank) any rank found. Collective.
 
     Parameters
@@ -32,6 +32,11 @@ def agree(comm, error):
     comm : mpi4py communicator
     error : BaseException or None
         This rank's verdict: an exception instance, or None when its checks passed.
+
+    same : object, optional
+        What every rank must have been given alike (sizes, map, dtype...): when the
+        ranks' values differ and no rank found an error, a UsageError naming the first
+        differing rank is raised everywhere.
 
     Every rank calls this at the same point, whatever its own verdict, so a check that
     fails on one rank only never leaves the others waiting. The exception raised is a
@@ -42,11 +47,17 @@ def agree(comm, error):
         if error is not None:
             raise error
         return
-    found = comm.allgather(_portable(error, comm.Get_rank()))
-    for rank, exc in enumerate(found):
+    found = comm.allgather((_portable(error, comm.Get_rank()), same))
+    for rank, (exc, _) in enumerate(found):
         if exc is not None:
             mark_agreed(exc)
             raise exc
+    for rank, (_, value) in enumerate(found):
+        if value != found[0][1]:
+            from ..errors import UsageError
+
+            raise UsageError(f"the ranks were given different inputs: rank 0 has "
+                             f"{found[0][1]!r}, rank {rank} has {value!r}")
 
 
 def mark_agreed(exc):

@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..errors import StarcholError, UsageError
-from .errors import RuntimeUnavailableError, SessionError, check
+from .errors import RuntimeUnavailableError, SessionError
 from .workers import affinity_cores
 
 log = logging.getLogger("starchol.runtime")
@@ -36,13 +36,13 @@ DEFAULT_SCHEDULER = "prio"
 
 def _backend():
     try:
-        from . import _starpu
+        from . import _binding
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise RuntimeUnavailableError(
-            f"the StarPU-MPI layer (starchol.runtime._starpu) is not built or cannot load "
+            f"the StarPU-MPI layer (starchol.runtime._binding) is not built or cannot load "
             f"({exc}); install the system packages (libstarpu-dev, libopenmpi-dev, ...) "
             f"and reinstall starchol with `pip install --no-build-isolation -e .`") from exc
-    return _starpu
+    return _binding
 
 
 def _mpi():
@@ -322,12 +322,13 @@ class Session:
         self.comm = self.user_comm.Dup()
         self._starpu_comm = self.user_comm.Dup()
         handle = self._starpu_comm.handle
-        with bus_calibration_lock():
-            code = self._backend.init(handle, self.workers, self.scheduler, **extra)
-        if code:
+        try:
+            with bus_calibration_lock():
+                self._backend.init(handle, self.workers, self.scheduler, **extra)
+        except BaseException:
             self._free_comms()
             self._restore_blas()
-            check(code, "starpu_mpi_init_conf")
+            raise
         self.started = True
         Session._live = self
         atexit.register(self.shutdown)
@@ -366,7 +367,7 @@ class Session:
                 from . import gpu
                 gpu.before_shutdown(self._backend, self.gpu_plan)
             quiet = self.stats and os.environ.get("STARCHOL_SHOW_COMM_STATS") != "1"
-            check(self._backend.shutdown(quiet), "starpu_mpi_shutdown")
+            self._backend.shutdown(quiet)
         finally:
             self.started = False
             if Session._live is self:
@@ -470,22 +471,43 @@ class Session:
         return gpu.bus_bytes()
 
     # -- data and tasks --------------------------------------------------------
-    def register_tiles(self, owners, tiles, rows, stored=None, lazy=False):
-        """Register a tiled matrix: ``owners`` (nt, nt) int64, ``tiles`` {(i, j): array}
-        for this rank's tiles (Fortran-ordered float64), ``rows`` the nt tile sizes.
-        ``stored`` (bool (nt, nt), default the lower triangle) limits the tiles that get a
-        handle; with ``lazy`` no tile has a buffer until a task writes it (``tiles`` is
-        ignored). Each call gets fresh tags (unique per matrix and tile). Collective
-        (same order on every rank)."""
+    def register_tiles(self, owners, tiles, rows, cols=None, stored=None, lazy=False,
+                       elemsize=8):
+        """Register a tiled matrix with StarPU-MPI. Collective (same order on every rank).
+
+        Parameters
+        ----------
+        owners : int array (mt, nt)
+            Owner rank of tile (i, j).
+        tiles : dict
+            ``{(i, j): array}`` of this rank's tiles (Fortran-ordered, ``rows[i] x
+            cols[j]``); ignored with ``lazy``.
+        rows, cols : int arrays
+            Rows of each tile row and columns of each tile column (``cols`` defaults to
+            ``rows``).
+        stored : bool array (mt, nt), optional
+            The tiles that get a handle (default: the lower triangle of a square matrix).
+        lazy : bool
+            No tile has a buffer until a task writes it.
+        elemsize : int
+            Bytes per entry: 8 (float64) or 4 (float32).
+
+        Each call gets fresh tags (unique per matrix and tile). Returns a
+        ``TileHandles``; unregister it with ``.unregister()``.
+        """
         self._require()
         owners = np.ascontiguousarray(owners, dtype=np.int64)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
-        nt = owners.shape[0]
-        if nt >= 1 << 31:
+        cols = rows if cols is None else np.ascontiguousarray(cols, dtype=np.int64)
+        mt, nt = owners.shape
+        if stored is None:
+            stored = np.tril(np.ones((mt, nt), dtype=np.uint8))
+        if mt * nt >= 1 << 40:
             raise UsageError("too many tiles")
         tag_base = (self._next_matrix + 1) << 40
         self._next_matrix += 1
-        h = self._backend.TileHandles(owners, tiles, rows, tag_base, stored, lazy)
+        h = self._backend.TileHandles(owners, tiles, rows, cols, tag_base, stored, lazy,
+                                      elemsize)
         self._handles.add(h)
         return h
 
@@ -506,7 +528,9 @@ class Session:
 
             def wait_tasks():
                 try:
-                    status.append(self._backend.wait_tasks())
+                    self._backend.wait_tasks()
+                except BaseException as exc:  # raised below, in the caller's thread
+                    status.append(exc)
                 finally:
                     done.set()
 
@@ -515,6 +539,8 @@ class Session:
             while not done.wait(interval):
                 progress(max(0, total - self._backend.tasks_pending()), total)
             waiter.join()
+            if status:
+                raise status[0]
             progress(total, total)
         else:
             self._backend.wait_tasks()

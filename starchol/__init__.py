@@ -6,6 +6,10 @@ Subpackages (each a top-level folder of the source tree, mapped by setup.py):
 - :mod:`starchol.linalg` - tiled Cholesky, exact communication-volume model, matrices, I/O
 - :mod:`starchol.runtime` - the StarPU-MPI runtime layer (Cython)
 - :mod:`starchol.jobs` - the ``starchol`` command line
+
+The public API (docs/api.md): :class:`DistributedMatrix`, :func:`cholesky` ->
+:class:`Factor` (``solve``, ``logdet``, ``record``), :class:`RunRecord`,
+:class:`Session`, and the errors.
 """
 __version__ = "0.1.0"
 
@@ -20,5 +24,10 @@ except ImportError as _exc:  # pragma: no cover - only in a raw, uninstalled che
     ) from _exc
 
 from .errors import StarcholError, UsageError  # noqa: E402
+from .linalg import DistributedMatrix, Factor, RunRecord, cholesky  # noqa: E402
+from .runtime import (NotPositiveDefiniteError, Session, SessionError,  # noqa: E402
+                      StarPUError)
 
-__all__ = ["__version__", "StarcholError", "UsageError"]
+__all__ = ["__version__", "StarcholError", "UsageError", "DistributedMatrix", "cholesky",
+           "Factor", "RunRecord", "Session", "NotPositiveDefiniteError", "StarPUError",
+           "SessionError"]

@@ -12,7 +12,7 @@ import pytest
 from conftest import MPIRUN, _starchol_exe
 from starchol.cli import main
 
-pytest.importorskip("starchol.runtime._starpu", reason="runtime layer not built")
+pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
 
 

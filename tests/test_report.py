@@ -252,7 +252,7 @@ def test_acceptance_model_report_is_fast(tmp_path):
 def _has_run_command():
     try:
         from starchol.jobs import run_cmd  # noqa: F401
-        from starchol.runtime import _starpu  # noqa: F401
+        from starchol.runtime import _binding  # noqa: F401
     except Exception:
         return False
     return True

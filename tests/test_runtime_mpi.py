@@ -9,7 +9,7 @@ from starchol.distributions import get_map
 from starchol.linalg import matrices
 from starchol.linalg.tiled import tile_sizes
 
-pytest.importorskip("starchol.runtime._starpu", reason="runtime layer not built")
+pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
 
 N, NB = 300, 64          # NT = 5, last tile 44 rows

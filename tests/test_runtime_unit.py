@@ -10,7 +10,7 @@ from starchol.errors import UsageError
 from starchol.linalg import matrices
 from starchol.linalg.tiled import TiledMatrix, check_sizes, tile_sizes
 
-starpu = pytest.importorskip("starchol.runtime._starpu",
+starpu = pytest.importorskip("starchol.runtime._binding",
                              reason="runtime layer not built (STARCHOL_NO_RUNTIME=1?)")
 
 

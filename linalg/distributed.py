@@ -1,0 +1,352 @@
+"""A matrix distributed over MPI ranks by a tile map: :class:`DistributedMatrix`.
+
+Conventions: tiles are NB x NB (the last tile row/column is smaller when NB does not
+divide the size); tile (i, j) = (tile row, tile column); tiles are Fortran-ordered numpy
+arrays of float64 or float32, stored on their owner only.
+
+Two kinds, with the map rules:
+
+- ``"symmetric"``: an N x N symmetric matrix, lower triangle stored (tiles i >= j).
+  Tile (i, j) lives on the map's owner of (i, j); for a 2.5D map with c slices, on the
+  owner of (i, j) in slice j mod c (the slice that factors column j), which is also
+  where L[i][j] ends (:func:`~starchol.linalg.volume.factor_owners`).
+- ``"rhs"``: right-hand sides, an N x K matrix, every tile stored. Row tile i lives
+  where L's diagonal tile (i, i) lives, for every tile column (so the solve moves only
+  L's off-diagonal tiles and the finished B[k]).
+"""
+import numpy as np
+
+from ..errors import UsageError
+from ..runtime.collective import agree
+from .tiled import check_sizes
+from .volume import factor_owners, tile_extents
+
+#: dtypes with kernels
+DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+KINDS = ("symmetric", "rhs")
+
+
+def _world():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def check_dtype(dtype):
+    """The numpy dtype, if it is float64 or float32; else UsageError naming ``dtype``."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in DTYPES:
+        raise UsageError(f"dtype must be float64 or float32, got {dtype!r}", param="dtype")
+    return dt
+
+
+def layout(tile_map, n, nb, kind="symmetric", ncols=None):
+    """Owners (int64 (NT, KT)) and stored mask (bool (NT, KT)) of a matrix under a map.
+
+    See the module docstring for the rules; KT = NT for ``symmetric``, ceil(K / NB)
+    for ``rhs``.
+    """
+    nt = len(tile_extents(n, nb))
+    f = factor_owners(tile_map, nt)
+    if kind == "symmetric":
+        return f, np.tril(np.ones((nt, nt), dtype=bool))
+    kt = len(tile_extents(ncols, nb))
+    return (np.ascontiguousarray(np.repeat(np.diag(f)[:, None], kt, axis=1)),
+            np.ones((nt, kt), dtype=bool))
+
+
+def check_map(tile_map, nranks):
+    """UsageError unless ``tile_map`` is a map with one node per MPI rank."""
+    from ..distributions.base import TileMap
+
+    if not isinstance(tile_map, TileMap):
+        raise UsageError(f"tile_map must be a starchol.distributions map, got "
+                         f"{type(tile_map).__name__}", param="tile_map")
+    if tile_map.nodes != nranks:
+        raise UsageError(f"tile_map {tile_map} has {tile_map.nodes} nodes but the "
+                         f"communicator has {nranks} rank(s); a map needs one MPI rank "
+                         f"per node", param="tile_map")
+
+
+class DistributedMatrix:
+    """The local part (this rank's tiles) of a matrix distributed by a tile map.
+
+    Build one with :meth:`from_function`, :meth:`from_numpy` or :meth:`from_hdf5`
+    (all collective); the constructor makes an empty one.
+
+    Parameters
+    ----------
+    shape : (int, int)
+        (N, N) for ``symmetric``, (N, K) for ``rhs``.
+    nb : int
+        Tile size NB (entries).
+    tile_map : starchol.distributions.TileMap
+        The map (one node per rank of ``comm``).
+    kind : {"symmetric", "rhs"}
+    dtype : float64 or float32
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``.
+
+    Attributes
+    ----------
+    tiles : dict
+        ``{(i, j): array}``: this rank's tiles.
+    owners : int64 array (NT, KT)
+        Owner rank of every tile.
+    rows, cols : int64 arrays
+        Entries per tile row / tile column.
+    """
+
+    def __init__(self, shape, nb, tile_map, kind="symmetric", dtype=np.float64, comm=None):
+        if kind not in KINDS:
+            raise UsageError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}",
+                             param="kind")
+        n, ncols = (int(shape[0]), int(shape[1]))
+        if kind == "symmetric" and n != ncols:
+            raise UsageError(f"a symmetric matrix is square, got shape {shape}", param="shape")
+        self.n, self.nb = check_sizes(n, nb)
+        if ncols < 1:
+            raise UsageError(f"the right-hand sides need at least one column, got {ncols}",
+                             param="shape")
+        self.ncols = ncols
+        self.kind = kind
+        self.dtype = check_dtype(dtype)
+        self.comm = _world() if comm is None else comm
+        self.rank = self.comm.Get_rank()
+        self.tile_map = tile_map
+        self.rows = tile_extents(self.n, self.nb)
+        self.cols = self.rows if kind == "symmetric" else tile_extents(ncols, self.nb)
+        self.nt, self.kt = len(self.rows), len(self.cols)
+        self.offsets = np.concatenate([[0], np.cumsum(self.rows)])
+        self.col_offsets = np.concatenate([[0], np.cumsum(self.cols)])
+        self.owners, self.stored = layout(tile_map, self.n, self.nb, kind, ncols)
+        self.tiles = {}
+
+    # -- shape and layout ---------------------------------------------------------------
+    @property
+    def shape(self):
+        return (self.n, self.ncols)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    def local_keys(self):
+        """(i, j) of the stored tiles this rank owns, row by row."""
+        ii, jj = np.nonzero(self.stored & (self.owners == self.rank))
+        return list(zip(ii.tolist(), jj.tolist()))
+
+    def tile_bounds(self, i, j):
+        """(r0, r1, c0, c1): the entries of tile (i, j)."""
+        o, oc = self.offsets, self.col_offsets
+        return int(o[i]), int(o[i + 1]), int(oc[j]), int(oc[j + 1])
+
+    def _empty_like(self, dtype=None):
+        return DistributedMatrix(self.shape, self.nb, self.tile_map, self.kind,
+                                 self.dtype if dtype is None else dtype, self.comm)
+
+    # -- constructors (collective) -------------------------------------------------------
+    @classmethod
+    def from_function(cls, fn, shape, nb, tile_map, kind="symmetric", dtype=np.float64,
+                      comm=None):
+        """Make each tile where it lives: ``fn(r0, r1, c0, c1)`` returns the block of
+        rows r0..r1-1 and columns c0..c1-1. Called only on the tile's owner. Collective
+        (an error on one rank is raised on every rank)."""
+        comm = _comm_or_world(comm)
+        a, error = None, None
+        try:
+            check_map(tile_map, comm.Get_size())
+            a = cls(shape, nb, tile_map, kind, dtype, comm)
+            for key in a.local_keys():
+                r0, r1, c0, c1 = a.tile_bounds(*key)
+                t = np.asarray(fn(r0, r1, c0, c1))
+                if t.shape != (r1 - r0, c1 - c0):
+                    raise UsageError(f"fn({r0}, {r1}, {c0}, {c1}) returned shape "
+                                     f"{t.shape}, expected {(r1 - r0, c1 - c0)}",
+                                     param="fn")
+                a.tiles[key] = np.asfortranarray(t, dtype=a.dtype)
+        except Exception as exc:  # noqa: BLE001 - shared with every rank below
+            error = exc
+        agree(comm, error, same=_same(shape, nb, kind, dtype, tile_map))
+        return a
+
+    @classmethod
+    def from_numpy(cls, array, nb, tile_map, kind="symmetric", root=0, comm=None):
+        """Scatter a dense array held by rank ``root`` (ignored elsewhere). Collective.
+
+        For ``symmetric`` only the lower triangle is read. The dtype is the array's
+        (float64 or float32)."""
+        comm = _comm_or_world(comm)
+        error, meta = _map_error(tile_map, comm), None
+        if error is None and kind not in KINDS:
+            error = UsageError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}",
+                               param="kind")
+        if comm.Get_rank() == root and error is None:
+            try:
+                a = np.asarray(array)
+                check_dtype(a.dtype)
+                if a.ndim != 2 or (kind == "symmetric" and a.shape[0] != a.shape[1]):
+                    raise UsageError(f"array must be {'square' if kind == 'symmetric' else '2D'}"
+                                     f", got shape {a.shape}", param="array")
+                meta = (a.shape, a.dtype.str)
+            except Exception as exc:  # noqa: BLE001
+                error = exc
+        agree(comm, error, same=_same(None, nb, kind, None, tile_map))
+        shape, dtype = comm.bcast(meta, root=root)
+        out = cls(shape, nb, tile_map, kind, np.dtype(dtype), comm)
+        parts = None
+        if comm.Get_rank() == root:
+            parts = [{} for _ in range(comm.Get_size())]
+            for i, j in zip(*np.nonzero(out.stored)):
+                r0, r1, c0, c1 = out.tile_bounds(i, j)
+                parts[out.owners[i, j]][(int(i), int(j))] = np.asfortranarray(a[r0:r1, c0:c1])
+        out.tiles = comm.scatter(parts, root=root)
+        return out
+
+    @classmethod
+    def from_hdf5(cls, path, dataset, nb, tile_map, dtype=None, comm=None,
+                  symmetry_tol=None):
+        """Read a symmetric matrix from ``path:dataset`` (each rank reads its tiles).
+        Collective. Checks (every rank, same error): the file, the dataset (square,
+        float), finite entries, symmetry within ``symmetry_tol``. ``dtype`` defaults to
+        the dataset's."""
+        from . import hdf5_io
+
+        comm = _comm_or_world(comm)
+        agree(comm, _map_error(tile_map, comm))
+        n, file_dtype = hdf5_io.inspect_input(path, dataset, comm)
+        out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype, comm)
+        tol = hdf5_io.SYMMETRY_TOL if symmetry_tol is None else symmetry_tol
+        out.input_info = hdf5_io.read_tiles(path, dataset, out, comm, symmetry_tol=tol)
+        if out.dtype != np.float64:
+            out.tiles = {k: np.asfortranarray(t, dtype=out.dtype) for k, t in out.tiles.items()}
+        return out
+
+    # -- output (collective) -------------------------------------------------------------
+    def to_hdf5(self, path, dataset, overwrite=False, attrs=None, input_path=None):
+        """Write the lower triangle (zeros above) to ``path:dataset`` as float64,
+        atomically (a temporary file renamed when complete). Collective."""
+        from .hdf5_io import FactorWriter
+
+        if self.kind != "symmetric":
+            raise UsageError("to_hdf5 writes symmetric matrices and factors", param="kind")
+        writer = FactorWriter(path, dataset, self.n, self.comm, overwrite=overwrite,
+                              input_path=input_path)
+        writer.write(self, attrs)
+
+    def gather(self, root=0):
+        """The dense matrix on ``root`` (None elsewhere): the lower triangle (zeros
+        above) for ``symmetric``, every entry for ``rhs``. Collective."""
+        parts = self.comm.gather(self.tiles, root=root)
+        if self.comm.Get_rank() != root:
+            return None
+        out = np.zeros(self.shape, dtype=self.dtype, order="F")
+        for part in parts:
+            for (i, j), t in part.items():
+                r0, r1, c0, c1 = self.tile_bounds(i, j)
+                out[r0:r1, c0:c1] = t
+        return np.tril(out) if self.kind == "symmetric" else out
+
+    def copy(self):
+        """A deep copy (local; no communication)."""
+        b = self._empty_like()
+        b.tiles = {k: np.array(t, order="F", copy=True) for k, t in self.tiles.items()}
+        return b
+
+    # -- checks (local; the callers agree on the verdict) -------------------------------
+    def local_error(self, tile_map=None, kind=None, n=None, nb=None, dtype=None):
+        """Why this rank's part cannot be used as given (an exception), or None.
+
+        Checks the kind, size, tile size, dtype, that the layout is ``tile_map``'s, and
+        that every local tile is present with the right shape and dtype. Local: use
+        :func:`starchol.runtime.collective.agree` to share the verdict.
+        """
+        try:
+            if kind is not None and self.kind != kind:
+                return UsageError(f"expected a {kind} matrix, got a {self.kind} one",
+                                  param="kind")
+            if n is not None and self.n != n:
+                return UsageError(f"the matrix has {self.n} rows, expected {n}", param="n")
+            if nb is not None and self.nb != nb:
+                return UsageError(f"the tile size nb is {self.nb}, expected {nb}", param="nb")
+            if dtype is not None and self.dtype != np.dtype(dtype):
+                return UsageError(f"dtype is {self.dtype}, expected {np.dtype(dtype)}",
+                                  param="dtype")
+            if tile_map is not None:
+                owners, _ = layout(tile_map, self.n, self.nb, self.kind, self.ncols)
+                if not np.array_equal(owners[self.stored], self.owners[self.stored]):
+                    return UsageError(f"the matrix is not laid out by the map {tile_map} "
+                                      f"(it was built for {self.tile_map})", param="tile_map")
+            for key in self.local_keys():
+                t = self.tiles.get(key)
+                r0, r1, c0, c1 = self.tile_bounds(*key)
+                if t is None:
+                    return UsageError(f"rank {self.rank} lacks its tile {key} (rows "
+                                      f"{r0}..{r1 - 1}, columns {c0}..{c1 - 1})",
+                                      param="tiles")
+                if not isinstance(t, np.ndarray) or t.shape != (r1 - r0, c1 - c0):
+                    return UsageError(f"tile {key} on rank {self.rank} has shape "
+                                      f"{getattr(t, 'shape', None)}, expected "
+                                      f"{(r1 - r0, c1 - c0)}", param="tiles")
+                if t.dtype != self.dtype:
+                    return UsageError(f"tile {key} on rank {self.rank} has dtype {t.dtype}, "
+                                      f"the matrix is {self.dtype}", param="dtype")
+                if not t.flags.f_contiguous:
+                    self.tiles[key] = np.asfortranarray(t)
+        except Exception as exc:  # noqa: BLE001
+            return exc
+        return None
+
+    def signature(self):
+        """What every rank must agree on (shape, tile size, kind, dtype)."""
+        return (self.shape, self.nb, self.kind, str(self.dtype))
+
+    def frobenius_sq_local(self):
+        """Sum of squares of the entries held here; for ``symmetric``, of the whole
+        symmetric matrix (off-diagonal entries counted twice)."""
+        total = 0.0
+        for (i, j), t in self.tiles.items():
+            t = np.asarray(t, dtype=np.float64)
+            if self.kind == "symmetric" and i == j:
+                low = np.tril(t, -1)
+                total += 2.0 * float(np.vdot(low, low)) + float(np.vdot(np.diag(t), np.diag(t)))
+            elif self.kind == "symmetric":
+                total += 2.0 * float(np.vdot(t, t))
+            else:
+                total += float(np.vdot(t, t))
+        return total
+
+    def __repr__(self):
+        return (f"<DistributedMatrix {self.kind} {self.n} x {self.ncols} {self.dtype}, "
+                f"NB {self.nb}, {len(self.tiles)} local tile(s) on rank {self.rank}>")
+
+
+def _comm_or_world(comm):
+    return _world() if comm is None else comm
+
+
+def _same(shape, nb, kind, dtype, tile_map):
+    """The inputs every rank must share, as plain comparable values (never raises)."""
+    try:
+        dtype = None if dtype is None else str(np.dtype(dtype))
+    except TypeError:
+        dtype = repr(dtype)
+    try:
+        shape = None if shape is None else tuple(int(x) for x in shape)
+    except (TypeError, ValueError):
+        shape = repr(shape)
+    return (shape, repr(nb), kind, dtype, str(tile_map))
+
+
+def _map_error(tile_map, comm):
+    try:
+        check_map(tile_map, comm.Get_size())
+    except UsageError as exc:
+        return exc
+    return None
+
+
+__all__ = ["DistributedMatrix", "layout", "check_map", "check_dtype"]

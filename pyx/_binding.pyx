@@ -1,0 +1,379 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The thin StarPU-MPI binding of starchol (``starchol.runtime._binding``).
+
+Only this module holds StarPU-MPI's process state. It does four things:
+
+- start/stop StarPU + StarPU-MPI on one MPI communicator, pause/resume the workers;
+- register tiled matrices (:class:`TileHandles`: one StarPU matrix handle per stored
+  tile, with its owner rank and a unique 64-bit tag);
+- insert tasks (``ins1/ins2/ins3``: a plain ``starpu_task_insert`` when every operand is
+  local, ``starpu_mpi_task_insert`` when this rank runs or feeds the task, nothing
+  otherwise), flush StarPU-MPI's cache;
+- statistics (bytes sent per rank, tasks pending, versions, schedulers).
+
+Every StarPU status goes through one check, :c:func:`CHKERR`, which raises
+:class:`starchol.runtime.errors.StarPUError`; nogil loops return the first non-zero
+status and their caller checks it once the GIL is back. The task graphs live in
+``_graphs.pyx`` and reach this module through ``starchol/runtime/_binding.pxd``.
+"""
+from libc.stdint cimport int64_t, uintptr_t, uint32_t
+from libc.string cimport memset
+from libc.stdlib cimport malloc, free
+
+from starpu cimport *
+from starpu_mpi cimport *
+
+import os
+import sys
+
+import numpy as np
+
+from starchol.runtime.errors import StarPUError
+# the codelets' addresses, for starchol.runtime.gpu (CUDA variants, performance models)
+from starchol.runtime._kernels import codelet_addresses  # noqa: F401
+
+# ---------------------------------------------------------------------------
+# process state
+# ---------------------------------------------------------------------------
+cdef bint _started = False
+cdef bint _ever_started = False
+cdef MPI_Comm _comm
+cdef int _rank = 0
+cdef int _size = 1
+cdef starpu_conf _conf
+cdef bytes _sched_name = b""
+
+
+cdef int CHKERR(int status, const char *call) except -1:
+    """Raise StarPUError(status, call) unless status is 0 (the one error path)."""
+    if status == 0:
+        return 0
+    raise StarPUError(status, call.decode())
+
+
+cdef int my_rank() noexcept nogil:
+    return _rank
+
+
+def compiled_version():
+    """StarPU version of the headers this module was compiled with."""
+    return (STARPU_MAJOR_VERSION, STARPU_MINOR_VERSION, STARPU_RELEASE_VERSION)
+
+
+def runtime_version():
+    """StarPU version of the library loaded at run time."""
+    cdef int a = 0, b = 0, c = 0
+    starpu_get_version(&a, &b, &c)
+    return (a, b, c)
+
+
+def max_cpus():
+    """Largest number of CPU workers this StarPU build accepts per process."""
+    return STARPU_MAXCPUS
+
+
+def predefined_schedulers():
+    """``[(name, description), ...]`` of the scheduling policies StarPU knows."""
+    cdef starpu_sched_policy **p = starpu_sched_get_predefined_policies()
+    out = []
+    cdef int i = 0
+    while p[i] != NULL:
+        name = p[i].policy_name.decode() if p[i].policy_name != NULL else ""
+        desc = p[i].policy_description.decode() if p[i].policy_description != NULL else ""
+        out.append((name, desc))
+        i += 1
+    return out
+
+
+def is_started():
+    return _started
+
+
+def was_started():
+    """True once StarPU-MPI has been started in this process (it cannot restart)."""
+    return _ever_started
+
+
+def init(uintptr_t comm_handle, int ncpus, str sched, int ncuda=0, uintptr_t policy=0,
+         uintptr_t policy_init=0):
+    """Start StarPU and StarPU-MPI on the communicator whose handle is ``comm_handle``.
+
+    ``ncuda`` CUDA workers (0: none; StarPU without CUDA ignores it). ``policy`` and
+    ``policy_init``, when non-zero, are the addresses of a ``struct starpu_sched_policy``
+    and its init callback (starchol's heteroprio, see :mod:`starchol.runtime.gpu`); they
+    replace the policy named ``sched``.
+    MPI must already be initialised (by mpi4py). Collective over the communicator.
+    Raises StarPUError.
+    """
+    global _started, _ever_started, _comm, _rank, _size, _sched_name
+    cdef int rc
+    if _started:
+        return
+    _sched_name = sched.encode()
+    CHKERR(starpu_conf_init(&_conf), "starpu_conf_init")
+    _conf.ncpus = ncpus
+    _conf.ncuda = ncuda
+    _conf.nopencl = 0
+    _conf.nmic = 0
+    _conf.nmpi_ms = 0
+    _conf.sched_policy_name = _sched_name
+    if policy != 0:
+        _conf.sched_policy_name = NULL
+        STARCHOL_CONF_SET_SCHED(&_conf, <void *>policy, <void *>policy_init)
+    _conf.precedence_over_environment_variables = 1
+    _comm = <MPI_Comm>comm_handle
+    with nogil:
+        rc = starpu_mpi_init_conf(NULL, NULL, 0, _comm, &_conf)
+    CHKERR(rc, "starpu_mpi_init_conf")
+    _started = True
+    _ever_started = True
+    starpu_mpi_comm_rank(_comm, &_rank)
+    starpu_mpi_comm_size(_comm, &_size)
+
+
+def shutdown(bint quiet_stats=True):
+    """Wait for every task, then stop StarPU-MPI (which also stops StarPU).
+
+    Handles must have been unregistered before. Idempotent. With ``quiet_stats``,
+    the byte table StarPU-MPI prints on stderr at shutdown (when STARPU_COMM_STATS=1)
+    is discarded: starchol reads the same numbers with comm_amounts().
+    """
+    global _started
+    if not _started:
+        return
+    cdef int rc
+    cdef int saved = -1, devnull = -1
+    with nogil:
+        starpu_task_wait_for_all()
+    if quiet_stats:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+    try:
+        with nogil:
+            rc = starpu_mpi_shutdown()
+    finally:
+        if saved >= 0:
+            os.dup2(saved, 2)
+            os.close(saved)
+            os.close(devnull)
+    _started = False
+    CHKERR(rc, "starpu_mpi_shutdown")
+
+
+def rank_size():
+    return (_rank, _size)
+
+
+def worker_count():
+    return starpu_cpu_worker_get_count()
+
+
+def wait_tasks():
+    """Block until every task submitted by this process has completed."""
+    cdef int rc
+    with nogil:
+        rc = starpu_task_wait_for_all()
+    CHKERR(rc, "starpu_task_wait_for_all")
+
+
+def tasks_pending():
+    """Tasks submitted by this process and not yet completed (for progress displays)."""
+    return starpu_task_nsubmitted()
+
+
+def wait_mpi():
+    """Block until all ranks' pending StarPU-MPI requests are done. Collective."""
+    cdef int rc
+    with nogil:
+        rc = starpu_mpi_wait_for_all(_comm)
+    CHKERR(rc, "starpu_mpi_wait_for_all")
+
+
+def pause():
+    """Workers stop taking tasks and sleep (no CPU) until resume()."""
+    starpu_pause()
+
+
+def resume():
+    starpu_resume()
+
+
+def cache_set(bint enabled):
+    CHKERR(starpu_mpi_cache_set(1 if enabled else 0), "starpu_mpi_cache_set")
+
+
+def comm_amounts():
+    """Bytes this rank has sent to each rank so far (uint64 array of the comm size).
+
+    All zero when StarPU was started without STARPU_COMM_STATS=1.
+    """
+    out = np.zeros(_size, dtype=np.uint64)
+    cdef size_t[::1] v = out.view(np.uintp)
+    if _started and _size > 0:
+        starchol_mpi_comm_stats_retrieve(&v[0])
+    return out
+
+
+# ---------------------------------------------------------------------------
+# inserting tasks (called by the task graphs, nogil)
+# ---------------------------------------------------------------------------
+cdef int ins1(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
+              void *arg, size_t arg_size, int me, int64_t *count) noexcept nogil:
+    # a task on one tile runs on its owner only (no communication)
+    cdef int rc
+    if o0 != me:
+        return 0
+    if arg != NULL:
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0,
+                                STARPU_CL_ARGS_NFREE, arg, arg_size, <int>0)
+    else:
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, <int>0)
+    if rc == 0:
+        count[0] += 1
+    return rc
+
+
+cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
+              int m1, starpu_data_handle_t h1, int64_t o1, int me,
+              int64_t *count) noexcept nogil:
+    # a 2-operand task, if this rank runs or feeds it (plain insert when all local)
+    cdef int rc
+    if o0 == me and o1 == me:
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
+    elif o0 == me or o1 == me:
+        rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
+    else:
+        return 0
+    if rc == 0:
+        count[0] += 1
+    return rc
+
+
+cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
+              int m1, starpu_data_handle_t h1, int64_t o1,
+              int m2, starpu_data_handle_t h2, int64_t o2, int me,
+              int64_t *count) noexcept nogil:
+    cdef int rc
+    if o0 == me and o1 == me and o2 == me:
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, m2, h2, <int>0)
+    elif o0 == me or o1 == me or o2 == me:
+        rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
+                                    m2, h2, <int>0)
+    else:
+        return 0
+    if rc == 0:
+        count[0] += 1
+    return rc
+
+
+cdef void cache_flush(starpu_data_handle_t h) noexcept nogil:
+    # drop received copies of h (every rank, at the same point of the submission)
+    if h != NULL:
+        starpu_mpi_cache_flush(_comm, h)
+
+
+cdef void release_submit(starpu_data_handle_t h) noexcept nogil:
+    # unregister h once the tasks submitted on it are done
+    if h != NULL:
+        starpu_data_unregister_submit(h)
+
+
+# ---------------------------------------------------------------------------
+# registered tiled matrices
+# ---------------------------------------------------------------------------
+cdef class TileHandles:
+    """One StarPU matrix handle per stored tile (i, j) of an mt x nt tiled matrix.
+
+    Collective: every rank creates the same TileHandles in the same order. Tiles owned
+    by this rank are registered on its main memory over the numpy arrays of ``tiles``
+    (Fortran-ordered, ``rows[i] x cols[j]``, ``elemsize`` bytes per entry); the others
+    with no home (StarPU allocates them when they arrive). Tile (i, j) gets the owner
+    ``owners[i, j]`` and the tag ``tag_base + i * nt + j``.
+
+    ``stored`` (uint8 (mt, nt)) selects the tiles that get a handle. With ``lazy``, no
+    tile has a buffer yet, not even on its owner: StarPU allocates it when a task first
+    writes it (the 2.5D slices' zero copies).
+    """
+
+    def __cinit__(self):
+        self.h = NULL
+        self.own = NULL
+
+    def __init__(self, int64_t[:, ::1] owners, object tiles, int64_t[::1] rows,
+                 int64_t[::1] cols, int64_t tag_base, object stored, bint lazy=False,
+                 int elemsize=8):
+        if not _started:
+            raise RuntimeError("StarPU is not started")
+        cdef int mt = owners.shape[0], nt = owners.shape[1]
+        cdef int i, j
+        cdef int64_t o
+        cdef uintptr_t ptr
+        cdef unsigned char[:, ::1] keep = np.ascontiguousarray(stored, dtype=np.uint8)
+        if keep.shape[0] != mt or keep.shape[1] != nt or rows.shape[0] != mt \
+                or cols.shape[0] != nt:
+            raise ValueError(f"stored, rows and cols must match owners ({mt} x {nt})")
+        self.mt, self.nt, self.elemsize = mt, nt, elemsize
+        self.tiles = tiles
+        self.h = <starpu_data_handle_t *>malloc(<size_t>mt * nt * sizeof(starpu_data_handle_t))
+        self.own = <int64_t *>malloc(<size_t>mt * nt * sizeof(int64_t))
+        if self.h == NULL or self.own == NULL:
+            raise MemoryError()
+        memset(self.h, 0, <size_t>mt * nt * sizeof(starpu_data_handle_t))
+        for i in range(mt):
+            for j in range(nt):
+                self.own[i * nt + j] = owners[i, j]
+        for i in range(mt):
+            for j in range(nt):
+                if not keep[i, j]:
+                    continue
+                o = owners[i, j]
+                if o < 0 or o >= _size:
+                    self.unregister()
+                    raise ValueError(f"tile ({i}, {j}) has owner {o}, outside 0..{_size - 1}")
+                if o == _rank and not lazy:
+                    t = tiles[(i, j)]
+                    if (t.shape[0] != rows[i] or t.shape[1] != cols[j]
+                            or t.itemsize != elemsize or not t.flags.f_contiguous):
+                        self.unregister()
+                        raise ValueError(f"tile ({i}, {j}) must be a Fortran-ordered "
+                                         f"{rows[i]} x {cols[j]} array of {elemsize}-byte "
+                                         f"floats")
+                    ptr = <uintptr_t>t.ctypes.data
+                    starpu_matrix_data_register(&self.h[i * nt + j], STARPU_MAIN_RAM, ptr,
+                                                <uint32_t>rows[i], <uint32_t>rows[i],
+                                                <uint32_t>cols[j], elemsize)
+                else:
+                    starpu_matrix_data_register(&self.h[i * nt + j], -1, 0,
+                                                <uint32_t>rows[i], <uint32_t>rows[i],
+                                                <uint32_t>cols[j], elemsize)
+                starpu_mpi_data_register_comm(self.h[i * nt + j], tag_base + i * nt + j,
+                                              <int>o, _comm)
+
+    def unregister(self):
+        """Unregister every handle (data comes back to the owners' arrays). Idempotent."""
+        cdef int i
+        if self.h != NULL:
+            if _started:
+                with nogil:
+                    for i in range(self.mt * self.nt):
+                        if self.h[i] != NULL:
+                            starpu_data_unregister(self.h[i])
+                            self.h[i] = NULL
+            free(self.h)
+            self.h = NULL
+        if self.own != NULL:
+            free(self.own)
+            self.own = NULL
+
+    @property
+    def registered(self):
+        return self.h != NULL
+
+    def __dealloc__(self):
+        # Never call into StarPU here (it may be shut down); just free memory.
+        if self.h != NULL:
+            free(self.h)
+        if self.own != NULL:
+            free(self.own)

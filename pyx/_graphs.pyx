@@ -1,0 +1,265 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The task graphs of starchol (``starchol.runtime._graphs``): tiled Cholesky (2D and
+2.5D in one loop), the triangular solves of L L^T X = B, and the residual A - L L^T.
+
+Each graph is a plain C loop under ``nogil`` that calls the binding
+(``starchol/runtime/_binding.pxd``: ``ins1/ins2/ins3``, cache flushes) with the codelets
+of ``_kernels``. Each rank inserts only the tasks it runs or feeds; every task runs on
+the owner of the tile it writes. Tiles are (i, j) = (tile row, tile column), lower
+triangle i >= j, panel index k. A loop returns the first non-zero StarPU status; the
+Python wrapper turns it into StarPUError through the binding's CHKERR.
+"""
+from libc.stdint cimport int64_t
+from libc.stdlib cimport malloc, free
+
+from starpu cimport *
+from starchol.runtime._binding cimport (TileHandles, CHKERR, my_rank, ins1, ins2, ins3,
+                                        cache_flush, release_submit)
+from starchol.runtime._kernels cimport Codelets, codelets
+
+
+cdef inline int64_t _ij(int nt, int i, int j) noexcept nogil:
+    return <int64_t>i * nt + j
+
+
+cdef bint _single(TileHandles a) except -1:
+    if a.elemsize not in (4, 8):
+        raise ValueError(f"tiles of {a.elemsize}-byte entries are not supported")
+    return a.elemsize == 4
+
+
+# ---------------------------------------------------------------------------
+# Cholesky: right-looking, lower, over c slices (c = 1: the 2D algorithm)
+# ---------------------------------------------------------------------------
+def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
+             int64_t[::1] info, bint flush=True):
+    """Submit the tiled Cholesky of ``home`` over c = slice_owners.shape[0] slices.
+
+    ``home`` holds the factoring copies: tile (i, j) of slice j mod c with A's values,
+    owned by that slice's owner of (i, j) (the factor ends there). For c > 1,
+    ``partials[s]`` holds slice s's other copies (handles only for tiles (i, j) with
+    s < j and j mod c != s, registered lazy); ``partials`` is empty for c = 1.
+    Iteration k runs on slice s = k mod c: each other slice t < k first adds its partial
+    sum into the factoring copy (one ADD task, one transfer), then POTRF/TRSM; the
+    SYRK/GEMM updates go into slice s's copies, the first one (k = s) in W mode so that
+    a zero copy is only allocated then. Priorities are Chameleon's (pzpotrf).
+    LAPACK's info of tile k lands in ``info[k]``. Returns the tasks this rank inserted.
+    Collective.
+    """
+    cdef int c = slice_owners.shape[0], nt = home.nt, s
+    if (home.h == NULL or slice_owners.shape[1] != nt or slice_owners.shape[2] != nt
+            or info.shape[0] != nt or len(partials) != (c if c > 1 else 0)):
+        raise ValueError("cholesky: inconsistent handles, owners or info")
+    cdef starpu_data_handle_t **ch = <starpu_data_handle_t **>malloc(c * sizeof(void *))
+    cdef int64_t **co = <int64_t **>malloc(c * sizeof(void *))
+    if ch == NULL or co == NULL:
+        free(ch)
+        free(co)
+        raise MemoryError()
+    cdef TileHandles t
+    for s in range(c):
+        co[s] = &slice_owners[s, 0, 0]
+        if c > 1:
+            t = partials[s]
+            ch[s] = t.h
+        else:
+            ch[s] = home.h
+    info[:] = 0
+    cdef Codelets *cl = codelets(_single(home))
+    cdef int64_t count = 0
+    cdef int rc
+    with nogil:
+        rc = _cholesky(cl, home.h, ch, co, c, nt, my_rank(), &info[0], flush, &count)
+    free(ch)
+    free(co)
+    CHKERR(rc, "starpu_task_insert (Cholesky)")
+    return count
+
+
+cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_t **ch,
+                   int64_t **co, int c, int nt, int me, int64_t *info, bint flush,
+                   int64_t *count) noexcept nogil:
+    # Slice s's copy of tile (i, j): home[ij] when j mod c == s (the factoring copy),
+    # else ch[s][ij] (a partial sum, zero until its first update at k = s).
+    cdef int k, m, n, s, t, nup, rc = 0
+    cdef int64_t *own
+    cdef int64_t mk, nk, nn, mn, kk
+    cdef starpu_data_handle_t hp, ht
+    cdef int prio
+    cdef bint first
+    for k in range(nt):
+        s = k % c
+        own = co[s]
+        nup = k if k < c else c          # slices 0..nup-1 updated column k
+        # A[m][k] += P_t[m][k] for every other slice t that updated it (one transfer each)
+        for m in range(k, nt):
+            mk = _ij(nt, m, k)
+            prio = 2 * nt - 2 * k - (0 if m == k else m)
+            for t in range(nup):
+                if t == s:
+                    continue
+                hp = ch[t][mk]
+                rc = ins2(cl.add, prio, STARPU_R, hp, co[t][mk], STARPU_RW, home[mk],
+                          own[mk], me, count)
+                if rc != 0:
+                    return rc
+                # the partial sum is read once: release it (and any received copy)
+                if flush:
+                    cache_flush(hp)
+                release_submit(hp)
+                ch[t][mk] = NULL
+        # L[k][k] = POTRF(A[k][k])
+        kk = _ij(nt, k, k)
+        rc = ins1(cl.potrf, 2 * nt - 2 * k, STARPU_RW, home[kk], own[kk], <void *>&info[k],
+                  sizeof(int64_t), me, count)
+        if rc != 0:
+            return rc
+        # L[m][k] = A[m][k] L[k][k]^-T,  m > k
+        for m in range(k + 1, nt):
+            mk = _ij(nt, m, k)
+            rc = ins2(cl.trsm, 2 * nt - 2 * k - m, STARPU_R, home[kk], own[kk],
+                      STARPU_RW, home[mk], own[mk], me, count)
+            if rc != 0:
+                return rc
+        # updates into slice s's copies; the first one of a zero copy writes it (W)
+        for n in range(k + 1, nt):
+            nk = _ij(nt, n, k)
+            first = k < c and n % c != s
+            nn = _ij(nt, n, n)
+            ht = home[nn] if n % c == s else ch[s][nn]
+            # A_s[n][n] -= L[n][k] L[n][k]^T
+            rc = ins2(cl.syrk0 if first else cl.syrk, 2 * nt - 2 * k - n,
+                      STARPU_R, home[nk], own[nk],
+                      STARPU_W if first else STARPU_RW, ht, own[nn], me, count)
+            if rc != 0:
+                return rc
+            # A_s[m][n] -= L[m][k] L[n][k]^T,  m > n
+            for m in range(n + 1, nt):
+                mk = _ij(nt, m, k)
+                mn = _ij(nt, m, n)
+                ht = home[mn] if n % c == s else ch[s][mn]
+                rc = ins3(cl.gemm0 if first else cl.gemm, 2 * nt - 2 * k - n - m,
+                          STARPU_R, home[mk], own[mk], STARPU_R, home[nk], own[nk],
+                          STARPU_W if first else STARPU_RW, ht, own[mn], me, count)
+                if rc != 0:
+                    return rc
+        # column k is final and read by no later task: drop the received copies
+        if flush:
+            for m in range(k, nt):
+                cache_flush(home[_ij(nt, m, k)])
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Solve L L^T X = B: forward L Y = B, then backward L^T X = Y, in place in B
+# ---------------------------------------------------------------------------
+def solve(TileHandles L, TileHandles B):
+    """Submit the tiled triangular solves of L L^T X = B, in place in B. Collective.
+
+    ``L`` is the factor (nt x nt lower tiles, on the factor's owners F); ``B`` is
+    nt x kt tiles whose row tile i lives on F[i, i]. Forward, k = 0..nt-1:
+    B[k] = L[k][k]^-1 B[k] (TRSM), then B[m] -= L[m][k] B[k] for m > k (GEMM);
+    backward, k = nt-1..0: B[k] = L[k][k]^-T B[k], then B[m] -= L[k][m]^T B[k] for
+    m < k. Between the passes B's received copies are flushed (B[k] changes
+    value), after the backward pass L's and B's. Returns the tasks this rank inserted.
+    """
+    if L.h == NULL or B.h == NULL or B.mt != L.nt or B.elemsize != L.elemsize:
+        raise ValueError("solve: the factor and the right-hand sides do not match")
+    cdef Codelets *cl = codelets(_single(L))
+    cdef int64_t count = 0
+    cdef int rc
+    with nogil:
+        rc = _solve(cl, L.h, L.own, B.h, B.own, L.nt, B.nt, my_rank(), &count)
+    CHKERR(rc, "starpu_task_insert (solve)")
+    return count
+
+
+cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_handle_t *b,
+                int64_t *bo, int nt, int kt, int me, int64_t *count) noexcept nogil:
+    cdef int k, m, j, rc = 0
+    cdef int64_t kk, mk, km
+    # forward: L Y = B
+    for k in range(nt):
+        kk = _ij(nt, k, k)
+        for j in range(kt):
+            rc = ins2(cl.trsm_fwd, 2 * nt - k, STARPU_R, l[kk], lo[kk],
+                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+            if rc != 0:
+                return rc
+        for m in range(k + 1, nt):
+            mk = _ij(nt, m, k)
+            for j in range(kt):
+                rc = ins3(cl.gemm_fwd, 2 * nt - m, STARPU_R, l[mk], lo[mk],
+                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
+                          STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
+                if rc != 0:
+                    return rc
+    for k in range(nt * kt):
+        cache_flush(b[k])
+    # backward: L^T X = Y
+    for k in range(nt - 1, -1, -1):
+        kk = _ij(nt, k, k)
+        for j in range(kt):
+            rc = ins2(cl.trsm_bwd, nt + k, STARPU_R, l[kk], lo[kk],
+                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+            if rc != 0:
+                return rc
+        for m in range(k - 1, -1, -1):
+            km = _ij(nt, k, m)
+            for j in range(kt):
+                rc = ins3(cl.gemm_bwd, nt + m, STARPU_R, l[km], lo[km],
+                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
+                          STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
+                if rc != 0:
+                    return rc
+    for k in range(nt * kt):
+        cache_flush(b[k])
+    for k in range(nt):
+        for m in range(k + 1):
+            cache_flush(l[_ij(nt, k, m)])
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Residual R := A - L L^T (lower triangle), for checks
+# ---------------------------------------------------------------------------
+def llt_residual(TileHandles L, TileHandles R):
+    """Submit R := R - L L^T on the lower triangle (L's diagonal tiles get their strict
+    upper triangle zeroed first). R must have L's owners. Returns the tasks this rank
+    inserted. Collective."""
+    if L.h == NULL or R.h == NULL or R.nt != L.nt or R.elemsize != L.elemsize:
+        raise ValueError("llt_residual: the factor and the matrix do not match")
+    cdef Codelets *cl = codelets(_single(L))
+    cdef int64_t count = 0
+    cdef int rc
+    with nogil:
+        rc = _residual(cl, L.h, R.h, L.own, L.nt, my_rank(), &count)
+    CHKERR(rc, "starpu_task_insert (residual)")
+    return count
+
+
+cdef int _residual(Codelets *cl, starpu_data_handle_t *l, starpu_data_handle_t *r,
+                   int64_t *own, int nt, int me, int64_t *count) noexcept nogil:
+    # R[i][j] -= sum_{k<=j} L[i][k] L[j][k]^T  for i >= j
+    cdef int i, j, k, rc = 0
+    for k in range(nt):
+        for j in range(k + 1):
+            cache_flush(l[_ij(nt, k, j)])
+    for j in range(nt):
+        rc = ins1(cl.tril, 0, STARPU_RW, l[_ij(nt, j, j)], own[_ij(nt, j, j)], NULL, 0,
+                  me, count)
+        if rc != 0:
+            return rc
+    for i in range(nt):
+        for j in range(i + 1):
+            for k in range(j + 1):
+                if i == j:
+                    rc = ins2(cl.syrk, 0, STARPU_R, l[_ij(nt, j, k)], own[_ij(nt, j, k)],
+                              STARPU_RW, r[_ij(nt, j, j)], own[_ij(nt, j, j)], me, count)
+                else:
+                    rc = ins3(cl.gemm, 0, STARPU_R, l[_ij(nt, i, k)], own[_ij(nt, i, k)],
+                              STARPU_R, l[_ij(nt, j, k)], own[_ij(nt, j, k)],
+                              STARPU_RW, r[_ij(nt, i, j)], own[_ij(nt, i, j)], me, count)
+                if rc != 0:
+                    return rc
+    return 0
