@@ -37,9 +37,10 @@ def register(sub):
 
 
 def run(args):
-    from ..linalg.cholesky import factorize, flops
-    from ..linalg.matrices import MatrixSpec
-    from ..linalg.tiled import TiledMatrix, check_sizes
+    from ..distributions import get_map
+    from ..linalg import DistributedMatrix, cholesky, matrices
+    from ..linalg.cholesky import flops
+    from ..linalg.tiled import check_sizes
     from ..runtime.session import (DEFAULT_SCHEDULER, Session, check_scheduler,
                                    check_workers, _cores)
 
@@ -69,34 +70,32 @@ def run(args):
     cores = _cores()
     n, nb = args.n, args.nb
     nt = -(-n // nb)
-    owners = np.zeros((nt, nt), dtype=np.int64)
-    spec = MatrixSpec("spd")
+    spec = matrices.MatrixSpec("spd")
     fl = flops(n)
     ours, theirs, submit, tasks = [], [], [], 0
+    tile_map = get_map("2dbc", 1)
     with Session(MPI.COMM_SELF, workers=workers, scheduler=sched, stats=False) as rt:
-        pristine = TiledMatrix.generate(spec, n, nb, owners, 0, args.seed)
-        dense = None if args.no_lapack else pristine.to_dense_lower()
+        pristine = DistributedMatrix.from_function(
+            lambda r0, r1, c0, c1: matrices.block(spec, n, args.seed, r0, r1, c0, c1),
+            (n, n), nb, tile_map, comm=MPI.COMM_SELF)
+        dense = None if args.no_lapack else pristine.gather()
         if dense is not None:
             dense = np.asfortranarray(dense + np.tril(dense, -1).T)
         for _ in range(args.repeat):
             a = pristine.copy()
             with threadpool_limits(limits=1, user_api="blas"):
-                fac = factorize(rt, a)
-            ours.append(fl / fac.time_s / 1e9)
-            submit.append(fac.submit_s)
-            tasks = fac.tasks
-            del a
+                fac = cholesky(a, tile_map, session=rt, overwrite_a=True)
+            ours.append(fl / fac.record.time_s / 1e9)
+            submit.append(fac.record.submit_s)
+            tasks = fac.record.tasks
+            del a, fac
             if dense is None:
                 continue
             c = np.array(dense, order="F", copy=True)
-            rt.pause()
-            try:
-                with threadpool_limits(limits=cores, user_api="blas"):
-                    t0 = time.perf_counter()
-                    _, info = lapack.dpotrf(c, lower=1, clean=0, overwrite_a=1)
-                    dt = time.perf_counter() - t0
-            finally:
-                rt.resume()
+            with threadpool_limits(limits=cores, user_api="blas"):  # StarPU workers asleep
+                t0 = time.perf_counter()
+                _, info = lapack.dpotrf(c, lower=1, clean=0, overwrite_a=1)
+                dt = time.perf_counter() - t0
             if info != 0:
                 raise StarcholError(f"LAPACK dpotrf failed with info={info}")
             theirs.append(fl / dt / 1e9)

@@ -283,10 +283,9 @@ def run(args):
 
 
 def _run(args, comm, tile_map, spec):
-    from ..linalg.cholesky import factorize, gather, gather_bytes, residual
-    from ..linalg.tiled import TiledMatrix
     from ..distributions import node_load
-    from ..linalg.volume import tile_bytes, transfer_pairs_bytes
+    from ..linalg import DistributedMatrix, cholesky, matrices
+    from ..linalg.volume import tile_bytes
     from ..runtime import Session
 
     rank = comm.Get_rank()
@@ -294,22 +293,16 @@ def _run(args, comm, tile_map, spec):
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
                  cache=cache, trace=args.trace, gpus=args.gpus) as rt:
         nt = -(-args.n // args.nb)
-        sliced = tile_map.slices > 1 or tile_map.name in MAPS_25D
-        if sliced:
-            from ..linalg.cholesky25d import composite_owners, factorize_sliced
-
-            slice_owners = tile_map.owner_maps(nt)
-            owners = composite_owners(slice_owners)   # where column j is factored
-        else:
-            owners = tile_map.owner_map(nt)
         if args.input:
-            from ..linalg.hdf5_io import read_tiles
-
-            a = TiledMatrix(args.n, args.nb, owners, rt.rank)
-            input_info = read_tiles(args.input_path, args.input_dataset, a, comm,
-                                    symmetry_tol=args.symmetry_tol)
+            a = DistributedMatrix.from_hdf5(args.input_path, args.input_dataset, args.nb,
+                                            tile_map, dtype=np.float64, comm=comm,
+                                            symmetry_tol=args.symmetry_tol)
+            input_info = a.input_info
         else:
-            a = TiledMatrix.generate(spec, args.n, args.nb, owners, rt.rank, args.seed)
+            n, seed = args.n, args.seed
+            a = DistributedMatrix.from_function(
+                lambda r0, r1, c0, c1: matrices.block(spec, n, seed, r0, r1, c0, c1),
+                (n, n), args.nb, tile_map, comm=comm)
             input_info = None
         orig = a.copy() if args.check else None
         rt.pin_tiles(a.tiles.values())   # GPUs: page-locked host tiles (async copies)
@@ -319,17 +312,16 @@ def _run(args, comm, tile_map, spec):
         if rank == 0 and not args.quiet:
             progress = Progress(f"rank 0 tasks ({rt.size} ranks)", unit="tasks",
                                 enabled=True)
-        if sliced:
-            fac = factorize_sliced(rt, a, slice_owners, keep=args.check, progress=progress)
-        else:
-            fac = factorize(rt, a, keep=args.check, progress=progress)
+        # in place (the pinned tiles become L); --check keeps the copy of A made above
+        fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress)
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)
         kernels = comm.gather(rt.kernel_counts(), root=0)
         device_bytes = comm.gather(rt.device_bytes(), root=0)
-        res = residual(rt, fac, orig) if args.check else None
-        measured = gather_bytes(rt, fac.bytes_sent)
-        full = gather(rt, a) if args.gather else None
+        res = fac.residual(orig) if args.check else None
+        full = fac.L.gather() if args.gather else None
         info = rt.describe()
+    record = fac.record
+    a = fac.L
     trace = None
     if args.trace:
         from ..runtime.traces import finish
@@ -352,22 +344,16 @@ def _run(args, comm, tile_map, spec):
         if appeared is not None:
             raise appeared
         return 0
-    predicted = transfer_pairs_bytes(tile_map, args.n, args.nb, cache=cache)
     storage = node_load(tile_map, nt, tile_bytes=tile_bytes(args.n, args.nb))["bytes"]
-    match = bool(np.array_equal(measured, predicted))
-    doc = {
-        "dist": tile_map.name, "map": str(tile_map), "nodes": int(tile_map.nodes),
-        "n": args.n, "nb": args.nb, "nt": nt, "seed": args.seed,
+    doc = record.to_dict()
+    doc.update({
+        "nodes": int(tile_map.nodes), "seed": args.seed,
         "matrix": args.input if args.input else str(spec),
         "input": input_info and {"file": args.input, **input_info},
         "output": args.output if appeared is None else f"{appeared.kept}:{args.writer.dataset}",
-        "cache": cache,
-        "time_s": fac.time_s, "submit_s": fac.submit_s, "tasks": fac.tasks,
-        "gflops": fac.gflops(args.n), "residual": res,
-        "bytes_measured_pairs": measured, "bytes_predicted_pairs": predicted,
-        "bytes_measured_total": int(measured.sum()),
-        "bytes_predicted_total": int(predicted.sum()), "match": match,
-        "slices": int(tile_map.slices),
+        "residual": res,
+        "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
+        "bytes_predicted_pairs": np.asarray(record.bytes_predicted_pairs),
         "memory": {"tile_bytes_per_node": storage,
                    "tile_bytes_max": int(storage.max()),
                    "peak_rss_bytes_per_rank": peak_rss,
@@ -383,7 +369,7 @@ def _run(args, comm, tile_map, spec):
         "kernels_per_rank": kernels,
         "device_bytes_per_rank": device_bytes,
         "device_bytes": {k: int(sum(d[k] for d in device_bytes)) for k in device_bytes[0]},
-    }
+    })
     if trace is not None:
         doc["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
                         "span_ms": trace["span_ms"], "comms": len(trace["comms"]),

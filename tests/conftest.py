@@ -8,6 +8,18 @@ import sys
 import pytest
 
 MPIRUN = shutil.which("mpirun")
+MPI_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/mpi runs only under mpiexec, when named on the command line
+    (``mpiexec -n 4 python -m pytest tests/mpi``); the default suite launches it from
+    tests/test_mpi_suite.py."""
+    path = str(collection_path)
+    if not path.startswith(MPI_TESTS):
+        return None
+    named = [os.path.abspath(str(a).split("::")[0]) for a in config.args]
+    return not any(a.startswith(MPI_TESTS) for a in named)
 
 
 def _starchol_exe():

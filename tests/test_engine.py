@@ -92,7 +92,7 @@ def test_choice_from_environment(monkeypatch, tmp_path):
 
 # -- the loaded StarPU and starchol info ---------------------------------------------------
 def test_info_json_describes_the_loaded_starpu():
-    pytest.importorskip("starchol.runtime._starpu")
+    pytest.importorskip("starchol.runtime._binding")
     proc = _starchol("info", "--json")
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
@@ -114,7 +114,7 @@ def test_info_json_describes_the_loaded_starpu():
 
 
 def test_run_refuses_more_workers_than_maxcpus():
-    starpu = pytest.importorskip("starchol.runtime._starpu")
+    starpu = pytest.importorskip("starchol.runtime._binding")
     limit = starpu.max_cpus()
     proc = _starchol("run", "--dist", "2dbc", "--n", "64", "--nb", "32",
                      "--workers", str(limit + 1))

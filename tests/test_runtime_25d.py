@@ -6,6 +6,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from volume_reference import cholesky_bytes
 
 from starchol.distributions import get_map
 from starchol.linalg import matrices
@@ -16,41 +17,13 @@ pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built
 N, NB = 300, 64          # NT = 5, last tile 44 rows
 
 
-def recount_bytes_25d(slice_owners, rows, cache):
-    """Independent brute-force count of the 2.5D tiled Cholesky's bytes per node pair:
-    iteration k on slice k mod c; before the POTRF/TRSM of tile (m, k), every other
-    slice t < k sends its partial sum once; panel tiles broadcast inside the slice."""
-    so = np.asarray(slice_owners)
-    c, nt, _ = so.shape
-    p = int(so.max()) + 1
-    out = np.zeros((p, p), dtype=np.int64)
-
-    def send(src, i, j, dests):
-        for d in dests:
-            if d != src:
-                out[src, d] += int(rows[i] * rows[j] * 8)
-
-    for k in range(nt):
-        o = so[k % c]
-        for m in range(k, nt):
-            for t in range(min(k, c)):
-                if t != k % c:
-                    send(so[t][m, k], m, k, [o[m, k]])
-        trsm = [o[m, k] for m in range(k + 1, nt)]
-        send(o[k, k], k, k, set(trsm) if cache else trsm)
-        for i in range(k + 1, nt):
-            readers = [o[i, n] for n in range(k + 1, i + 1)]       # SYRK(i,k), GEMM(i,n,k)
-            readers += [o[m, i] for m in range(i + 1, nt)]         # GEMM(m,i,k)
-            send(o[i, k], i, k, set(readers) if cache else readers)
-    return out
-
-
 # -- pure Python (no mpirun) ---------------------------------------------------------
 def test_composite_owners_and_partial_masks():
-    from starchol.linalg.cholesky25d import composite_owners, partial_mask
+    from starchol.linalg.cholesky import partial_mask
+    from starchol.linalg.volume import factor_owners
     tile_map = get_map("sbc25d", 6, slices=2)
     so = tile_map.owner_maps(7)
-    f = composite_owners(so)
+    f = factor_owners(tile_map, 7)
     for i in range(7):
         for j in range(i + 1):
             assert f[i, j] == so[j % 2, i, j]
@@ -64,7 +37,7 @@ def test_composite_owners_and_partial_masks():
 @pytest.mark.parametrize("name,nodes,c", [("sbc25d", 6, 2), ("2dbc25d", 8, 2),
                                           ("2dbc25d", 12, 3), ("sbc25d", 3, 1)])
 def test_local_task_count_brute_force(name, nodes, c):
-    from starchol.linalg.cholesky25d import local_task_count
+    from starchol.linalg.cholesky import local_task_count
     nt = 7
     so = get_map(name, nodes, slices=c).owner_maps(nt)
     count = np.zeros(nodes, dtype=np.int64)
@@ -79,15 +52,15 @@ def test_local_task_count_brute_force(name, nodes, c):
 
 
 def test_recount_matches_model():
-    """The brute-force recount above agrees with the fast model (no MPI needed)."""
+    """The oracle (tests/volume_reference.py) agrees with the fast model (no MPI)."""
     from starchol.linalg.volume import transfer_pairs_bytes
     for name, nodes, c, grid in [("sbc25d", 6, 2, None), ("2dbc25d", 8, 2, "2x2"),
                                  ("sbc25d", 9, 3, None)]:
         tile_map = get_map(name, nodes, slices=c, grid=grid)
         nt = len(tile_sizes(N, NB))
         for cache in (True, False):
-            got = recount_bytes_25d(tile_map.owner_maps(nt), tile_sizes(N, NB), cache)
-            assert np.array_equal(got, transfer_pairs_bytes(tile_map, N, NB, cache=cache))
+            got = cholesky_bytes(tile_map, N, NB, cache)
+            assert got == transfer_pairs_bytes(tile_map, N, NB, cache=cache).tolist()
 
 
 def test_calibration_lock(tmp_path):
@@ -157,8 +130,7 @@ def test_25d_factor_and_bytes(mpirun, tmp_path, np_, args, cache):
     assert doc["slices"] == 2 and doc["nodes"] == np_ and doc["nt"] == 5
     grid = args[args.index("--grid") + 1] if "--grid" in args else None
     tile_map = get_map(args[1], np_, grid=grid, slices=2)
-    rec = recount_bytes_25d(tile_map.owner_maps(5), tile_sizes(N, NB), cache)
-    assert doc["bytes_measured_pairs"] == rec.tolist()
+    assert doc["bytes_measured_pairs"] == cholesky_bytes(tile_map, N, NB, cache)
     # reductions cross slices: some bytes go from slice 0's nodes to slice 1's and back
     m = np.array(doc["bytes_measured_pairs"])
     half = np_ // 2

@@ -4,38 +4,15 @@ import re
 
 import numpy as np
 import pytest
+from volume_reference import cholesky_bytes
 
 from starchol.distributions import get_map
 from starchol.linalg import matrices
-from starchol.linalg.tiled import tile_sizes
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
 
 N, NB = 300, 64          # NT = 5, last tile 44 rows
-
-
-def recount_bytes(owners, rows, cache):
-    """Independent brute-force count of the bytes of the tiled Cholesky, per node pair."""
-    nt = len(rows)
-    p = int(owners.max()) + 1
-    out = np.zeros((p, p), dtype=np.int64)
-
-    def send(i, j, dests):
-        src = owners[i, j]
-        size = int(rows[i] * rows[j] * 8)
-        for d in dests:
-            if d != src:
-                out[src, d] += size
-
-    for k in range(nt):
-        trsm = [owners[m, k] for m in range(k + 1, nt)]
-        send(k, k, set(trsm) if cache else trsm)
-        for i in range(k + 1, nt):
-            readers = [owners[i, n] for n in range(k + 1, i + 1)]       # SYRK(i,k), GEMM(i,n,k)
-            readers += [owners[m, i] for m in range(i + 1, nt)]         # GEMM(m,i,k)
-            send(i, k, set(readers) if cache else readers)
-    return out
 
 
 def run_json(mpirun, tmp_path, np_, *args):
@@ -67,8 +44,7 @@ def test_factor_matches_numpy(mpirun, tmp_path, np_, dist):
     assert doc["nodes"] == np_ and doc["nt"] == 5
     assert doc["bytes_measured_pairs"] == doc["bytes_predicted_pairs"]
     tile_map = get_map(dist[1], np_, grid=dist[3] if "--grid" in dist else None)
-    owners = tile_map.owner_map(doc["nt"])
-    assert doc["bytes_measured_pairs"] == recount_bytes(owners, tile_sizes(N, NB), True).tolist()
+    assert doc["bytes_measured_pairs"] == cholesky_bytes(tile_map, N, NB)
     for key in ("dist", "nodes", "n", "nb", "nt", "time_s", "gflops", "residual",
                 "bytes_measured_pairs", "bytes_predicted_pairs", "bytes_measured_total",
                 "bytes_predicted_total", "match"):
@@ -87,9 +63,9 @@ def test_bytes_cache_off(mpirun, tmp_path, np_, dist):
     doc = json.loads(out.read_text())
     assert doc["match"] is True and doc["cache"] is False
     tile_map = get_map(dist[1], np_, grid=dist[3] if "--grid" in dist else None)
-    expect = recount_bytes(tile_map.owner_map(doc["nt"]), tile_sizes(333, 50), False)
+    expect = np.array(cholesky_bytes(tile_map, 333, 50, cache=False))
     assert doc["bytes_measured_pairs"] == expect.tolist()
-    with_cache = recount_bytes(tile_map.owner_map(doc["nt"]), tile_sizes(333, 50), True)
+    with_cache = np.array(cholesky_bytes(tile_map, 333, 50))
     assert expect.sum() > with_cache.sum()
 
 

@@ -127,29 +127,29 @@ def test_session_one_process(starpu_home):
     code = r"""
 import numpy as np
 from mpi4py import MPI
-from starchol.runtime import Session
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
 from starchol.linalg import matrices
-from starchol.linalg.tiled import TiledMatrix
-from starchol.linalg.cholesky import factorize, residual
 n, nb = 203, 40
 spec = matrices.MatrixSpec("spd")
-nt = -(-n // nb)
+tm = get_map("2dbc", 1)
 rt = Session(MPI.COMM_SELF, workers=1, stats=True)
 with rt:
-    a = TiledMatrix.generate(spec, n, nb, np.zeros((nt, nt), np.int64), 0, 3)
-    orig = a.copy()
-    f = factorize(rt, a, keep=True)
-    res = residual(rt, f, orig)
+    a = DistributedMatrix.from_function(
+        lambda r0, r1, c0, c1: matrices.block(spec, n, 3, r0, r1, c0, c1), (n, n), nb, tm,
+        comm=MPI.COMM_SELF)
+    f = cholesky(a, tm)
+    res = f.residual(a)
     assert res < 1e-14, res
     ref = np.linalg.cholesky(matrices.dense(spec, n, 3))
-    assert np.allclose(a.to_dense_lower(), ref, atol=1e-12)
-    assert f.bytes_sent.tolist() == [0]
+    assert np.allclose(f.L.gather(), ref, atol=1e-12)
+    assert f.record.bytes_measured_pairs == [[0]] and f.record.match
 rt.shutdown(); rt.shutdown()
 try:
     Session(MPI.COMM_SELF).start()
 except Exception as e:
     print("restart refused:", type(e).__name__)
-print("ok", f.tasks)
+print("ok", f.record.tasks)
 """
     p = _run_py(code, starpu_home)
     assert p.returncode == 0, p.stderr

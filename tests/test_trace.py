@@ -6,7 +6,7 @@ import pytest
 
 from starchol.cli import main
 
-pytest.importorskip("starchol.runtime._starpu", reason="runtime layer not built")
+pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
 
 

@@ -1,55 +1,127 @@
-"""A slow, obviously correct count of tiled-Cholesky transfers: the test oracle.
+"""The one test oracle for transfer counts: slow, obviously correct, no numpy tricks.
 
-It lists every task of the right-looking algorithm with the node it runs on and the tile
-versions it reads, then counts transfers one by one. O(NT^3) Python loops: small NT only.
+It lists every task of a graph (the node that runs it, the tile versions it reads, the
+tiles it writes, and the cache flushes between tasks) and replays StarPU-MPI's rules
+one read at a time:
+
+- a read of a tile held by another node is a transfer from that node;
+- cache on: a node receives a given version of a tile at most once, until a flush;
+- cache off: every (task, remote operand) is a transfer;
+- a write makes a new version (the writer is the tile's owner).
+
+Graphs: the right-looking tiled Cholesky over c slices (c = 1: 2D; 2.5D partial sums
+added into the factoring copy) and the solve L L^T X = B. O(NT^3) Python loops: small
+NT only. Used by the model tests (tiles) and by the runtime tests (bytes).
 """
 from collections import Counter
 
+import numpy as np
 
-def tasks(owners):
-    """Yield (node, [(tile_i, tile_j, version_k, sender_node), ...]) for every task.
 
-    ``owners`` is a list of c owner arrays (one per slice); iteration k uses slice k mod c.
-    A tile version (i, j, k) is L[i][j] as produced by iteration k == j.
-    """
-    c = len(owners)
-    nt = len(owners[0])
+def cholesky_events(owners):
+    """Events of the tiled Cholesky. ``owners``: (c, nt, nt) per-slice owners (or a list,
+    or one (nt, nt) array). Tile keys: ("A", i, j) the factoring copy of (i, j), held by
+    slice j mod c's owner; ("P", s, i, j) slice s's partial sum."""
+    so = _stack(owners)
+    c, nt, _ = so.shape
+    f = lambda i, j: int(so[j % c][i][j])  # noqa: E731 - where L[i][j] ends
     for k in range(nt):
-        o = owners[k % c]
-        yield o[k][k], []  # POTRF reads nothing remote
+        s = k % c
+        for m in range(k, nt):
+            for t in range(min(k, c)):
+                if t != s:
+                    yield ("task", f(m, k), [(("P", t, m, k), int(so[t][m][k]))], [("A", m, k)])
+                    yield ("flush", ("P", t, m, k))
+        yield ("task", f(k, k), [], [("A", k, k)])
         for m in range(k + 1, nt):
-            yield o[m][k], [(k, k, o[k][k])]  # TRSM(m, k) reads L[k][k]
+            yield ("task", f(m, k), [(("A", k, k), f(k, k))], [("A", m, k)])
+
+        def target(i, j):
+            return ("A", i, j) if j % c == s else ("P", s, i, j)
+
         for n in range(k + 1, nt):
-            yield o[n][n], [(n, k, o[n][k])]  # SYRK(n, k) reads L[n][k]
+            yield ("task", int(so[s][n][n]), [(("A", n, k), f(n, k))], [target(n, n)])
             for m in range(n + 1, nt):
-                yield o[m][n], [(m, k, o[m][k]), (n, k, o[n][k])]  # GEMM(m, n, k)
+                yield ("task", int(so[s][m][n]),
+                       [(("A", m, k), f(m, k)), (("A", n, k), f(n, k))], [target(m, n)])
+        for m in range(k, nt):
+            yield ("flush", ("A", m, k))
+
+
+def solve_events(owners, kt):
+    """Events of the solve L L^T X = B with kt tile columns of B; row tile i of B is held
+    by d(i), the holder of L[i][i]. Keys ("A", i, j) for L, ("B", i, j) for B."""
+    so = _stack(owners)
+    c, nt, _ = so.shape
+    f = lambda i, j: int(so[j % c][i][j])  # noqa: E731
+    d = [f(i, i) for i in range(nt)]
+    for k in range(nt):
+        for j in range(kt):
+            yield ("task", d[k], [(("A", k, k), f(k, k))], [("B", k, j)])
+        for m in range(k + 1, nt):
+            for j in range(kt):
+                yield ("task", d[m], [(("A", m, k), f(m, k)), (("B", k, j), d[k])],
+                       [("B", m, j)])
+    for k in range(nt):
+        for j in range(kt):
+            yield ("flush", ("B", k, j))
+    for k in reversed(range(nt)):
+        for j in range(kt):
+            yield ("task", d[k], [(("A", k, k), f(k, k))], [("B", k, j)])
+        for m in reversed(range(k)):
+            for j in range(kt):
+                yield ("task", d[m], [(("A", k, m), f(k, m)), (("B", k, j), d[k])],
+                       [("B", m, j)])
+
+
+def replay(events, cache=True, weight=None):
+    """Counter {(sender, receiver): transfers (or weight(key) per transfer)}."""
+    w = weight or (lambda key: 1)
+    version = Counter()
+    received = set()
+    pairs = Counter()
+    for event in events:
+        if event[0] == "flush":
+            received = {r for r in received if r[0] != event[1]}
+            continue
+        _, node, reads, writes = event
+        for key, holder in reads:
+            if holder == node:
+                continue
+            got = (key, version[key], node)
+            if cache and got in received:
+                continue
+            received.add(got)
+            pairs[(holder, node)] += w(key)
+        for key in writes:
+            version[key] += 1
+    return pairs
 
 
 def reference_pairs(owners, cache=True, weight=None):
-    """Counter {(sender, receiver): transfers}, ``weight(i, j)`` per tile if given."""
-    if not isinstance(owners, list):
-        owners = [owners] if getattr(owners, "ndim", 3) == 2 else list(owners)
-    w = weight or (lambda i, j: 1)
-    pairs = Counter()
-    seen = set()
-    for node, operands in tasks(owners):
-        for (i, j, sender) in operands:
-            if sender == node:
-                continue
-            key = (i, j, int(node))
-            if cache and key in seen:
-                continue
-            seen.add(key)
-            pairs[(int(sender), int(node))] += w(i, j)
-    c = len(owners)
-    nt = len(owners[0])
-    for j in range(nt):
-        home = j % c
-        updaters = {k % c for k in range(j)}
-        for i in range(j, nt):
-            for s in updaters - {home}:
-                pairs[(int(owners[s][i][j]), int(owners[home][i][j]))] += w(i, j)
-    return pairs
+    """Transfers of the tiled Cholesky per (sender, receiver); ``weight(i, j)`` per tile."""
+    wk = None if weight is None else (lambda key: weight(key[-2], key[-1]))
+    return replay(cholesky_events(owners), cache, wk)
+
+
+def cholesky_bytes(tile_map, n, nb, cache=True, itemsize=8):
+    """P x P list of the bytes of the tiled Cholesky of an n x n matrix under tile_map."""
+    rows = _extents(n, nb)
+    pairs = replay(cholesky_events(tile_map.owner_maps(len(rows))), cache,
+                   lambda key: int(rows[key[-2]] * rows[key[-1]] * itemsize))
+    return as_matrix(pairs, tile_map.nodes)
+
+
+def solve_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8):
+    """P x P list of the bytes of the solve with nrhs right-hand sides."""
+    rows, cols = _extents(n, nb), _extents(nrhs, nb)
+
+    def w(key):
+        size = cols[key[2]] if key[0] == "B" else rows[key[2]]
+        return int(rows[key[1]] * size * itemsize)
+
+    pairs = replay(solve_events(tile_map.owner_maps(len(rows)), len(cols)), cache, w)
+    return as_matrix(pairs, tile_map.nodes)
 
 
 def as_matrix(pairs, nodes):
@@ -58,3 +130,15 @@ def as_matrix(pairs, nodes):
     for (a, b), v in pairs.items():
         out[a][b] += v
     return out
+
+
+def _stack(owners):
+    if isinstance(owners, list):
+        return np.asarray(owners)
+    owners = np.asarray(owners)
+    return owners[None] if owners.ndim == 2 else owners
+
+
+def _extents(n, nb):
+    nt = -(-n // nb)
+    return [nb] * (nt - 1) + [n - (nt - 1) * nb]

@@ -1,0 +1,196 @@
+"""The public API under MPI (1, 2, 4 or 6 ranks): cholesky for every map, solve, logdet,
+float32, bytes measured == model == oracle per pair, collective errors, HDF5."""
+import os
+import tempfile
+import time
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+from volume_reference import cholesky_bytes, solve_bytes
+
+from starchol import (DistributedMatrix, NotPositiveDefiniteError, Session, UsageError,
+                      cholesky)
+from starchol.distributions import get_map
+from starchol.distributions.custom import CustomMap
+
+N, NB, K = 256, 64, 3          # NT = 4
+P = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+
+
+def _spd(n, seed=1):
+    rng = np.random.default_rng(seed)        # the same matrix on every rank
+    m = rng.standard_normal((n, n))
+    return m @ m.T / n + np.eye(n)
+
+
+A_FULL = _spd(N)
+B_FULL = np.random.default_rng(2).standard_normal((N, K))
+
+
+def maps_for(p):
+    """(id, map) pairs that fit p ranks: 2D, 2.5D and custom."""
+    out = {1: [("2dbc", get_map("2dbc", 1))],
+           2: [("2dbc", get_map("2dbc", 2)), ("sbc-basic", get_map("sbc-basic", 2)),
+               ("2dbc25d-c2", get_map("2dbc25d", 2, slices=2))],
+           4: [("2dbc-2x2", get_map("2dbc", 4, grid="2x2")),
+               ("2dbc25d-c2", get_map("2dbc25d", 4, slices=2))],
+           6: [("sbc", get_map("sbc", 6)), ("sbc25d-c2", get_map("sbc25d", 6, slices=2)),
+               ("2dbc-2x3", get_map("2dbc", 6, grid="2x3"))]}.get(p, [("2dbc", get_map("2dbc", p))])
+    out.append(("custom", CustomMap(np.arange(p)[::-1].reshape(1, p) if p > 1
+                                    else np.zeros((1, 1), dtype=int))))
+    return out
+
+
+MAPS = maps_for(P)
+
+
+def block(full):
+    return lambda r0, r1, c0, c1: full[r0:r1, c0:c1]
+
+
+def make(tile_map, dtype=np.float64):
+    a = DistributedMatrix.from_function(block(A_FULL), (N, N), NB, tile_map, dtype=dtype)
+    b = DistributedMatrix.from_function(block(B_FULL), (N, K), NB, tile_map, kind="rhs",
+                                        dtype=dtype)
+    return a, b
+
+
+def raises_everywhere(comm, exc_type, match, fn):
+    """fn() raises exc_type with the same message on every rank, within 10 s."""
+    t0 = time.monotonic()
+    with pytest.raises(exc_type) as info:
+        fn()
+    took = time.monotonic() - t0
+    messages = comm.allgather(f"{type(info.value).__name__}: {info.value}")
+    assert len(set(messages)) == 1, messages
+    assert match in messages[0], messages[0]
+    assert took < 10, took
+    return info.value
+
+
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=[m[0] for m in MAPS])
+def test_factor_solve_logdet(session, comm, name, tile_map):
+    a, b = make(tile_map)
+    f = cholesky(a, tile_map)
+    assert f.session is session and Session.current() is session
+    x = f.solve(b)
+    logdet = f.logdet()
+    assert len(set(comm.allgather(logdet))) == 1
+    L, X, A_back = f.L.gather(), x.gather(), a.gather()
+    assert f.record.match is True and f.solve_record.match is True
+    assert f.record.slices == tile_map.slices and f.record.ranks == P
+    assert f.solve_record.operation == "solve" and f.solve_record.nrhs == K
+    if comm.Get_rank() == 0:
+        c = sl.cho_factor(A_FULL, lower=True)
+        assert np.allclose(L, np.tril(c[0]), rtol=0, atol=1e-12)
+        ref = sl.cho_solve(c, B_FULL)
+        assert np.abs(X - ref).max() <= 1e-10 * np.abs(ref).max()
+        assert abs(logdet - 2 * np.log(np.diag(c[0])).sum()) <= 1e-10 * abs(logdet)
+        assert np.array_equal(A_back, np.tril(A_FULL))       # A untouched
+        assert f.record.bytes_measured_pairs == cholesky_bytes(tile_map, N, NB)
+        assert f.solve_record.bytes_measured_pairs == solve_bytes(tile_map, N, NB, K)
+
+
+def test_float32(session, comm):
+    name, tile_map = MAPS[-1 if P > 1 else 0]
+    a, b = make(tile_map, np.float32)
+    f = cholesky(a, tile_map)
+    x = f.solve(b)
+    assert f.L.dtype == np.float32 and x.dtype == np.float32
+    assert f.residual(a) < 1e-5
+    X = x.gather()
+    assert f.record.match and f.solve_record.match
+    assert f.record.dtype == "float32"
+    if comm.Get_rank() == 0:
+        r = A_FULL @ X - B_FULL
+        assert np.linalg.norm(r) / np.linalg.norm(B_FULL) < 1e-4
+        assert f.record.bytes_measured_pairs == cholesky_bytes(tile_map, N, NB, itemsize=4)
+
+
+def test_missing_tile_on_one_rank(session, comm):
+    tile_map = MAPS[0][1]
+    a, _ = make(tile_map)
+    if comm.Get_rank() == 0:
+        del a.tiles[sorted(a.tiles)[0]]
+    raises_everywhere(comm, UsageError, "rank 0 lacks its tile",
+                      lambda: cholesky(a, tile_map))
+
+
+def test_wrong_dtype_on_one_rank(session, comm):
+    tile_map = MAPS[0][1]
+    a, _ = make(tile_map)
+    if comm.Get_rank() == comm.Get_size() - 1:
+        key = sorted(a.tiles)[-1]
+        a.tiles[key] = a.tiles[key].astype(np.float32)
+    raises_everywhere(comm, UsageError, "has dtype float32, the matrix is float64",
+                      lambda: cholesky(a, tile_map))
+
+
+def test_25d_map_with_wrong_rank_count_on_one_rank(session, comm):
+    tile_map = MAPS[0][1]
+    a, _ = make(tile_map)
+    bad = get_map("2dbc25d", 2 * P + 2, grid=f"1x{P + 1}", slices=2)
+    given = bad if comm.Get_rank() == 0 else tile_map
+    raises_everywhere(comm, UsageError, "nodes but the communicator has",
+                      lambda: cholesky(a, given))
+
+
+def test_different_sizes_on_one_rank(session, comm):
+    tile_map = MAPS[0][1]
+    n = N - 1 if comm.Get_rank() == comm.Get_size() - 1 and P > 1 else N
+    if P == 1:
+        pytest.skip("needs two ranks")
+    raises_everywhere(comm, UsageError, "the ranks were given different inputs",
+                      lambda: DistributedMatrix.from_function(block(A_FULL), (n, n), NB,
+                                                              tile_map))
+
+
+def test_not_positive_definite_is_linalgerror(session, comm):
+    tile_map = MAPS[-1][1]
+    bad = A_FULL.copy()
+    bad[150, 150] = -1.0
+    a = DistributedMatrix.from_function(block(bad), (N, N), NB, tile_map)
+    err = raises_everywhere(comm, np.linalg.LinAlgError, "global column 150",
+                            lambda: cholesky(a, tile_map))
+    assert isinstance(err, NotPositiveDefiniteError) and err.column == 150
+    # the session is still usable
+    f = cholesky(make(tile_map)[0], tile_map)
+    assert f.record.match
+
+
+def test_solve_checks_right_hand_sides(session, comm):
+    tile_map = MAPS[0][1]
+    a, _ = make(tile_map)
+    f = cholesky(a, tile_map, overwrite_a=True)
+    raises_everywhere(comm, UsageError, "expected a rhs matrix",
+                      lambda: f.solve(make(tile_map)[0]))
+
+
+def test_from_numpy_and_hdf5(session, comm):
+    h5py = pytest.importorskip("h5py")
+    tile_map = MAPS[0][1]
+    rank = comm.Get_rank()
+    a = DistributedMatrix.from_numpy(A_FULL if rank == 0 else None, NB, tile_map)
+    ref, _ = make(tile_map)
+    assert sorted(a.tiles) == sorted(ref.tiles)
+    assert all(np.array_equal(a.tiles[k], ref.tiles[k]) for k in a.tiles)
+    folder = comm.bcast(tempfile.mkdtemp(prefix="starchol-api-") if rank == 0 else None)
+    path = os.path.join(folder, "a.h5")
+    if rank == 0:
+        with h5py.File(path, "w") as fh:
+            fh["A"] = A_FULL
+    comm.Barrier()
+    b = DistributedMatrix.from_hdf5(path, "/A", NB, tile_map)
+    assert all(np.array_equal(b.tiles[k], ref.tiles[k]) for k in b.tiles)
+    f = cholesky(b, tile_map)
+    f.L.to_hdf5(os.path.join(folder, "l.h5"), "/L")
+    if rank == 0:
+        with h5py.File(os.path.join(folder, "l.h5"), "r") as fh:
+            L = fh["L"][...]
+        assert np.allclose(L @ L.T, A_FULL, atol=1e-12)
+        assert sorted(os.listdir(folder)) == ["a.h5", "l.h5"]
+    c = a.copy()
+    assert c.tiles.keys() == a.tiles.keys()
+    assert all(c.tiles[k] is not a.tiles[k] and np.array_equal(c.tiles[k], a.tiles[k])
+               for k in a.tiles)
