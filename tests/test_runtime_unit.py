@@ -8,7 +8,7 @@ import pytest
 
 from starchol.errors import UsageError
 from starchol.linalg import matrices
-from starchol.linalg.tiled import TiledMatrix, check_sizes, tile_sizes
+from starchol.linalg.tiled import check_sizes, tile_sizes
 
 starpu = pytest.importorskip("starchol.runtime._binding",
                              reason="runtime layer not built (STARCHOL_NO_RUNTIME=1?)")
@@ -88,14 +88,14 @@ def test_matrix_independent_of_nb_and_map():
     ref = matrices.dense(spec, n, seed)
     assert np.allclose(ref, ref.T)
     np.linalg.cholesky(ref)  # SPD
-    for nb, p in [(8, 1), (5, 3), (37, 2)]:
-        nt = -(-n // nb)
-        owners = (np.add.outer(np.arange(nt), np.arange(nt)) % p).astype(np.int64)
+    for nb in (8, 5, 37):
+        o = np.concatenate([[0], np.cumsum(tile_sizes(n, nb))])
         got = np.zeros((n, n))
-        for r in range(p):
-            a = TiledMatrix.generate(spec, n, nb, owners, r, seed)
-            got += a.to_dense_lower()
-        assert np.array_equal(got, np.tril(ref))
+        for i in range(len(o) - 1):          # each tile alone, as its owner makes it
+            for j in range(i + 1):
+                got[o[i]:o[i + 1], o[j]:o[j + 1]] = matrices.block(
+                    spec, n, seed, o[i], o[i + 1], o[j], o[j + 1])
+        assert np.array_equal(np.tril(got), np.tril(ref))
     assert not np.array_equal(matrices.dense(spec, n, seed + 1), ref)
 
 

@@ -1,6 +1,6 @@
 # The C-level interface of the thin binding (starchol.runtime._binding), cimported by
 # the task graphs (_graphs.pyx). It lives under starchol/runtime/ so that Cython gives
-# it its package name; see pyx/README.md.
+# it its package name (see pyx/README.md).
 from libc.stdint cimport int64_t
 from starpu cimport starpu_codelet, starpu_data_handle_t
 
