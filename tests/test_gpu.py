@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starchol.runtime._starpu", reason="runtime layer not built")
+pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 _gpu = pytest.importorskip("starchol.runtime._gpu", reason="GPU/scheduler layer not built")
 
 from starchol.errors import UsageError  # noqa: E402
-from starchol.runtime import _starpu, gpu  # noqa: E402
+from starchol.runtime import _binding as _starpu, gpu  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_GPU = gpu.visible_gpus() > 0

@@ -12,7 +12,7 @@ from starchol.distributions import get_map
 from starchol.linalg.tiled import tile_sizes
 from test_runtime_mpi import recount_bytes
 
-pytest.importorskip("starchol.runtime._starpu", reason="runtime layer not built")
+pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
 
 N, NB = 300, 50  # NT = 6
