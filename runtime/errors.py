@@ -64,9 +64,3 @@ class NotPositiveDefiniteError(StarcholError, np.linalg.LinAlgError):
 
     def __reduce__(self):  # travels between ranks (collective agreement)
         return (type(self), (self.column, self.n))
-
-
-def check(code, call):
-    """Raise :class:`StarPUError` when a StarPU status ``code`` is not 0."""
-    if code:
-        raise StarPUError(code, call)

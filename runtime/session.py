@@ -24,7 +24,7 @@ import weakref
 
 import numpy as np
 
-from ..errors import StarcholError, UsageError
+from ..errors import UsageError
 from .errors import RuntimeUnavailableError, SessionError
 from .workers import affinity_cores
 

@@ -10,7 +10,7 @@ import pytest
 
 from starchol.distributions import get_map
 from starchol.linalg.tiled import tile_sizes
-from test_runtime_mpi import recount_bytes
+from volume_reference import as_matrix, reference_pairs
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
@@ -28,7 +28,9 @@ def test_symmetric_maps_run_and_match_the_model(mpirun, tmp_path, np_, dist):
     assert doc["residual"] < 1e-14 and doc["match"] is True and doc["dist"] == dist
     owners = get_map(dist, np_, nt=doc["nt"]).owner_map(doc["nt"])
     assert set(np.unique(owners[np.tril_indices(doc["nt"])])) == set(range(np_))
-    assert doc["bytes_measured_pairs"] == recount_bytes(owners, tile_sizes(N, NB), True).tolist()
+    rows = tile_sizes(N, NB)
+    recount = reference_pairs(owners, weight=lambda i, j: int(rows[i] * rows[j] * 8))
+    assert doc["bytes_measured_pairs"] == as_matrix(recount, np_)
     assert np.count_nonzero(doc["bytes_measured_pairs"]) > 0
 
 
