@@ -85,6 +85,8 @@ DRY=${STARCHOL_GPU_CHECK_DRY:-0}
 PY=${STARCHOL_GPU_CHECK_PYTHON:-$(command -v python3)}
 say "python3: $PY $($PY -V 2>&1); nvcc: $(command -v nvcc || echo none); gcc: $(command -v gcc || echo none)"
 NPROC=$(nproc)
+# step timeouts (seconds) are for the 16-core GPU machine; a rehearsal on 2 cores needs more
+TS=1; [ "$DRY" = 1 ] && TS=5
 export STARCHOL_BUILD_JOBS=$NPROC
 ROOTFS=$WORK/root
 mkdir -p "$ROOTFS"
@@ -126,7 +128,7 @@ else
     # another mpi4py is rebuilt from source against it
     if ! mpi_ok; then
         say "MPI: building mpi4py from source against the carried Open MPI"
-        MPICC=$(command -v mpicc) timeout 300 "$VPY" -m pip install -q --no-index --no-deps \
+        MPICC=$(command -v mpicc) timeout $(( 300 * TS )) "$VPY" -m pip install -q --no-index --no-deps \
             --no-build-isolation --no-binary mpi4py "$DEV"/wheels/mpi4py-*.tar.gz >>"$LOG" 2>&1 || die "mpi4py build (log: $LOG)"
     fi
     mpi_ok || die "mpi4py does not load the carried Open MPI"
@@ -144,12 +146,12 @@ export STARCHOL_STARPU_CACHE=$WORK/starpu
 mkdir -p "$STARCHOL_STARPU_CACHE/source"
 cp -n "$DEV/$STARPU_TARBALL" "$STARCHOL_STARPU_CACHE/source/"
 say "building StarPU with CUDA ($NPROC jobs)"
-prefix=$(STARCHOL_BUILD_PYTHON="$VPY" timeout 400 bash scripts/build-starpu.sh 2>>"$LOG") || die "StarPU build (log: $LOG)"
+prefix=$(STARCHOL_BUILD_PYTHON="$VPY" timeout $(( 400 * TS )) bash scripts/build-starpu.sh 2>>"$LOG") || die "StarPU build (log: $LOG)"
 grep -q '^#define STARPU_USE_CUDA 1' "$prefix"/include/starpu/*/starpu_config.h || die "StarPU built without CUDA (is cuBLAS in $CUDA_HOME?)"
 say "StarPU: $prefix"
 export STARPU_PREFIX=$prefix
 say "building starchol"
-timeout 300 "$VPY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT" >>"$LOG" 2>&1 || die "starchol build (log: $LOG)"
+timeout $(( 300 * TS )) "$VPY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT" >>"$LOG" 2>&1 || die "starchol build (log: $LOG)"
 "$VPY" -c "from starchol.runtime import gpu; import sys; print('CUDA layer built:', gpu.cuda_built(), 'GPUs:', gpu.visible_gpus()); sys.exit(not gpu.cuda_built() or (not gpu.visible_gpus() and '$DRY' != '1'))" \
     2>&1 | tee -a "$LOG" || die "starchol has no CUDA layer or sees no GPU"
 export STARPU_HOME=$WORK/starpu-home STARPU_SILENT=1
@@ -158,7 +160,7 @@ mkdir -p "$STARPU_HOME"
 # ----------------------------------------------------------------------------------------
 # 3. tests
 say "tests/test_gpu.py"
-timeout 420 "$VPY" -m pytest -q -ra -m "not slow" -p no:cacheprovider tests/test_gpu.py \
+timeout $(( 420 * TS )) "$VPY" -m pytest -q -ra -m "not slow" -p no:cacheprovider tests/test_gpu.py \
     > "$OUT/pytest.txt" 2>&1
 tests_rc=$?
 tail -15 "$OUT/pytest.txt" | tee -a "$LOG"
@@ -169,14 +171,14 @@ W=$(( NPROC - 2 ))
 SIZES=(32768 49152); NBS=(1024 2048); GPUS=1; CUPY=--cupy
 if [ "$DRY" = 1 ]; then SIZES=(1024 2048); NBS=(128 256); GPUS=0; CUPY=; W=2; fi
 say "benchmark dmdas (calibrates the models), $W CPU workers + $GPUS GPU"
-timeout 400 "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[@]}" --nb "${NBS[@]}" --repeat 3 \
+timeout $(( 400 * TS )) "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[@]}" --nb "${NBS[@]}" --repeat 3 \
     --sched dmdas --gpus "$GPUS" --workers "$W" $CUPY --residual-n "${SIZES[0]}" \
     --json "$OUT/bench-dmdas.json" > "$OUT/bench-dmdas.txt" 2>&1
 bench_rc=$?
 tail -8 "$OUT/bench-dmdas.txt" | cut -c1-400 | tee -a "$LOG"
 nb=$("$VPY" -c "import json; print(json.load(open('$OUT/bench-dmdas.json'))['nb'])" 2>/dev/null || echo 2048)
 say "benchmark heteroprio (factors from the models), NB $nb"
-timeout 300 "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[@]}" --nb "$nb" --repeat 3 \
+timeout $(( 300 * TS )) "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[@]}" --nb "$nb" --repeat 3 \
     --sched heteroprio --gpus "$GPUS" --workers "$W" --json "$OUT/bench-heteroprio.json" \
     > "$OUT/bench-heteroprio.txt" 2>&1
 hp_rc=$?
