@@ -152,7 +152,8 @@ def plan(backend, scheduler, gpus):
         if g.attach(addr, index, prec, want_cuda, p.models):
             p.cuda_codelets.append(name)
     if scheduler == "heteroprio":
-        names = {name: KERNEL_BUCKET[kernel_of(name)[0]] for name in addresses
+        # buckets by the codelets' C names (the same for both precisions)
+        names = {kernel_of(name)[0]: KERNEL_BUCKET[kernel_of(name)[0]] for name in addresses
                  if kernel_of(name) is not None}
         slow, source = heteroprio_factors(addresses)
         factors = {b: (1, s) for b, s in slow.items()}
@@ -172,8 +173,17 @@ def plan(backend, scheduler, gpus):
 
 
 def _codelets(backend):
+    """``{name: address}`` of the binding's Cholesky codelets: float64 ones by kernel name,
+    float32 ones as ``<kernel>_s`` (both precisions share the C name, e.g. ``potrf``)."""
     get = getattr(backend, "codelet_addresses", None)
-    return get() if get is not None else {}
+    if get is None:
+        return {}
+    out = dict(get())
+    try:
+        out.update({f"{name}_s": addr for name, addr in get("s").items()})
+    except TypeError:  # a binding with one precision
+        pass
+    return out
 
 
 def after_start(backend, p):

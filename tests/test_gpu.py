@@ -49,6 +49,10 @@ def test_kernel_names_and_precisions():
     assert set(_gpu.kernel_names()) == set(gpu.KERNEL_BUCKET)
     # every codelet of the binding is a known kernel
     assert all(gpu.kernel_of(n) for n in _starpu.codelet_addresses())
+    # both precisions get their CUDA variants and models
+    names = gpu._codelets(_starpu)
+    assert {gpu.kernel_of(n)[1] for n in names} == {"d", "s"}
+    assert len(names) == 2 * len(_gpu.kernel_names())
 
 
 def test_heteroprio_orders():
