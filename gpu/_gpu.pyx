@@ -4,9 +4,9 @@
 A thin binding over gpu/starchol_gpu.c: CUDA kernels (when StarPU has CUDA), the
 performance models, the HeteroPrio configuration, per-worker task counts and the
 bytes StarPU moved between host and device memories. It never owns a codelet: the
-codelets live in ``starchol.runtime._kernels`` (re-exported by ``_binding``), which gives their addresses
-(``codelet_addresses()``); this module fills in their CUDA function, CUDA flags,
-``where`` mask and performance model.
+codelets live in ``starchol.runtime._kernels``, which gives their addresses
+(``codelet_addresses(precision)``, re-exported by ``_binding``); this module fills in
+their CUDA function, CUDA flags, ``where`` mask and performance model.
 
 Python front: :mod:`starchol.runtime.gpu`.
 """
