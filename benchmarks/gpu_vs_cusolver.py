@@ -53,24 +53,26 @@ def _cupy_chol(n, repeat):
     return times
 
 
-def _matrix(n, nb):
-    """This rank's (all) tiles of A = 0.5 (all ones) + N I."""
-    from starchol.linalg.tiled import TiledMatrix
+def _matrix(n, nb, comm):
+    """A = 0.5 (all ones) + N I on one rank, as a DistributedMatrix (map 2dbc, 1 node)."""
+    from starchol import DistributedMatrix
+    from starchol.distributions import get_map
 
-    nt = -(-n // nb)
-    a = TiledMatrix(n, nb, np.zeros((nt, nt), dtype=np.int64), 0)
-    for i, j in a.local_keys():
-        t = np.full((a.rows[i], a.rows[j]), 0.5, order="F")
-        if i == j:
-            t[np.diag_indices(a.rows[i])] += n
-        a.tiles[(i, j)] = t
-    return a
+    def block(r0, r1, c0, c1):
+        t = np.full((r1 - r0, c1 - c0), 0.5, order="F")
+        lo, hi = max(r0, c0), min(r1, c1)
+        if lo < hi:
+            i = np.arange(lo, hi)
+            t[i - r0, i - c0] += n
+        return t
+
+    return DistributedMatrix.from_function(block, (n, n), nb, get_map("2dbc", 1), comm=comm)
 
 
 def _starchol_runs(rt, n, nb, repeat, residual=False):
-    from starchol.linalg.cholesky import factorize, residual as llt_residual
+    from starchol import cholesky
 
-    a = _matrix(n, nb)
+    a = _matrix(n, nb, rt.user_comm)
     pristine = a.copy()
     t0 = time.perf_counter()
     pinned = rt.pin_tiles(a.tiles.values())
@@ -81,19 +83,13 @@ def _starchol_runs(rt, n, nb, repeat, residual=False):
             np.copyto(a.tiles[k], t)
         rt.kernel_counts()
         rt.device_bytes()
-        keep = residual and r == repeat
         t0 = time.perf_counter()
-        fac = factorize(rt, a, keep=True)
-        if not keep:
-            fac.handles.unregister()
+        fac = cholesky(a, a.tile_map, session=rt, overwrite_a=True)   # in the pinned tiles
         elapsed = time.perf_counter() - t0
         if r:
             times.append(elapsed)
         last = {"kernels": rt.kernel_counts(), "device_bytes": rt.device_bytes()}
-    res = None
-    if residual:
-        orig = pristine.copy()
-        res = llt_residual(rt, fac, orig)
+    res = fac.residual(pristine) if residual else None
     return times, {"pinned_tiles": pinned, "pin_s": pin_s, "residual": res, **last}
 
 
