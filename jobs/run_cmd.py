@@ -1,5 +1,5 @@
 """``starchol run``: a distributed tiled Cholesky on StarPU-MPI, under any map (2D, or
-2.5D with ``--slices C``: :mod:`starchol.linalg.cholesky25d`).
+2.5D with ``--slices C``), through :func:`starchol.linalg.cholesky.cholesky`.
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
         [--matrix spd|indefinite:J] [--check] [--sched NAME] [--workers K] [--gpus K]
