@@ -110,7 +110,7 @@ def inspect_file(path, dataset):
 
 
 def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
-    """Fill ``tiled`` (a :class:`~starchol.linalg.tiled.TiledMatrix`) with this rank's tiles
+    """Fill ``tiled`` (a :class:`~starchol.linalg.distributed.DistributedMatrix`) with this rank's tiles
     of ``path:dataset``. Collective.
 
     Checks, over the whole matrix (each rank its own tiles, verdicts shared): every entry

@@ -47,7 +47,11 @@ def agree(comm, error, same=None):
         if error is not None:
             raise error
         return
-    found = comm.allgather((_portable(error, comm.Get_rank()), same))
+    mine = _portable(error, comm.Get_rank())
+    if same is None:    # every rank calls agree the same way: same is None everywhere
+        found = [(exc, None) for exc in comm.allgather(mine)]
+    else:
+        found = comm.allgather((mine, same))
     for rank, (exc, _) in enumerate(found):
         if exc is not None:
             mark_agreed(exc)

@@ -10,16 +10,19 @@ from starchol.cli import main
 from starchol.linalg import matrices
 from starchol.linalg.hdf5_io import (FactorWriter, inspect_input, parse_target, read_tiles,
                                      write_matrix)
-from starchol.linalg.tiled import TiledMatrix
+from starchol.distributions import get_map
+from starchol.linalg.distributed import DistributedMatrix
 
 
 def sha(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def tiled(n, nb, nodes=1):
-    nt = -(-n // nb)
-    return TiledMatrix(n, nb, np.zeros((nt, nt), dtype=np.int64), 0)
+def tiled(n, nb):
+    """An empty one-rank symmetric matrix (what read_tiles fills)."""
+    from mpi4py import MPI
+
+    return DistributedMatrix((n, n), nb, get_map("2dbc", 1), comm=MPI.COMM_SELF)
 
 
 def test_parse_target():
@@ -39,7 +42,7 @@ def test_generate_then_read_round_trip(tmp_path):
     info = read_tiles(str(f), "/A", a, symmetry_tol=1e-12)
     assert info["relative_asymmetry"] == 0.0
     dense = matrices.dense(matrices.MatrixSpec(), 130, 3)
-    np.testing.assert_array_equal(a.to_dense_lower(), np.tril(dense))
+    np.testing.assert_array_equal(a.gather(), np.tril(dense))
     assert all(t.flags.f_contiguous for t in a.tiles.values())
 
 

@@ -107,11 +107,13 @@ def test_publish_never_replaces_a_file_that_appeared(tmp_path):
 
 
 def test_factor_file_is_small_and_a_changed_output_is_kept_aside(tmp_path):
-    from starchol.linalg.tiled import TiledMatrix
+    from mpi4py import MPI
+
+    from starchol.distributions import get_map
+    from starchol.linalg.distributed import DistributedMatrix
 
     n, nb = 600, 100
-    owners = np.zeros((6, 6), dtype=np.int64)
-    a = TiledMatrix(n, nb, owners, 0)
+    a = DistributedMatrix((n, n), nb, get_map("2dbc", 1), comm=MPI.COMM_SELF)
     for key in a.local_keys():
         a.tiles[key] = np.ones((nb, nb), order="F")
     path = tmp_path / "L.h5"
