@@ -62,11 +62,17 @@ def _check_folder(name, path, creatable=False):
         return
     if os.path.exists(path):
         raise UsageError(f"{name}={path} is not a folder; set it to a writable folder")
-    parent = os.path.dirname(path.rstrip("/"))
-    if creatable and os.path.isdir(parent) and _writable(parent):
+    # StarPU creates the missing folders itself (mkdir -p): accept that below an existing
+    # writable folder other than the file system root (STARPU_HOME=/nonexistent/x would
+    # create /nonexistent; /tmp/starpu-$JOB/rank-0, as the Slurm scripts use, is fine)
+    ancestor = os.path.dirname(path.rstrip("/"))
+    while ancestor and not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if (creatable or ancestor != "/") and os.path.isdir(ancestor) and _writable(ancestor):
         return
-    raise UsageError(f"{name}={path} does not exist; create it (mkdir -p {path}) or set it "
-                     f"to an existing writable folder")
+    raise UsageError(f"{name}={path} does not exist and StarPU cannot create it below "
+                     f"{ancestor or '/'}; create it (mkdir -p {path}) or set it to an "
+                     f"existing writable folder")
 
 
 def check_environment(environ=None, schedulers=None):

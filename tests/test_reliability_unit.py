@@ -193,6 +193,8 @@ def test_starpu_environment_is_refused_before_start(env, words, tmp_path):
     with pytest.raises(UsageError, match=words):
         check_environment(full, schedulers=["prio", "lws"])
     check_environment({"HOME": str(tmp_path), "STARPU_NCPU": "2"}, schedulers=["prio"])
+    # StarPU makes a missing home below an existing writable folder (Slurm scripts do so)
+    check_environment({"STARPU_HOME": str(tmp_path / "job-1" / "rank-0")})
 
 
 def test_validators():
