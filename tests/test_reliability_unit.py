@@ -39,8 +39,8 @@ class FakeComm:
     def Get_size(self):
         return len(self.errors)
 
-    def allgather(self, obj):
-        return [obj if k == 0 else e for k, e in enumerate(self.errors)]
+    def allgather(self, obj):   # obj is (this rank's error, what must be alike)
+        return [obj if k == 0 else (e, obj[1]) for k, e in enumerate(self.errors)]
 
 
 # -- collective verdicts -------------------------------------------------------------
