@@ -423,9 +423,9 @@ def summary(doc):
         f"{doc['tasks']} tasks), {doc['gflops']:.2f} GFlop/s",
         f"  residual ||A - L L^T||_F / ||A||_F = {res}",
         f"  bytes sent between ranks (cache {'on' if doc['cache'] else 'off'}): measured "
-        f"{format_bytes(doc['bytes_measured_total'])} ({doc['bytes_measured_total']} B), "
-        f"predicted {format_bytes(doc['bytes_predicted_total'])} "
-        f"({doc['bytes_predicted_total']} B), per-pair match: {'yes' if doc['match'] else 'NO'}",
+        f"{_bytes(doc['bytes_measured_total'])}, predicted "
+        f"{_bytes(doc['bytes_predicted_total'])}, per-pair match: "
+        f"{'yes' if doc['match'] else 'NO'}",
         *_memory_lines(doc),
         *_kernel_lines(doc),
     ])
@@ -454,6 +454,12 @@ def _kernel_lines(doc):
                      f"{dev.get('host_to_device', 0)}, device->host "
                      f"{dev.get('device_to_host', 0)} bytes")
     return lines
+
+
+def _bytes(n):
+    """Decimal units, with the exact count when they round it (``12.35 MB (12345678 B)``)."""
+    text = format_bytes(n)
+    return text if n < 1000 else f"{text} ({n} B)"
 
 
 def _peak_rss_bytes():

@@ -39,8 +39,10 @@ class FakeComm:
     def Get_size(self):
         return len(self.errors)
 
-    def allgather(self, obj):   # obj is (this rank's error, what must be alike)
-        return [obj if k == 0 else (e, obj[1]) for k, e in enumerate(self.errors)]
+    def allgather(self, obj):   # obj: this rank's error, or (error, what must be alike)
+        if isinstance(obj, tuple):
+            return [obj if k == 0 else (e, obj[1]) for k, e in enumerate(self.errors)]
+        return [obj if k == 0 else e for k, e in enumerate(self.errors)]
 
 
 # -- collective verdicts -------------------------------------------------------------
