@@ -114,68 +114,9 @@ in_node() {
         in-node "node$i" "$STATE/hosts" "${BIND_SRC:-}" "${BIND_DST:-}" "$@"
 }
 
-# --- packages -------------------------------------------------------------------------
-missing_packages() {
-    local pkg
-    for pkg in "$@"; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-            || printf '%s\n' "$pkg"
-    done
-}
-
-install_packages() {
-    command -v dpkg-query >/dev/null 2>&1 || cannot "no dpkg/apt-get (not Debian or Ubuntu)"
-    local missing
-    missing=$(missing_packages "$@" | tr '\n' ' ')
-    [ -z "$missing" ] && return 0
-    command -v apt-get >/dev/null 2>&1 || cannot "apt-get not found; install: $missing"
-    say "installing $missing"
-    export DEBIAN_FRONTEND=noninteractive
-    mkdir -p "$BASE"
-    # the package lists may be recent enough already: update only if the install fails
-    if ! apt-get install -y -qq --no-install-recommends $missing >"$BASE/apt.log" 2>&1; then
-        say "install failed; running apt-get update and trying again"
-        if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing; } \
-                >>"$BASE/apt.log" 2>&1; then
-            tail -n 20 "$BASE/apt.log" >&2
-            cannot "apt-get could not install $missing (log: $BASE/apt.log)"
-        fi
-    fi
-    [ -z "$(missing_packages "$@")" ] \
-        || cannot "packages still missing after apt-get: $(missing_packages "$@" | tr '\n' ' ')"
-}
+. "$(dirname "$SCRIPT")/slurm-common.sh"
 
 # --- helpers --------------------------------------------------------------------------
-live_pid() {   # the pid in FILE if that process is alive and runs program NAME
-    local file=$1 name=$2 pid
-    [ -f "$file" ] || return 1
-    pid=$(tr -dc '0-9' <"$file")
-    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] || return 1
-    printf '%s\n' "$pid"
-}
-
-wait_for_file() {
-    local i
-    for i in $(seq 1 100); do
-        [ -s "$1" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-stop_pid_file() {
-    local file=$1 name=$2 pid i
-    pid=$(live_pid "$file" "$name") || { rm -f "$file"; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || { rm -f "$file"; return 0; }
-        sleep 0.1
-    done
-    say "$name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$file"
-}
-
 ns_exists() { [ -e "/run/netns/$1" ]; }
 
 # pids of the processes whose network namespace is NS
@@ -315,13 +256,8 @@ EOF
 }
 
 slurm_conf() {
-    local hw field value node_line="" i
-    hw=$(slurmd -C 2>/dev/null | head -n 1) || die "slurmd -C failed"
-    for field in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; do
-        value=$(printf '%s\n' "$hw" | tr ' ' '\n' | sed -n "s/^$field=//p")
-        [ -n "$value" ] && node_line+=" $field=$value"
-    done
-    [ -n "$node_line" ] || die "could not read the CPUs and memory from 'slurmd -C': $hw"
+    local node_line i
+    node_line=$(slurm_node_hardware)
     local d=$STATE/slurm
     cat <<EOF
 # Written by scripts/cluster.sh: Slurm of the emulated cluster $NAME.
@@ -329,35 +265,15 @@ ClusterName=$NAME
 SlurmctldHost=node0($SUBNET.1)
 SlurmctldPort=6817
 SlurmdPort=6818
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$d/munge/munge.socket
-CredType=cred/munge
 StateSaveLocation=$d/state
 SlurmdSpoolDir=$d/spool/%n
 SlurmctldPidFile=$d/run/slurmctld.pid
 SlurmdPidFile=$d/run/slurmd-%n.pid
 SlurmctldLogFile=$d/log/slurmctld.log
 SlurmdLogFile=$d/log/slurmd-%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
 # each node bind-mounts its own folder here (PMIx wants a per-node TmpFS)
 TmpFS=$d/tmp
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=pmix
-MailProg=/bin/true
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0
-ReturnToService=2
-InactiveLimit=0
-KillWait=5
-MinJobAge=600
+$(slurm_conf_common "$d/munge/munge.socket")
 SlurmdTimeout=30
 EOF
     for ((i = 0; i < NODES; i++)); do
@@ -374,18 +290,9 @@ start_slurm() {
         command -v "$cmd" >/dev/null 2>&1 || die "$cmd not found after installing ${SLURM_PACKAGES[*]}"
     done
     id munge >/dev/null 2>&1 || die "user munge does not exist (the munge package creates it)"
-    mkdir -p "$d"/{state,spool,log,run,tmp,munge}
+    mkdir -p "$d"/{state,spool,log,run,tmp}
     chmod 755 "$BASE" "$STATE" "$d"
-    chown munge:munge "$d/munge"
-    chmod 755 "$d/munge"
-    (umask 077; head -c 1024 /dev/urandom >"$d/munge/munge.key")
-    chown munge:munge "$d/munge/munge.key"
-    chmod 400 "$d/munge/munge.key"
-    runuser -u munge -- munged \
-        --socket="$d/munge/munge.socket" --pid-file="$d/munge/munged.pid" \
-        --log-file="$d/munge/munged.log" --seed-file="$d/munge/munged.seed" \
-        --key-file="$d/munge/munge.key" || die "munged did not start"
-    wait_for_file "$d/munge/munged.pid" || die "munged wrote no pid file"
+    start_munged "$d/munge"
     slurm_conf >"$d/slurm.conf"
     export SLURM_CONF=$d/slurm.conf
     in_node 0 slurmctld -f "$SLURM_CONF" || die "slurmctld did not start"
@@ -477,8 +384,8 @@ up() {
             "$STATE; remove it (ip netns del $ns) or choose another --name"
     done
 
-    install_packages "${PACKAGES[@]}"
-    [ "$want_slurm" = yes ] && install_packages "${SLURM_PACKAGES[@]}"
+    install_packages "$BASE/apt.log" "${PACKAGES[@]}"
+    [ "$want_slurm" = yes ] && install_packages "$BASE/apt.log" "${SLURM_PACKAGES[@]}"
     PATH=$PATH:/usr/sbin:/sbin
 
     NODES=$want_nodes SUBNET=$want_subnet SLURM=$want_slurm
@@ -501,14 +408,7 @@ up() {
     say "run MPI with: $0 mpirun -np $NODES PROGRAM ARGS..."
 }
 
-show_logs() {
-    local f
-    for f in "$STATE"/slurm/log/*.log "$STATE"/slurm/munge/munged.log; do
-        [ -f "$f" ] || continue
-        say "--- last lines of $f"
-        tail -n 10 "$f" >&2
-    done
-}
+show_logs() { show_log_tails 10 "$STATE"/slurm/log/*.log "$STATE"/slurm/munge/munged.log; }
 
 # --- down -----------------------------------------------------------------------------
 kill_ns_processes() {   # TERM, then KILL, every process left in the cluster's namespaces

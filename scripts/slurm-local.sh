@@ -33,73 +33,18 @@ usage() {
     exit 2
 }
 
-# --- packages -------------------------------------------------------------------------
-missing_packages() {
-    local pkg
-    for pkg in "${PACKAGES[@]}"; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-            || printf '%s\n' "$pkg"
-    done
-}
-
-install_packages() {
-    command -v dpkg-query >/dev/null 2>&1 || cannot "no dpkg/apt-get (not Debian or Ubuntu)"
-    local missing
-    missing=$(missing_packages | tr '\n' ' ')
-    [ -z "$missing" ] && return 0
-    command -v apt-get >/dev/null 2>&1 || cannot "apt-get not found; install: $missing"
-    say "installing $missing"
-    export DEBIAN_FRONTEND=noninteractive
-    # the package lists may be recent enough already: update only if the install fails
-    if ! apt-get install -y -qq --no-install-recommends $missing >"$DIR/apt.log" 2>&1; then
-        say "install failed; running apt-get update and trying again"
-        if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $missing; } \
-                >>"$DIR/apt.log" 2>&1; then
-            tail -n 20 "$DIR/apt.log" >&2
-            cannot "apt-get could not install $missing (log: $DIR/apt.log)"
-        fi
-    fi
-    [ -z "$(missing_packages)" ] || cannot "packages still missing after apt-get: $(missing_packages | tr '\n' ' ')"
-}
-
-# --- helpers --------------------------------------------------------------------------
-# the pid in FILE if that process is alive and runs program NAME
-live_pid() {
-    local file=$1 name=$2 pid comm
-    [ -f "$file" ] || return 1
-    pid=$(tr -dc '0-9' <"$file")
-    [ -n "$pid" ] && [ -r "/proc/$pid/comm" ] || return 1
-    comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
-    [ "$comm" = "$name" ] || return 1
-    printf '%s\n' "$pid"
-}
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/slurm-common.sh"
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-wait_for_file() {
-    local file=$1 i
-    for i in $(seq 1 100); do
-        [ -s "$file" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-show_logs() {
-    local f
-    for f in "$DIR"/log/*.log "$DIR"/munge/munged.log; do
-        [ -f "$f" ] || continue
-        say "--- last lines of $f"
-        tail -n 15 "$f" >&2
-    done
-}
+show_logs() { show_log_tails 15 "$DIR"/log/*.log "$DIR"/munge/munged.log; }
 
 # --- start ----------------------------------------------------------------------------
 start() {
     [ "$(id -u)" -eq 0 ] || cannot "must run as root (slurmd runs as root; munged as user munge)"
     mkdir -p "$DIR"
     DIR=$(cd "$DIR" && pwd)
-    install_packages
+    install_packages "$DIR/apt.log" "${PACKAGES[@]}"
     for cmd in munged slurmctld slurmd sinfo runuser; do
         command -v "$cmd" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
         command -v "$cmd" >/dev/null 2>&1 || die "$cmd not found after installing ${PACKAGES[*]}"
@@ -113,31 +58,10 @@ start() {
     trap 'rc=$?; if [ $rc -ne 0 ]; then show_logs; say "start failed; stopping what was started"; stop_daemons; fi' EXIT
 
     chmod 755 "$DIR"
-    mkdir -p "$DIR"/{state,spool,log,run,tmp,munge}
-    chown munge:munge "$DIR/munge"
-    chmod 755 "$DIR/munge"   # munged wants its socket folder traversable by all
-
-    # munge: a key of our own, so that nothing under /etc is needed or changed
-    if [ ! -s "$DIR/munge/munge.key" ]; then
-        (umask 077; head -c 1024 /dev/urandom >"$DIR/munge/munge.key")
-        chown munge:munge "$DIR/munge/munge.key"
-        chmod 400 "$DIR/munge/munge.key"
-    fi
-    runuser -u munge -- munged \
-        --socket="$DIR/munge/munge.socket" --pid-file="$DIR/munge/munged.pid" \
-        --log-file="$DIR/munge/munged.log" --seed-file="$DIR/munge/munged.seed" \
-        --key-file="$DIR/munge/munge.key" \
-        || die "munged did not start"
-    wait_for_file "$DIR/munge/munged.pid" || die "munged wrote no pid file"
-
-    # the node as slurmd sees it: CPUs=... Boards=... SocketsPerBoard=... RealMemory=...
-    local hw field value node_line=""
-    hw=$(slurmd -C 2>/dev/null | head -n 1) || die "slurmd -C failed"
-    for field in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; do
-        value=$(printf '%s\n' "$hw" | tr ' ' '\n' | sed -n "s/^$field=//p")
-        [ -n "$value" ] && node_line+=" $field=$value"
-    done
-    [ -n "$node_line" ] || die "could not read the CPUs and memory from 'slurmd -C': $hw"
+    mkdir -p "$DIR"/{state,spool,log,run,tmp}
+    start_munged "$DIR/munge"
+    local node_line
+    node_line=$(slurm_node_hardware)
 
     local port=${SLURM_LOCAL_PORT:-6817}
     while port_in_use "$port" || port_in_use $((port + 1)); do
@@ -151,34 +75,14 @@ ClusterName=starchol-local
 SlurmctldHost=localhost
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$DIR/munge/munge.socket
-CredType=cred/munge
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmdPidFile=$DIR/run/slurmd.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
 TmpFS=$DIR/tmp
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=pmix
-MailProg=/bin/true
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0
-ReturnToService=2
-InactiveLimit=0
-KillWait=5
-MinJobAge=600
+$(slurm_conf_common "$DIR/munge/munge.socket")
 SlurmdTimeout=60
 NodeName=localhost NodeAddr=127.0.0.1$node_line State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
@@ -207,19 +111,6 @@ EOF
 }
 
 # --- stop -----------------------------------------------------------------------------
-stop_one() {
-    local file=$1 name=$2 pid i
-    pid=$(live_pid "$file" "$name") || { rm -f "$file"; return 0; }
-    kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || { rm -f "$file"; return 0; }
-        sleep 0.1
-    done
-    say "$name (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    rm -f "$file"
-}
-
 stop_daemons() {
     local jobs i
     if [ -f "$DIR/slurm.conf" ] && live_pid "$DIR/run/slurmctld.pid" slurmctld >/dev/null; then
@@ -234,9 +125,9 @@ stop_daemons() {
             done
         fi
     fi
-    stop_one "$DIR/run/slurmd.pid" slurmd
-    stop_one "$DIR/run/slurmctld.pid" slurmctld
-    stop_one "$DIR/munge/munged.pid" munged
+    stop_pid_file "$DIR/run/slurmd.pid" slurmd
+    stop_pid_file "$DIR/run/slurmctld.pid" slurmctld
+    stop_pid_file "$DIR/munge/munged.pid" munged
 }
 
 stop() {
