@@ -337,7 +337,7 @@ def cuda_gpu_paths():
 
 
 def gpu_extension(inc, libdirs, libnames, ccx, lx):
-    """``starchol.runtime._gpu`` (gpu/_gpu.pyx + gpu/starchol_gpu.c): HeteroPrio set-up,
+    """``starchol.runtime._gpu`` (pyx/_gpu.pyx + pyx/starchol_gpu.c): HeteroPrio set-up,
     performance models and per-kernel counts always; the CUDA kernels (cuBLAS, cuSOLVER)
     when the StarPU it compiles against has CUDA, unless ``STARCHOL_GPU_CUDA=0``."""
     from setuptools import Extension
@@ -354,8 +354,8 @@ def gpu_extension(inc, libdirs, libnames, ccx, lx):
         macros.append(("STARCHOL_NO_CUDA", "1"))
     return Extension(
         "starchol.runtime._gpu",
-        sources=[os.path.join("gpu", "_gpu.pyx"), os.path.join("gpu", "starchol_gpu.c")],
-        include_dirs=[os.path.join(HERE, "gpu"), os.path.join(HERE, "pyx")] + inc,
+        sources=[os.path.join("pyx", "_gpu.pyx"), os.path.join("pyx", "starchol_gpu.c")],
+        include_dirs=[os.path.join(HERE, "pyx")] + inc,
         library_dirs=libdirs, libraries=libnames,
         extra_compile_args=ccx + ["-O2"], extra_link_args=lx, define_macros=macros)
 

@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """starchol's GPU and scheduler layer (``starchol.runtime._gpu``).
 
-A thin binding over gpu/starchol_gpu.c: CUDA kernels (when StarPU has CUDA), the
+A thin binding over pyx/starchol_gpu.c: CUDA kernels (when StarPU has CUDA), the
 performance models, the HeteroPrio configuration, per-worker task counts and the
 bytes StarPU moved between host and device memories. It never owns a codelet: the
 codelets live in ``starchol.runtime._kernels``, which gives their addresses
