@@ -352,7 +352,6 @@ class FactorWriter:
                     result = ("appeared", (str(exc), exc.kept))
                 except OSError as exc:
                     result = ("error", f"cannot publish {self.path}: {exc}")
-                self.tmp = None
             kind, value = self.comm.bcast(result, root=0)
             if kind == "appeared":
                 raise OutputAppeared(*value)
@@ -389,11 +388,9 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
             for r0 in range(0, n, step):
                 r1 = min(n, r0 + step)
                 d[r0:r1, :] = make_rows(r0, r1)
-        published = publish(tmp, path, before, overwrite)
-        tmp = None
-        return published
+        return publish(tmp, path, before, overwrite)
     finally:
-        _drop_tmp(tmp)
+        _drop_tmp(tmp)  # its private folder too (the file itself was renamed or kept)
 
 
 def now_iso():

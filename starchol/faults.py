@@ -32,7 +32,7 @@ log = logging.getLogger("starchol")
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _tracked = set()
-_lock = threading.Lock()
+_lock = threading.RLock()  # new_temporary tracks while holding it
 _state = {"label": "starchol", "installed": False}
 
 
@@ -47,15 +47,42 @@ def untrack(path):
         _tracked.discard(path)
 
 
+class creating:
+    """Context for creating a tracked temporary: holds the lock, and never lets a new
+    one start once the process is being stopped (the caller then waits for the end)."""
+
+    def __enter__(self):
+        _lock.acquire()
+        if _state.get("stopping"):
+            _lock.release()
+            threading.Event().wait()  # the process is ending: never create anything
+        return self
+
+    def __exit__(self, *exc):
+        _lock.release()
+        return False
+
+
 def remove_tracked():
-    """Remove every tracked temporary file (signal-safe enough: unlink only)."""
+    """Remove every tracked temporary file or private folder; no new one is created
+    afterwards (see :class:`creating`). A folder is removed until it is really gone
+    (code still running may re-create a file inside it meanwhile)."""
+    import shutil
+
     with _lock:
+        _state["stopping"] = True
         paths = list(_tracked)
     for path in paths:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        for _ in range(100):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            if not os.path.lexists(path):
+                break
 
 
 def _world():

@@ -124,39 +124,48 @@ def check_disk_space(path, need_bytes, role, margin=1.05):
 
 
 def new_temporary(path):
-    """Create a fresh, empty temporary file beside ``path`` (resolved through symlinks)
-    and return its name. The name is registered for removal on signals *before* the file
-    exists (:func:`starchol.faults.track`), so no signal can leave it behind. Its mode is
-    the usual 0666 & ~umask."""
+    """Create a fresh, empty temporary file for ``path`` (resolved through symlinks) and
+    return its name: ``.NAME.tmp-PID-XXXX/NAME`` in the destination's folder.
+
+    The private folder is registered for removal on signals before it exists
+    (:func:`starchol.faults.track`, under the faults lock, so a signal either finds it
+    complete or stops its creation). Removing the folder, not only the file, closes the
+    race where code still running re-creates the file by name after the signal's
+    cleanup: without its folder it cannot. Mode: the usual 0666 & ~umask.
+    """
     import secrets
 
     from . import faults
 
     target = resolve(path)
     folder, base = os.path.dirname(target), os.path.basename(target)
-    while True:
-        name = os.path.join(folder, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        faults.track(name)
-        try:
-            os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            return name
-        except FileExistsError:
-            faults.untrack(name)
-        except BaseException:
-            faults.untrack(name)
-            raise
+    with faults.creating():
+        while True:
+            private = os.path.join(folder, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+            faults.track(private)
+            try:
+                os.mkdir(private, 0o777)
+                break
+            except FileExistsError:
+                faults.untrack(private)
+            except BaseException:
+                faults.untrack(private)
+                raise
+        name = os.path.join(private, base)
+        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    return name
 
 
 def drop_temporary(name):
-    """Remove a temporary file of :func:`new_temporary` (if still there) and forget it."""
+    """Remove a temporary file of :func:`new_temporary` (if still there) with its private
+    folder, and forget it."""
     from . import faults
 
-    if name:
-        try:
-            os.unlink(name)
-        except FileNotFoundError:
-            pass
-        faults.untrack(name)
+    if not name:
+        return
+    private = os.path.dirname(name)
+    shutil.rmtree(private, ignore_errors=True)
+    faults.untrack(private)
 
 
 @contextlib.contextmanager
