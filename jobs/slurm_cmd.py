@@ -15,8 +15,6 @@ cannot use fails now, not in the queue), the sizes, the time limit, and the
 ``starchol run`` command line itself against this installation's ``run`` parser.
 """
 import argparse
-import contextlib
-import io
 import math
 import os
 import re
@@ -26,19 +24,19 @@ from dataclasses import dataclass
 
 from ..distributions import MAP_NAMES, MAPS_25D
 from ..errors import UsageError
+from ..runtime.session import DEFAULT_SCHEDULER
 from ..runtime.workers import installed_max_cpus, plan_ranks
-from .options import map_from_args, sizes_from_args
+from .options import (check_node_count, check_scheduler_name, check_time_limit, map_from_args,
+                      sizes_from_args)
 from .output import write_atomic
 from .slurm_template import SCRIPT
 
 #: the StarPU scheduler used when none is given (same default as ``starchol run``)
-DEFAULT_SCHED = "prio"
 DEFAULT_TIME = "01:00:00"
 LAUNCHERS = ("srun", "mpirun")
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+):(\d{2}):(\d{2})$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
-_SCHED_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
 def register(sub):
@@ -102,8 +100,8 @@ def register(sub):
     g.add_argument("--max-workers", type=int, default=None, metavar="M",
                    help="the StarPU build's CPU worker limit per process, STARPU_MAXCPUS "
                         "(default: this installation's, see starchol info)")
-    g.add_argument("--sched", default=DEFAULT_SCHED, metavar="NAME",
-                   help=f"StarPU scheduler (default {DEFAULT_SCHED}; dmda needs calibrated "
+    g.add_argument("--sched", default=DEFAULT_SCHEDULER, metavar="NAME",
+                   help=f"StarPU scheduler (default {DEFAULT_SCHEDULER}; dmda needs calibrated "
                         "performance models, which a per-job STARPU_HOME does not keep)")
     g.add_argument("--json-dir", metavar="DIR",
                    help="folder of the JSON reports starchol-JOBID.json (default: the "
@@ -137,7 +135,7 @@ def parse_time(text):
     total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
     if total == 0:
         raise UsageError("--time must be longer than 00:00:00")
-    return total
+    return check_time_limit(total, text)
 
 
 def _int_list(text, flag):
@@ -297,28 +295,17 @@ def run_argv(args, plan, json_path="$JSON"):
 
 
 def check_run_argv(argv):
-    """Parse ``argv`` with this installation's ``starchol run`` parser.
+    """Parse ``argv`` (``starchol run ...``, with the script's ``$WORKERS``/``$JSON``
+    placeholders) with this installation's ``starchol run`` parser.
 
     Returns None when it parses, the parser's message when it does not, and
     ``"no run command"`` when this installation has no ``run`` subcommand.
     """
-    from ..cli import build_parser
+    from ..cli import check_command_argv
 
-    parser = build_parser()
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs or "run" not in subs[0].choices:
-        return "no run command"
     words = [w if w not in ("$WORKERS", "$JSON") else ("1" if w == "$WORKERS" else "x.json")
              for w in argv]
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            subs[0].choices["run"].parse_args(words[1:])
-    except SystemExit as exc:
-        if exc.code:
-            lines = [ln for ln in err.getvalue().strip().splitlines() if ln.strip()]
-            return lines[-1] if lines else f"exit status {exc.code}"
-    return None
+    return check_command_argv("run", words[1:])
 
 
 def default_starchol():
@@ -466,9 +453,7 @@ def _check_common(args):
     _name(args.partition, "--partition")
     _name(args.account, "--account")
     _name(args.job_name, "--job-name")
-    if not _SCHED_RE.match(args.sched):
-        raise UsageError(f"--sched {args.sched!r} is not a StarPU scheduler name "
-                         f"(e.g. prio, lws, ws, dmda)")
+    check_scheduler_name(args.sched)
     if args.mpi_plugin and not _NAME_RE.match(args.mpi_plugin):
         raise UsageError(f"--mpi-plugin {args.mpi_plugin!r}: e.g. pmix, pmix_v4")
     for opt in args.sbatch_option:
@@ -503,7 +488,7 @@ def plans_from_args(args, validate_run=True):
         for flag, value in (("--dist", args.dist), ("--nodes", args.nodes), ("--n", args.n)):
             if value is not None and "," in str(value):
                 raise UsageError(f"{flag} {value!r} is a list: lists need --sweep (and -o DIR)")
-        nodes = None if args.nodes is None else _int_list(args.nodes, "--nodes")[0]
+        nodes = None if args.nodes is None else check_node_count(_int_list(args.nodes, "--nodes")[0])
         n = None if args.n is None else _int_list(args.n, "--n")[0]
         plans = [plan_job(args, args.dist, nodes, n)]
     else:
@@ -512,7 +497,8 @@ def plans_from_args(args, validate_run=True):
             raise UsageError(f"--dist {args.dist!r} names a map twice")
         if args.nodes is None and any(d != "custom" for d in dists):
             raise UsageError("--sweep needs --nodes P (or a comma list)")
-        nodes_list = [None] if args.nodes is None else _int_list(args.nodes, "--nodes")
+        nodes_list = ([None] if args.nodes is None
+                      else [check_node_count(v) for v in _int_list(args.nodes, "--nodes")])
         if args.n is None and args.input is None:
             raise UsageError("--sweep needs --n N1,N2,... (or --input)")
         ns = [None] if args.n is None else _int_list(args.n, "--n")

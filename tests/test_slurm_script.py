@@ -296,6 +296,7 @@ def test_good_time(text, seconds):
     (["--dist", "sbc25d", "--nodes", "10", "--slices", "3"], "divisible by 3"),
     (["--dist", "nope", "--nodes", "6"], "unknown map"),
     (["--dist", "2dbc"], "2dbc needs --nodes"),
+    (["--dist", "2dbc", "--nodes", "100000000"], "--nodes must be between 1 and"),
 ])
 def test_bad_map(capsys, argv, message):
     err = usage_error(capsys, "slurm", *argv, "--n", "1000", "--nb", "100", "--max-workers", "4")
@@ -309,6 +310,8 @@ def test_bad_map(capsys, argv, message):
     (["--ranks-per-node", "0"], "--ranks-per-node must be >= 1"),
     (["--partition", "a b"], "--partition"),
     (["--sched", "Bad Name"], "--sched"),
+    (["--sched", "bogus"], "--sched 'bogus' is not a StarPU scheduler"),
+    (["--time", "1000000-00:00:00"], "longer than 365 days"),
     (["--input", "a.h5"], "FILE.h5:/DATASET"),
     (["--sbatch-option", "qos=debug"], "--sbatch-option"),
     (["--launcher", "mpirun", "--mpi-plugin", "pmi2"], "--mpi-plugin applies to --launcher srun"),
