@@ -192,8 +192,14 @@ def _check_output(path, dataset, overwrite=False, input_path=None):
 
 def _chunks(n, nb=None):
     """Chunk shape of an n x n dataset: tile-sized (so the untouched upper tiles of a
-    factor take no space), at most 512 x 512 and never larger than the matrix."""
-    c = min(n, nb or 256, 512)
+    factor take no space), at most 512 x 512 and never larger than the matrix. Without a
+    tile size (a dense matrix from ``generate``), chunks of at most 256 x 256 that split n
+    evenly, so the last chunk row and column hold no padding."""
+    if nb:
+        c = min(n, nb, 512)
+    else:
+        per_side = -(-n // 256)
+        c = -(-n // per_side)
     return (c, c)
 
 
