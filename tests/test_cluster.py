@@ -7,6 +7,7 @@ links: a node's link sent at least the payload its rank sent, plus a few percent
 TCP/IP headers. Needs root and network namespaces; skipped, with the reason, otherwise.
 Clusters are torn down whatever happens (fixtures with ``finally``).
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -43,6 +44,22 @@ def _need_root():
     EmulatedCluster.sweep_orphans()   # clusters of test runs killed before their teardown
 
 
+@contextlib.contextmanager
+def _cluster_or_skip(nodes, **options):
+    """An emulated cluster that is up inside the block and down after it, whatever
+    happens; the test is skipped, with the reason, where none can be made."""
+    _need_root()
+    cl = EmulatedCluster(nodes, **options)
+    try:
+        try:
+            cl.up()
+        except ClusterUnavailable as exc:
+            pytest.skip(f"no emulated cluster here: {exc}")
+        yield cl
+    finally:
+        cl.down()
+
+
 @pytest.fixture(scope="module")
 def starpu_env(tmp_path_factory):
     home = tmp_path_factory.mktemp("cluster_starpu_home")
@@ -52,16 +69,8 @@ def starpu_env(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster6(starpu_env):
     """A 6-node cluster with Slurm, links shaped to 1 gbit/s."""
-    _need_root()
-    cl = EmulatedCluster(6, bandwidth="1gbit", slurm=True)
-    try:
-        try:
-            cl.up()
-        except ClusterUnavailable as exc:
-            pytest.skip(f"no emulated cluster here: {exc}")
+    with _cluster_or_skip(6, bandwidth="1gbit", slurm=True) as cl:
         yield cl
-    finally:
-        cl.down()
     assert not Path("/run/netns", f"{cl.name}-n0").exists()
 
 
@@ -159,16 +168,8 @@ def test_slurm_job_on_6_nodes_writes_its_factor(cluster6, starpu_env, tmp_path):
 @pytest.fixture
 def cluster3_slow():
     """3 nodes without Slurm, links at 10 mbit/s: a run long enough to break a link in."""
-    _need_root()
-    cl = EmulatedCluster(3, bandwidth="10mbit")
-    try:
-        try:
-            cl.up()
-        except ClusterUnavailable as exc:
-            pytest.skip(f"no emulated cluster here: {exc}")
+    with _cluster_or_skip(3, bandwidth="10mbit") as cl:
         yield cl
-    finally:
-        cl.down()
 
 
 def _sha256(path):
