@@ -137,7 +137,10 @@ def starpu_configure_args(prefix="PREFIX", cuda=None):
         if rpath:
             args.append("LDFLAGS=" + " ".join(f"-Wl,-rpath,{d}" for d in rpath))
     else:
-        args += ["--disable-cuda"]
+        # idle CPU workers sleep after a short poll (scripts/starpu-patches: idle-spin)
+        # instead of polling forever. CUDA builds keep StarPU's default non-blocking
+        # drivers: the GPU path was built and rehearsed with them (docs/gpu.md)
+        args += ["--disable-cuda", "--enable-blocking-drivers"]
     return args
 
 
@@ -147,11 +150,19 @@ def starpu_cache_dir():
     return os.path.abspath(os.environ.get(CACHE_ENV) or os.path.join(HERE, "build", "starpu"))
 
 
+def starpu_patches():
+    """starchol's patches to StarPU's source (``scripts/starpu-patches/*.patch``), sorted;
+    ``scripts/build-starpu.sh`` applies them all."""
+    return sorted(glob.glob(os.path.join(HERE, "scripts", "starpu-patches", "*.patch")))
+
+
 def starpu_build_key(args=None):
-    """12 hex digits naming one build: version, configure arguments, MPI, compiler."""
+    """12 hex digits naming one build: version, configure arguments, MPI, compiler and
+    the contents of starchol's patches."""
     args = starpu_configure_args() if args is None else args
     cc = shutil.which(os.environ.get("CC", "gcc")) or "cc"
-    words = [STARPU_VERSION, STARPU_SOURCE_SUITE, cc] + list(args) + _mpi_identity()
+    words = ([STARPU_VERSION, STARPU_SOURCE_SUITE, cc] + list(args) + _mpi_identity()
+             + [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in starpu_patches()])
     return hashlib.sha256("\0".join(words).encode()).hexdigest()[:12]
 
 

@@ -6,7 +6,9 @@ fresh copy, StarPU workers on every core, one BLAS thread per worker) and scipy'
 ``dpotrf`` (overwrite, a Fortran-ordered copy, BLAS on every core, StarPU's workers
 asleep). Times are wall clock around each call; the ratio is the median LAPACK time over
 the median starchol time (= starchol GFlop/s / LAPACK GFlop/s). The copies are made
-outside the timings, for both.
+outside the timings, for both, and both calls start after the same ``--settle`` sleep
+(0.2 s): OpenBLAS's threads keep spinning for about 0.1 s after a parallel call, and
+without the pause they would take a core from the StarPU workers of the next call.
 
 The profile columns split starchol's median call: registration + submission (the
 compiled loop), waiting for the tasks, and the rest of the Python call (checks, record:
@@ -14,7 +16,7 @@ agreement reductions, unregistration). Timings are noisy on a shared machine: co
 the ratio, measured in the same run.
 
 Usage: python benchmarks/small_sizes.py [--repeat R] [--sizes 1024,2048,4096] [--nb 256]
-                                        [--json FILE]
+                                        [--settle S] [--json FILE]
 """
 import argparse
 import json
@@ -33,7 +35,7 @@ def spd(n, seed=0):
     return np.asfortranarray(m @ m.T / n + np.eye(n))
 
 
-def bench(n, nb, repeat, session, cores):
+def bench(n, nb, repeat, session, cores, settle):
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
 
@@ -46,11 +48,13 @@ def bench(n, nb, repeat, session, cores):
     ours, theirs, submit, inside = [], [], [], []
     for r in range(repeat + 1):                       # the first pair warms up
         a = pristine.copy()
+        time.sleep(settle)
         t0 = time.perf_counter()
         f = cholesky(a, tile_map, session=session, overwrite_a=True)
         t = time.perf_counter() - t0
         c = np.array(dense, order="F", copy=True)
         with threadpool_limits(limits=cores, user_api="blas"):
+            time.sleep(settle)
             t1 = time.perf_counter()
             _, info = lapack.dpotrf(c, lower=1, clean=0, overwrite_a=1)
             tl = time.perf_counter() - t1
@@ -79,6 +83,9 @@ def main(argv=None):
     p.add_argument("--sizes", default="1024,2048,4096")
     p.add_argument("--nb", type=int, default=256)
     p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--settle", type=float, default=0.2,
+                   help="seconds of sleep before every timed call, both sides (default "
+                        "0.2: longer than OpenBLAS's threads spin after a parallel call)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     from mpi4py import MPI
@@ -96,7 +103,7 @@ def main(argv=None):
               f"{'GFlop/s':>14} {'ratio':>6} {'target':>6}  profile ms (submit / wait / "
               f"python)")
         for n in (int(x) for x in args.sizes.split(",")):
-            r = bench(n, args.nb, args.repeat, session, cores)
+            r = bench(n, args.nb, args.repeat, session, cores, args.settle)
             rows.append(r)
             pr = r["profile_s"]
             tgt = r["target"]

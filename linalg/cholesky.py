@@ -28,11 +28,16 @@ import time
 import numpy as np
 
 from ..errors import UsageError
-from ..runtime.collective import agree, allreduce_max, allreduce_min
+from ..runtime.collective import agree, allreduce_min
 from ..runtime.errors import NotPositiveDefiniteError
 from .distributed import DistributedMatrix, check_map
 from .record import RunRecord, describe_job
 from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+
+
+#: a 2D Cholesky graph of at most this many tasks per rank is submitted whole before
+#: the workers wake (about 1 ms of submission); a larger one, its first panel
+WAKE_AFTER_TASKS = 256
 
 
 def flops(n):
@@ -145,7 +150,7 @@ class Factor:
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
         comm.Barrier()
-        with session.running():
+        with session.running(deferred=True):
             t0 = time.perf_counter()
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hb = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
@@ -155,6 +160,7 @@ class Factor:
                 t_sub = time.perf_counter() - t0
                 session.wait()
             finally:
+                session.wake()
                 hb.unregister()
                 hl.unregister()
             elapsed = time.perf_counter() - t0
@@ -175,13 +181,14 @@ class Factor:
                                   dtype=L.dtype), same=A.signature())
         R = A.copy()
         norm_a = comm.allreduce(A.frobenius_sq_local())
-        with session.running():
+        with session.running(deferred=True):
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hr = session.register_tiles(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
             try:
                 _graphs().llt_residual(hl, hr)
                 session.wait()
             finally:
+                session.wake()
                 hr.unregister()
                 hl.unregister()
         norm_r = comm.allreduce(R.frobenius_sq_local())
@@ -247,17 +254,27 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     rank = comm.Get_rank()
     before = session.bytes_sent()
     comm.Barrier()
-    with session.running():
+    # the workers sleep while this thread registers the tiles and submits the first
+    # panel (the whole graph when it is small), then run it while the rest is
+    # submitted: workers woken earlier only compete with this thread for the cores
+    # (benchmarks/small_sizes.py)
+    split = 1 if nt * (nt + 1) * (nt + 2) // 6 > WAKE_AFTER_TASKS * comm.Get_size() else nt
+    with session.running(deferred=True):
         t0 = time.perf_counter()
         home = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
         partials = [session.register_tiles(so[s], {}, L.rows, stored=partial_mask(nt, c, s),
                                            lazy=True, elemsize=L.itemsize)
                     for s in range(c)] if c > 1 else []
         try:
-            tasks = _graphs().cholesky(home, partials, so, info, flush)
+            graphs = _graphs()
+            tasks = graphs.cholesky(home, partials, so, info, flush, 0, split)
+            session.wake()
+            if split < nt:
+                tasks += graphs.cholesky(home, partials, so, info, flush, split, nt)
             t_sub = time.perf_counter() - t0
             session.wait(progress, local_task_count(so, rank) if progress else None)
         finally:
+            session.wake()
             for h in partials:
                 h.unregister()
             home.unregister()
@@ -285,10 +302,11 @@ def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, pred
     comm = session.comm
     after = session.bytes_sent()
     row = None if after is None else (after - before).tolist()
-    elapsed = allreduce_max(comm, elapsed)
-    t_sub = allreduce_max(comm, t_sub)
-    gathered = comm.allgather((row, int(tasks), now_utc()))
-    measured = None if row is None else [r for r, _, _ in gathered]
+    # one collective: every rank's bytes, tasks, clock and times
+    gathered = comm.allgather((row, int(tasks), now_utc(), float(elapsed), float(t_sub)))
+    elapsed = max(g[3] for g in gathered)
+    t_sub = max(g[4] for g in gathered)
+    measured = None if row is None else [g[0] for g in gathered]
     job = session.__dict__.get("_job")
     if job is None:
         job = session._job = describe_job(session)
@@ -296,7 +314,7 @@ def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, pred
         operation=operation, dist=tile_map.name, map=str(tile_map),
         nodes=int(tile_map.nodes), slices=int(tile_map.slices), n=L.n, nb=L.nb, nt=L.nt,
         nrhs=int(nrhs), dtype=str(L.dtype), time_s=elapsed, submit_s=t_sub,
-        tasks=sum(t for _, t, _ in gathered), bytes_measured_pairs=measured,
+        tasks=sum(g[1] for g in gathered), bytes_measured_pairs=measured,
         bytes_predicted_pairs=None if predicted is None else predicted.tolist(),
         **{**job, "date": gathered[0][2]})
 

@@ -32,7 +32,7 @@ cdef bint _single(TileHandles a) except -1:
 # Cholesky: right-looking, lower, over c slices (c = 1: the 2D algorithm)
 # ---------------------------------------------------------------------------
 def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
-             int64_t[::1] info, bint flush=True):
+             int64_t[::1] info, bint flush=True, int k_begin=0, int k_end=-1):
     """Submit the tiled Cholesky of ``home`` over c = slice_owners.shape[0] slices.
 
     ``home`` holds the factoring copies: tile (i, j) of slice j mod c with A's values,
@@ -45,8 +45,17 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     a zero copy is only allocated then. Priorities are Chameleon's (pzpotrf).
     LAPACK's info of tile k lands in ``info[k]``. Returns the tasks this rank inserted.
     Collective.
+
+    ``k_begin``/``k_end`` submit only iterations k_begin <= k < k_end (k_end = -1: to
+    the end); consecutive calls covering 0..nt-1 in order submit the whole graph (the
+    caller may wake the workers after the first panel). ``info`` is zeroed when
+    ``k_begin`` is 0.
     """
     cdef int c = slice_owners.shape[0], nt = home.nt, s
+    if k_end < 0:
+        k_end = nt
+    if not 0 <= k_begin <= k_end <= nt:
+        raise ValueError(f"cholesky: iterations {k_begin}..{k_end} outside 0..{nt}")
     if (home.h == NULL or slice_owners.shape[1] != nt or slice_owners.shape[2] != nt
             or info.shape[0] != nt or len(partials) != (c if c > 1 else 0)):
         raise ValueError("cholesky: inconsistent handles, owners or info")
@@ -64,12 +73,14 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
             ch[s] = t.h
         else:
             ch[s] = home.h
-    info[:] = 0
+    if k_begin == 0:
+        info[:] = 0
     cdef Codelets *cl = codelets(_single(home))
     cdef int64_t count = 0
     cdef int rc
     with nogil:
-        rc = _cholesky(cl, home.h, ch, co, c, nt, my_rank(), &info[0], flush, &count)
+        rc = _cholesky(cl, home.h, ch, co, c, nt, k_begin, k_end, my_rank(), &info[0],
+                       flush, &count)
     free(ch)
     free(co)
     CHKERR(rc, "starpu_task_insert (Cholesky)")
@@ -77,8 +88,8 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
 
 
 cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_t **ch,
-                   int64_t **co, int c, int nt, int me, int64_t *info, bint flush,
-                   int64_t *count) noexcept nogil:
+                   int64_t **co, int c, int nt, int k_begin, int k_end, int me,
+                   int64_t *info, bint flush, int64_t *count) noexcept nogil:
     # Slice s's copy of tile (i, j): home[ij] when j mod c == s (the factoring copy),
     # else ch[s][ij] (a partial sum, zero until its first update at k = s).
     cdef int k, m, n, s, t, nup, rc = 0
@@ -87,7 +98,7 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
     cdef starpu_data_handle_t hp, ht
     cdef int prio
     cdef bint first
-    for k in range(nt):
+    for k in range(k_begin, k_end):
         s = k % c
         own = co[s]
         nup = k if k < c else c          # slices 0..nup-1 updated column k

@@ -51,7 +51,6 @@ cdef inline void _potrf(real *a, void **buffers, void *arg) noexcept nogil:
 
 
 cdef inline void _trsm(real *l, real *b, char side, char trans, void **buffers) noexcept nogil:
-    # side R, trans T: A[m][k] = A[m][k] L[k][k]^-T          (Cholesky panel)
     # side L, trans N: B[k] = L[k][k]^-1 B[k]                  (forward solve)
     # side L, trans T: B[k] = L[k][k]^-T B[k]                  (backward solve)
     cdef int ldl = _ld(buffers[0]), m = _nx(buffers[1]), n = _ny(buffers[1])
@@ -61,6 +60,35 @@ cdef inline void _trsm(real *l, real *b, char side, char trans, void **buffers) 
         dtrsm(&side, &_L, &trans, &_N, &m, &n, &one, l, &ldl, b, &ldb)
     else:
         strsm(&side, &_L, &trans, &_N, &m, &n, &one, l, &ldl, b, &ldb)
+
+
+cdef enum:
+    TRSM_BASE = 64     # columns below which the panel solve calls ?trsm itself
+
+
+cdef void _trsm_panel(real *l, int ldl, real *b, int ldb, int m, int n) noexcept nogil:
+    # B (m x n) = B L^-T, L (n x n) lower: recursive on n, the off-diagonal half as ?gemm.
+    # OpenBLAS's ?trsm runs at about half its ?gemm speed at NB = 256 (benchmarks/
+    # small_sizes.py); with L = [L11 0; L21 L22] and B = [B1 B2], X = B L^-T is
+    # X1 = B1 L11^-T, then X2 = (B2 - X1 L21^T) L22^-T.
+    cdef int h, n2
+    cdef real one = 1, mone = -1
+    if n <= TRSM_BASE:
+        if real is double:
+            dtrsm(&_R, &_L, &_T, &_N, &m, &n, &one, l, &ldl, b, &ldb)
+        else:
+            strsm(&_R, &_L, &_T, &_N, &m, &n, &one, l, &ldl, b, &ldb)
+        return
+    h = n // 2
+    n2 = n - h
+    _trsm_panel(l, ldl, b, ldb, m, h)
+    if real is double:
+        dgemm(&_N, &_T, &m, &n2, &h, &mone, b, &ldb, l + h, &ldl, &one,
+              b + <size_t>h * ldb, &ldb)
+    else:
+        sgemm(&_N, &_T, &m, &n2, &h, &mone, b, &ldb, l + h, &ldl, &one,
+              b + <size_t>h * ldb, &ldb)
+    _trsm_panel(l + h + <size_t>h * ldl, ldl, b + <size_t>h * ldb, ldb, m, n2)
 
 
 cdef inline void _syrk(real *a, real *c, real beta, void **buffers) noexcept nogil:
@@ -115,10 +143,12 @@ cdef void s_potrf(void **b, void *arg) noexcept nogil:
     _potrf(<float *>_p(b, 0), b, arg)
 
 cdef void d_trsm(void **b, void *arg) noexcept nogil:
-    _trsm(<double *>_p(b, 0), <double *>_p(b, 1), _R, _T, b)
+    _trsm_panel(<double *>_p(b, 0), _ld(b[0]), <double *>_p(b, 1), _ld(b[1]), _nx(b[1]),
+                _ny(b[1]))
 
 cdef void s_trsm(void **b, void *arg) noexcept nogil:
-    _trsm(<float *>_p(b, 0), <float *>_p(b, 1), _R, _T, b)
+    _trsm_panel(<float *>_p(b, 0), _ld(b[0]), <float *>_p(b, 1), _ld(b[1]), _nx(b[1]),
+                _ny(b[1]))
 
 cdef void d_syrk(void **b, void *arg) noexcept nogil:
     _syrk(<double *>_p(b, 0), <double *>_p(b, 1), 1.0, b)

@@ -256,6 +256,7 @@ class Session:
         self._handles = weakref.WeakSet()
         self._next_matrix = 0
         self._active = 0
+        self._awake = False
         self._pause_idle = True
         self.started = False
         self.closed = False
@@ -341,6 +342,7 @@ class Session:
         if self._pause_idle:
             self._backend.pause()
         self._active = 0
+        self._awake = False
         self._backend.cache_set(self.cache)
         self.rank, self.size = self._backend.rank_size()
         got = self._backend.worker_count()
@@ -358,8 +360,9 @@ class Session:
             return
         self.closed = True
         try:
-            if not self._active and self._pause_idle:
+            if self._pause_idle and not self._awake:
                 self._backend.resume()
+                self._awake = True
             self._backend.wait_tasks()
             for h in list(self._handles):
                 h.unregister()
@@ -520,6 +523,7 @@ class Session:
         StarPU on a helper thread, so a progress display adds no delay.
         """
         self._require()
+        self.wake()
         if progress is not None and total:
             import threading
 
@@ -547,22 +551,33 @@ class Session:
         self._backend.wait_mpi()
 
     @contextlib.contextmanager
-    def running(self):
+    def running(self, deferred=False):
         """Workers awake for the computations inside the block (nested blocks allowed).
 
         Between computations StarPU's workers are paused (``starpu_pause``), so an idle
-        session uses no CPU; tasks may be submitted either way.
+        session uses no CPU; tasks may be submitted either way. With ``deferred``, the
+        workers stay paused until :meth:`wake` (which :meth:`wait` calls): the
+        application thread registers and submits without sharing the cores with
+        workers that have nothing to run yet. Call :meth:`wake` before anything that
+        waits for tasks (an unregistration on an error path).
         """
         self._require()
-        if self._active == 0 and self._pause_idle:
-            self._backend.resume()
         self._active += 1
+        if not deferred:
+            self.wake()
         try:
             yield self
         finally:
             self._active -= 1
-            if self._active == 0 and self.started and self._pause_idle:
+            if self._active == 0 and self.started and self._pause_idle and self._awake:
                 self._backend.pause()
+                self._awake = False
+
+    def wake(self):
+        """Resume the workers of a ``running(deferred=True)`` block (no-op otherwise)."""
+        if self._active and self._pause_idle and not self._awake:
+            self._backend.resume()
+            self._awake = True
 
     @classmethod
     def current(cls):

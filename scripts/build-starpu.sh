@@ -89,13 +89,13 @@ say "unpacking $(basename "$tarball")"
 tar -xf "$tarball" -C "$work"
 srcdir=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name "${STARPU_SOURCE_PACKAGE}-*" | head -1)
 [ -n "$srcdir" ] || die "no source folder in $tarball"
-if [ -n "$STARPU_CUDA" ] && [ -d scripts/starpu-patches ]; then
-    for p in scripts/starpu-patches/*.patch; do
-        [ -f "$p" ] || continue
-        say "applying $(basename "$p")"
-        patch -d "$srcdir" -p1 -s < "$p"
-    done
-fi
+# starchol's patches (scripts/starpu-patches/README.md says what each does and why);
+# their contents are part of the build key, so a changed patch builds a new prefix
+for p in scripts/starpu-patches/*.patch; do
+    [ -f "$p" ] || continue
+    say "applying $(basename "$p")"
+    patch -d "$srcdir" -p1 -s < "$p" || die "patch $(basename "$p") does not apply"
+done
 
 # --- configure, build, install into a temporary prefix, then rename --------------------
 staging="$prefix.part-$$"

@@ -64,8 +64,11 @@ def test_configure_args_for_real_nodes():
     assert any(a.startswith("--enable-maxnodes=") for a in args)
     assert "--disable-cuda" in args and "--disable-build-doc" in args
     assert "--disable-static" in args and "--disable-opengl-render" in args
+    # idle workers sleep (after the idle-spin patch's short poll) instead of polling
+    assert "--enable-blocking-drivers" in args
     cuda = build_flags.starpu_configure_args("/p", cuda="/usr/local/cuda")
     assert "--enable-cuda" in cuda and "--with-cuda-dir=/usr/local/cuda" in cuda
+    assert "--enable-blocking-drivers" not in cuda
 
 
 def test_build_key_follows_flags_and_cache_env(monkeypatch, tmp_path):
@@ -73,6 +76,17 @@ def test_build_key_follows_flags_and_cache_env(monkeypatch, tmp_path):
     assert a == build_flags.starpu_build_key(["--x"]) != build_flags.starpu_build_key(["--y"])
     monkeypatch.setenv(build_flags.CACHE_ENV, str(tmp_path))
     assert build_flags.starpu_build_prefix().startswith(str(tmp_path) + os.sep + "starpu-1.3.10-")
+
+
+def test_build_key_follows_the_patches(monkeypatch, tmp_path):
+    names = [os.path.basename(p) for p in build_flags.starpu_patches()]
+    assert "starpu-1.3.10-idle-spin.patch" in names and names == sorted(names)
+    patch = tmp_path / "x.patch"
+    patch.write_text("one")
+    monkeypatch.setattr(build_flags, "starpu_patches", lambda: [str(patch)])
+    a = build_flags.starpu_build_key(["--x"])
+    patch.write_text("two")
+    assert build_flags.starpu_build_key(["--x"]) != a
 
 
 def test_choice_from_environment(monkeypatch, tmp_path):

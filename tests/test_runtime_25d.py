@@ -193,4 +193,7 @@ def test_fresh_starpu_home_no_calibration_race(tmp_path):
                             "--quiet"], env=env, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr
         assert "check_bus_affinity_file" not in p.stderr
-        assert any(f.endswith(".affinity") for f in os.listdir(home / ".starpu/sampling/bus"))
+        # the calibration files this StarPU writes (.affinity only with CUDA/OpenCL)
+        from starchol.runtime.session import bus_calibrated
+        assert bus_calibrated(str(home / ".starpu/sampling")), \
+            os.listdir(home / ".starpu/sampling/bus")
