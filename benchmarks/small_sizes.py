@@ -16,7 +16,8 @@ agreement reductions, unregistration). Timings are noisy on a shared machine: co
 the ratio, measured in the same run.
 
 Usage: python benchmarks/small_sizes.py [--repeat R] [--sizes 1024,2048,4096] [--nb 256]
-                                        [--settle S] [--json FILE]
+                                        [--settle S] [--sched NAME]
+                                        [--workers W] [--json FILE]
 """
 import argparse
 import json
@@ -83,6 +84,7 @@ def main(argv=None):
     p.add_argument("--sizes", default="1024,2048,4096")
     p.add_argument("--nb", type=int, default=256)
     p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--sched", default=None, help="StarPU scheduler (default: starchol's)")
     p.add_argument("--settle", type=float, default=0.2,
                    help="seconds of sleep before every timed call, both sides (default "
                         "0.2: longer than OpenBLAS's threads spin after a parallel call)")
@@ -95,7 +97,8 @@ def main(argv=None):
 
     cores = len(affinity_cores())
     rows = []
-    with Session(MPI.COMM_SELF, workers=args.workers) as session:
+    options = {} if args.sched is None else {"scheduler": args.sched}
+    with Session(MPI.COMM_SELF, workers=args.workers, **options) as session:
         print(f"small sizes: 1 rank, {session.workers} StarPU worker(s), {cores} core(s), "
               f"scheduler {session.scheduler}, StarPU {session.version}, "
               f"median of {args.repeat}")

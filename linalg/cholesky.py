@@ -268,8 +268,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         try:
             graphs = _graphs()
             tasks = graphs.cholesky(home, partials, so, info, flush, 0, split)
-            session.wake()
             if split < nt:
+                session.wake()
                 tasks += graphs.cholesky(home, partials, so, info, flush, split, nt)
             t_sub = time.perf_counter() - t0
             session.wait(progress, local_task_count(so, rank) if progress else None)
