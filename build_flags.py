@@ -21,8 +21,8 @@ Choosing the StarPU (first match wins):
   ``user PREFIX``; ``system``), so a later ``pip install -e .`` builds against the same;
 - otherwise the system's.
 
-``setup.py`` calls :func:`runtime_extensions`; ``CMakeLists.txt`` asks for the same flags
-(``python build_flags.py cflags|libs``).
+``setup.py`` calls :func:`runtime_extensions`; ``CMakeLists.txt`` asks for the same
+module list and flags (``python build_flags.py modules|gpu-module|cflags|libs|gpu-cflags|gpu-libs``).
 """
 import glob
 import hashlib
@@ -347,14 +347,21 @@ def cuda_gpu_paths():
     return inc, libs
 
 
-def gpu_extension(inc, libdirs, libnames, ccx, lx):
-    """``starchol.runtime._gpu`` (pyx/_gpu.pyx + pyx/starchol_gpu.c): HeteroPrio set-up,
-    performance models and per-kernel counts always; the CUDA kernels (cuBLAS, cuSOLVER)
-    when the StarPU it compiles against has CUDA, unless ``STARCHOL_GPU_CUDA=0``."""
-    from setuptools import Extension
+#: the GPU/scheduler module and its sources in pyx/ (Cython front + hand-written C);
+#: compiled with :func:`gpu_flags`, not with the flags of :data:`RUNTIME_MODULES`
+GPU_MODULE = ("starchol.runtime._gpu", ("_gpu.pyx", "starchol_gpu.c"))
 
+
+def gpu_flags(inc, libdirs, libnames, ccx, lx):
+    """The flags of ``starchol.runtime._gpu`` from the runtime's :func:`flags`: the CUDA
+    kernels (cuBLAS, cuSOLVER) when the StarPU it compiles against has CUDA, unless
+    ``STARCHOL_GPU_CUDA=0``; else the macro ``STARCHOL_NO_CUDA=1``. The one home of that
+    decision (setup.py through :func:`gpu_extension`, CMake through ``gpu-cflags|gpu-libs``).
+
+    Returns ``(include_dirs, library_dirs, libraries, extra_compile, extra_link, macros)``.
+    """
     inc, libdirs, libnames = list(inc), list(libdirs), list(libnames)
-    ccx, lx, macros = list(ccx), list(lx), []
+    ccx, lx, macros = list(ccx) + ["-O2"], list(lx), []
     if starpu_has_cuda(inc) and os.environ.get("STARCHOL_GPU_CUDA") != "0":
         cinc, clibs = cuda_gpu_paths()
         inc += cinc
@@ -363,12 +370,27 @@ def gpu_extension(inc, libdirs, libnames, ccx, lx):
         lx += [f"-Wl,-rpath,{d}" for d in clibs]
     else:
         macros.append(("STARCHOL_NO_CUDA", "1"))
+    return inc, libdirs, libnames, ccx, lx, macros
+
+
+def gpu_extension(inc, libdirs, libnames, ccx, lx):
+    """``starchol.runtime._gpu`` (pyx/_gpu.pyx + pyx/starchol_gpu.c): HeteroPrio set-up,
+    performance models and per-kernel counts always; the CUDA kernels as
+    :func:`gpu_flags` decides."""
+    from setuptools import Extension
+
+    inc, libdirs, libnames, ccx, lx, macros = gpu_flags(inc, libdirs, libnames, ccx, lx)
+    name, sources = GPU_MODULE
     return Extension(
-        "starchol.runtime._gpu",
-        sources=[os.path.join("pyx", "_gpu.pyx"), os.path.join("pyx", "starchol_gpu.c")],
+        name, sources=[os.path.join("pyx", src) for src in sources],
         include_dirs=[os.path.join(HERE, "pyx")] + inc,
         library_dirs=libdirs, libraries=libnames,
-        extra_compile_args=ccx + ["-O2"], extra_link_args=lx, define_macros=macros)
+        extra_compile_args=ccx, extra_link_args=lx, define_macros=macros)
+
+
+def module_names():
+    """Short names of every compiled module (``_binding``, ..., ``_gpu``), build order."""
+    return [name.rpartition(".")[2] for name, _ in RUNTIME_MODULES + (GPU_MODULE,)]
 
 
 def _main(argv):
@@ -381,15 +403,26 @@ def _main(argv):
     elif what == "starpu-choice":
         kind, dirs = starpu_choice()
         print(kind, *dirs)
-    elif what in ("cflags", "libs"):
+    elif what == "modules":
+        # the modules built with cflags/libs, one pyx/ source each (CMakeLists.txt)
+        print(" ".join(name.rpartition(".")[2] for name, _ in RUNTIME_MODULES))
+    elif what == "gpu-module":
+        # short name, then its sources in pyx/ (CMakeLists.txt)
+        name, sources = GPU_MODULE
+        print(name.rpartition(".")[2], *sources)
+    elif what in ("cflags", "libs", "gpu-cflags", "gpu-libs"):
         inc, libdirs, libnames, ccx, lx = flags()
-        if what == "cflags":
-            print(" ".join(["-I" + d for d in inc] + ccx))
+        macros = []
+        if what.startswith("gpu-"):
+            inc, libdirs, libnames, ccx, lx, macros = gpu_flags(inc, libdirs, libnames, ccx, lx)
+        if what.endswith("cflags"):
+            print(" ".join(["-I" + d for d in inc] + ccx
+                           + [f"-D{k}={v}" for k, v in macros]))
         else:
             print(" ".join(["-L" + d for d in libdirs] + ["-l" + n for n in libnames] + lx))
     else:
-        sys.exit(f"usage: {argv[0]} cflags|libs|starpu-plan|starpu-choice|starpu-user")
-
+        sys.exit(f"usage: {argv[0]} cflags|libs|gpu-cflags|gpu-libs|modules|gpu-module|"
+                 f"starpu-plan|starpu-choice|starpu-user")
 
 if __name__ == "__main__":
     try:

@@ -6,7 +6,7 @@ The owner's top-level folders are mapped into one import package, ``starchol``:
     starchol.distributions   <- distributions/   tile -> node maps (pure Python)
     starchol.linalg          <- linalg/          tiled Cholesky, volume model, matrices, I/O
     starchol.runtime         <- runtime/         Python front of the StarPU-MPI runtime
-    starchol.runtime._*      <- pyx/*.pyx        the compiled layer (binding, kernels, graphs)
+    starchol.runtime._*      <- pyx/*.pyx        the compiled layer (binding, kernels, graphs, gpu)
     starchol.jobs            <- jobs/            the command line
 
 The compiler and linker flags for the Cython layer come from one place,
