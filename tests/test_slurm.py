@@ -1,6 +1,7 @@
 """End to end on a real Slurm: start slurmctld + slurmd on localhost (scripts/slurm-local.sh),
 submit scripts written by `starchol slurm` for 4 ranks on this small machine (--overcommit),
-wait with a hard timeout, and check each job's JSON report.
+wait with a hard timeout, and check each job's JSON report; and one fault: kill -9 of one
+rank of a running job must end the job promptly, FAILED, with nothing left behind.
 
 Needs root (slurmd, munged's user switch) and Debian's Slurm packages, which the helper
 installs with apt-get when missing; skipped, with the reason, when either is impossible.
@@ -9,6 +10,7 @@ The daemons are stopped at the end, whatever happens.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SLURM_LOCAL = ROOT / "scripts" / "slurm-local.sh"
 #: seconds a job may take from sbatch to its end before the test cancels it and fails
 JOB_TIMEOUT = 90
+#: seconds a job may take to end after one of its ranks was killed
+KILL_END_TIMEOUT = 60
 #: seconds for the helper to install the packages and start the daemons
 START_TIMEOUT = 240
 
@@ -161,3 +165,117 @@ def test_hdf5_input_and_output_through_slurm(slurm, tmp_path):
     with h5py.File(a_file, "r") as fa, h5py.File(tmp_path / "l.h5", "r") as fl:
         a, lower = fa["A"][...], fl["L"][...]
     assert np.allclose(lower @ lower.T, a, rtol=0, atol=1e-10 * np.abs(a).max())
+
+
+def _sha256(path):
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _job_ranks(marker):
+    """{rank: pid} of the `starchol run` processes whose command line holds ``marker``.
+
+    srun's own command line holds the marker too; it is told apart by its name. The rank
+    is PMIx's (PMIX_RANK in the process environment), which is MPI's rank under srun.
+    """
+    pids = subprocess.run(["pgrep", "-f", marker], capture_output=True,
+                          text=True).stdout.split()
+    ranks = {}
+    for pid in pids:
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:   # ended meanwhile
+            continue
+        if comm in ("srun", "bash", "pgrep"):
+            continue
+        for var in environ:
+            if var.startswith(b"PMIX_RANK="):
+                ranks[int(var.split(b"=", 1)[1])] = int(pid)
+    return ranks
+
+
+def _job_log(workdir, job):
+    return "".join(p.read_text(errors="replace") for p in Path(workdir).glob(f"*-{job}.out"))
+
+
+def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path):
+    """kill -9 of one rank of a running srun job: the job ends promptly and FAILED, the
+    other ranks say why, nothing is left (output, temporary files, StarPU folders,
+    processes) and the input is unchanged.
+
+    One rank is killed by pid (found with pgrep from a marker in its command line): Slurm
+    has no way to signal one task of a step (``scancel --signal`` reaches every task).
+    8 to 12 s on 2 busy cores, 2 to 3 s of it writing the 4000 x 4000 input."""
+    env, _ = slurm
+    # a folder name found in no other process's command line: the marker
+    work = tmp_path / f"sigkill-{os.getpid()}"
+    work.mkdir()
+    a_file = work / "a.h5"
+    out = work / "l.h5"
+    gen = subprocess.run([sys.executable, "-m", "starchol", "generate", "--n", "4000",
+                          "--output", f"{a_file}:/A"], capture_output=True, text=True,
+                         timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    before = _sha256(a_file)
+    script = tmp_path / "job.sbatch"
+    argv = [sys.executable, "-m", "starchol", "slurm", "--dist", "2dbc", "--nodes", "4",
+            "--grid", "2x2", "--nb", "100", "--input", f"{a_file}:/A",
+            "--output", f"{out}:/L", "--check", "--ranks-per-node", "4", "--overcommit",
+            "--time", "00:05:00", "--json-dir", str(tmp_path / "results"), "-o", str(script)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    job = _cmd(env, "sbatch", "--parsable", str(script), cwd=tmp_path).stdout.strip()
+    job = job.split(";")[0]
+    assert job.isdigit(), f"sbatch printed {job!r}"
+    try:
+        # wait for the factorization to start (rank 0's first progress line) on 4 ranks
+        deadline = time.monotonic() + JOB_TIMEOUT
+        ranks = {}
+        while time.monotonic() < deadline:
+            ranks = _job_ranks(str(work))
+            if len(ranks) == 4 and "rank 0 tasks" in _job_log(tmp_path, job):
+                break
+            state = _cmd(env, "squeue", "-h", "-j", job, "-o", "%T", check=False).stdout
+            assert state.strip(), (f"job {job} ended before the kill:\n"
+                                   f"{_job_log(tmp_path, job)}")
+            time.sleep(0.3)
+        else:
+            pytest.fail(f"job {job}: the factorization did not start on 4 ranks within "
+                        f"{JOB_TIMEOUT}s (ranks {ranks}):\n{_job_log(tmp_path, job)}")
+        time.sleep(0.5)   # inside the factorization (about 5 s on 2 busy cores)
+        assert "report:" not in _job_log(tmp_path, job), "the run ended before the kill"
+        t0 = time.monotonic()
+        os.kill(ranks[3], signal.SIGKILL)
+        # the job must leave the queue promptly
+        while _cmd(env, "squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.strip():
+            if time.monotonic() - t0 > KILL_END_TIMEOUT:
+                pytest.fail(f"job {job} still running {KILL_END_TIMEOUT}s after rank 3 was "
+                            f"killed:\n{_job_log(tmp_path, job)}")
+            time.sleep(0.2)
+        elapsed = time.monotonic() - t0
+    finally:
+        _cmd(env, "scancel", job, check=False)
+    logs = _job_log(tmp_path, job)
+    state, exit_code = _job_field(env, job, "JobState"), _job_field(env, job, "ExitCode")
+    print(f"job {job} ended {state} (ExitCode={exit_code}) {elapsed:.1f} s after the kill;"
+          f" log:\n{logs}")
+    assert state == "FAILED", f"job {job} ended {state}; log:\n{logs}"
+    # the batch script ends with srun's status: 128 + the signal that ended a task
+    assert exit_code.split(":")[0] in ("137", "143"), exit_code
+    # srun reports the killed task and ends the step; the other ranks say why they stop
+    assert "task 3: Killed" in logs, logs
+    for rank in range(3):
+        assert f"starchol run: rank {rank}: stopped by SIGTERM (the job is being ended: " \
+            "a rank failed" in logs, logs
+    assert "Traceback" not in logs
+    assert list((tmp_path / "results").iterdir()) == [], "a report was written"
+    assert "report:" not in logs
+    # nothing left: no factor, no temporary output, the input unchanged
+    assert sorted(p.name for p in work.iterdir()) == ["a.h5"], list(work.iterdir())
+    assert _sha256(a_file) == before
+    assert not Path(os.environ.get("TMPDIR", "/tmp"), f"starpu-{job}").exists()
+    time.sleep(0.2)
+    left = subprocess.run(["pgrep", "-af", str(work)], capture_output=True, text=True).stdout
+    assert left.strip() == "", f"processes of job {job} left:\n{left}"
