@@ -2,8 +2,9 @@
 
 - :class:`Session` starts StarPU + StarPU-MPI on an mpi4py communicator (worker count,
   scheduler, statistics, cache) and stops it before MPI finalises, also on errors.
-- :mod:`starchol.runtime._binding`, `._kernels`, `._graphs` are the compiled layer (binding,
-  codelets with nogil BLAS/LAPACK kernels, nogil task-graph submission).
+- :mod:`starchol.runtime._binding`, `._kernels`, `._graphs`, `._gpu` are the compiled
+  layer (binding, codelets with nogil BLAS/LAPACK kernels, nogil task-graph submission,
+  and the GPU layer: CUDA codelets, HeteroPrio, performance models; see :mod:`.gpu`).
 - StarPU error codes become :class:`StarPUError`; a failed factorization becomes
   :class:`NotPositiveDefiniteError` on every rank.
 """
