@@ -35,9 +35,16 @@ from .record import RunRecord, describe_job
 from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 
 
-#: a 2D Cholesky graph of at most this many tasks per rank is submitted whole before
-#: the workers wake (about 1 ms of submission); a larger one, its first panel
+#: a graph of at most this many tasks per rank is submitted whole before the workers
+#: wake (about 1 ms of submission); of a larger Cholesky, the first panel only, and a
+#: larger solve or residual graph is submitted to awake workers
 WAKE_AFTER_TASKS = 256
+
+
+def _small_graph(tasks, comm):
+    """Whether a graph of about ``tasks`` tasks (all ranks) is small enough to be
+    submitted whole while the workers sleep (see :data:`WAKE_AFTER_TASKS`)."""
+    return tasks <= WAKE_AFTER_TASKS * comm.Get_size()
 
 
 def flops(n):
@@ -150,7 +157,7 @@ class Factor:
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
         comm.Barrier()
-        with session.running(deferred=True):
+        with session.running(deferred=_small_graph(L.nt * (L.nt + 1) * X.kt, comm)):
             t0 = time.perf_counter()
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hb = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
@@ -181,7 +188,8 @@ class Factor:
                                   dtype=L.dtype), same=A.signature())
         R = A.copy()
         norm_a = comm.allreduce(A.frobenius_sq_local())
-        with session.running(deferred=True):
+        nt = L.nt
+        with session.running(deferred=_small_graph(nt * (nt + 1) * (nt + 2) // 6, comm)):
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hr = session.register_tiles(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
             try:
@@ -258,7 +266,7 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     # panel (the whole graph when it is small), then run it while the rest is
     # submitted: workers woken earlier only compete with this thread for the cores
     # (benchmarks/small_sizes.py)
-    split = 1 if nt * (nt + 1) * (nt + 2) // 6 > WAKE_AFTER_TASKS * comm.Get_size() else nt
+    split = nt if _small_graph(nt * (nt + 1) * (nt + 2) // 6, comm) else 1
     with session.running(deferred=True):
         t0 = time.perf_counter()
         home = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
