@@ -21,6 +21,9 @@ INTEGER_VARIABLES = (
     "STARPU_MINIMUM_AVAILABLE_MEM", "STARPU_TARGET_AVAILABLE_MEM", "STARPU_DISABLE_PINNING",
     "STARPU_ENABLE_STATS", "STARPU_WATCHDOG_TIMEOUT", "STARPU_TASK_BREAK_ON_PUSH",
     "STARPU_MAX_WORKERSIZE", "STARPU_MIN_WORKERSIZE", "STARPU_NMAXBUFS",
+    "STARPU_BACKOFF_MIN", "STARPU_BACKOFF_MAX",
+    # starchol's StarPU patch (scripts/starpu-patches): microseconds an idle worker polls
+    "STARPU_IDLE_SPIN_US",
 )
 
 #: folders StarPU writes into (it creates ``.starpu/sampling`` under the home)

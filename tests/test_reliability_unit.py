@@ -185,6 +185,7 @@ def test_map_refusals(tmp_path, capsys):
 @pytest.mark.parametrize("env, words", [
     ({"STARPU_NCPU": "-1"}, "STARPU_NCPU='-1' must be >= 0"),
     ({"STARPU_NCPU": "abc"}, "must be a non-negative integer"),
+    ({"STARPU_IDLE_SPIN_US": "2e2"}, "STARPU_IDLE_SPIN_US='2e2' must be a non-negative"),
     ({"STARPU_HOME": "/nonexistent/x"}, "does not exist"),
     ({"STARPU_HOME": "/proc/x"}, "does not exist"),
     ({"HOME": "/proc"}, "not writable"),
