@@ -156,13 +156,18 @@ def starpu_patches():
     return sorted(glob.glob(os.path.join(HERE, "scripts", "starpu-patches", "*.patch")))
 
 
+def _file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def starpu_build_key(args=None):
     """12 hex digits naming one build: version, configure arguments, MPI, compiler and
     the contents of starchol's patches."""
     args = starpu_configure_args() if args is None else args
     cc = shutil.which(os.environ.get("CC", "gcc")) or "cc"
     words = ([STARPU_VERSION, STARPU_SOURCE_SUITE, cc] + list(args) + _mpi_identity()
-             + [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in starpu_patches()])
+             + [_file_sha256(p) for p in starpu_patches()])
     return hashlib.sha256("\0".join(words).encode()).hexdigest()[:12]
 
 

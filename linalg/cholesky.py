@@ -47,6 +47,13 @@ def _small_graph(tasks, comm):
     return tasks <= WAKE_AFTER_TASKS * comm.Get_size()
 
 
+def task_count(nt):
+    """Tasks of the 2D Cholesky graph on nt x nt tiles, all ranks: nt POTRF, nt(nt-1)/2
+    TRSM and SYRK, nt(nt-1)(nt-2)/6 GEMM (= nt(nt+1)(nt+2)/6); the residual graph's
+    SYRK/GEMM count is of the same order."""
+    return nt * (nt + 1) * (nt + 2) // 6
+
+
 def flops(n):
     """Flop count of the factorization, N^3 / 3."""
     return n ** 3 / 3.0
@@ -189,7 +196,7 @@ class Factor:
         R = A.copy()
         norm_a = comm.allreduce(A.frobenius_sq_local())
         nt = L.nt
-        with session.running(deferred=_small_graph(nt * (nt + 1) * (nt + 2) // 6, comm)):
+        with session.running(deferred=_small_graph(task_count(nt), comm)):
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hr = session.register_tiles(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
             try:
@@ -266,7 +273,7 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     # panel (the whole graph when it is small), then run it while the rest is
     # submitted: workers woken earlier only compete with this thread for the cores
     # (benchmarks/small_sizes.py)
-    split = nt if _small_graph(nt * (nt + 1) * (nt + 2) // 6, comm) else 1
+    split = nt if _small_graph(task_count(nt), comm) else 1
     with session.running(deferred=True):
         t0 = time.perf_counter()
         home = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
@@ -328,4 +335,4 @@ def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, pred
 
 
 __all__ = ["cholesky", "Factor", "flops", "get_session", "local_task_count",
-           "partial_mask"]
+           "partial_mask", "task_count"]
