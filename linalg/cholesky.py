@@ -274,6 +274,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     # submitted: workers woken earlier only compete with this thread for the cores
     # (benchmarks/small_sizes.py)
     split = nt if _small_graph(task_count(nt), comm) else 1
+    # with GPUs, final tiles are copied back while the factorization goes on
+    writeback = session.cuda_workers > 0
     with session.running(deferred=True):
         t0 = time.perf_counter()
         home = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
@@ -282,10 +284,11 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
                     for s in range(c)] if c > 1 else []
         try:
             graphs = _graphs()
-            tasks = graphs.cholesky(home, partials, so, info, flush, 0, split)
+            tasks = graphs.cholesky(home, partials, so, info, flush, 0, split, writeback)
             if split < nt:
                 session.wake()
-                tasks += graphs.cholesky(home, partials, so, info, flush, split, nt)
+                tasks += graphs.cholesky(home, partials, so, info, flush, split, nt,
+                                         writeback)
             t_sub = time.perf_counter() - t0
             session.wait(progress, local_task_count(so, rank) if progress else None)
         finally:

@@ -280,6 +280,14 @@ cdef void release_submit(starpu_data_handle_t h) noexcept nogil:
         starpu_data_unregister_submit(h)
 
 
+cdef void write_back(starpu_data_handle_t h) noexcept nogil:
+    # h is final once the tasks submitted on it are done: copy it back to its home (host)
+    # memory as soon as the bus is idle, so that the unregistration finds it there (GPU
+    # runs; on CPU workers the tile never left its home)
+    if h != NULL:
+        starpu_data_wont_use(h)
+
+
 # ---------------------------------------------------------------------------
 # registered tiled matrices
 # ---------------------------------------------------------------------------

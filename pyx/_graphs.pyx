@@ -14,7 +14,7 @@ from libc.stdlib cimport malloc, free
 
 from starpu cimport *
 from starchol.runtime._binding cimport (TileHandles, CHKERR, my_rank, ins1, ins2, ins3,
-                                        cache_flush, release_submit)
+                                        cache_flush, release_submit, write_back)
 from starchol.runtime._kernels cimport Codelets, codelets
 
 
@@ -32,7 +32,8 @@ cdef bint _single(TileHandles a) except -1:
 # Cholesky: right-looking, lower, over c slices (c = 1: the 2D algorithm)
 # ---------------------------------------------------------------------------
 def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
-             int64_t[::1] info, bint flush=True, int k_begin=0, int k_end=-1):
+             int64_t[::1] info, bint flush=True, int k_begin=0, int k_end=-1,
+             bint writeback=False):
     """Submit the tiled Cholesky of ``home`` over c = slice_owners.shape[0] slices.
 
     ``home`` holds the factoring copies: tile (i, j) of slice j mod c with A's values,
@@ -50,6 +51,10 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     the end); consecutive calls covering 0..nt-1 in order submit the whole graph (the
     caller may wake the workers after the first panel). ``info`` is zeroed when
     ``k_begin`` is 0.
+
+    ``writeback``: once panel k is submitted, each of this rank's tiles of column k is
+    final; StarPU is told so (``starpu_data_wont_use``) and copies it back to host memory
+    when the bus is idle, instead of all at the unregistration (for CUDA workers).
     """
     cdef int c = slice_owners.shape[0], nt = home.nt, s
     if k_end < 0:
@@ -80,7 +85,7 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     cdef int rc
     with nogil:
         rc = _cholesky(cl, home.h, ch, co, c, nt, k_begin, k_end, my_rank(), &info[0],
-                       flush, &count)
+                       flush, writeback, &count)
     free(ch)
     free(co)
     CHKERR(rc, "starpu_task_insert (Cholesky)")
@@ -89,7 +94,8 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
 
 cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_t **ch,
                    int64_t **co, int c, int nt, int k_begin, int k_end, int me,
-                   int64_t *info, bint flush, int64_t *count) noexcept nogil:
+                   int64_t *info, bint flush, bint writeback,
+                   int64_t *count) noexcept nogil:
     # Slice s's copy of tile (i, j): home[ij] when j mod c == s (the factoring copy),
     # else ch[s][ij] (a partial sum, zero until its first update at k = s).
     cdef int k, m, n, s, t, nup, rc = 0
@@ -158,6 +164,13 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
         if flush:
             for m in range(k, nt):
                 cache_flush(home[_ij(nt, m, k)])
+        # ... and this rank's own tiles of it can go home now (GPU runs), overlapping
+        # the device-to-host copies with the rest of the factorization
+        if writeback:
+            for m in range(k, nt):
+                mk = _ij(nt, m, k)
+                if own[mk] == me:
+                    write_back(home[mk])
     return 0
 
 

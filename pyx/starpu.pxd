@@ -79,6 +79,7 @@ cdef extern from "starpu.h" nogil:
 
     void starpu_data_unregister(starpu_data_handle_t handle)
     void starpu_data_unregister_submit(starpu_data_handle_t handle)
+    void starpu_data_wont_use(starpu_data_handle_t handle)
     int starpu_data_acquire(starpu_data_handle_t handle, starpu_data_access_mode mode)
     void starpu_data_release(starpu_data_handle_t handle)
 

@@ -449,6 +449,12 @@ class Session:
         return out
 
     # -- GPUs and per-kernel placement ------------------------------------------
+    @property
+    def cuda_workers(self):
+        """CUDA workers of this rank (0 before the start and without GPUs)."""
+        p = self.gpu_plan
+        return p.ncuda if p is not None and self.started else 0
+
     def pin_tiles(self, tiles):
         """Page-lock host tiles (numpy arrays) for asynchronous copies to the GPUs; a
         no-op without CUDA workers. They stay pinned until shutdown. Returns how many."""

@@ -29,3 +29,4 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
               int64_t *count) noexcept nogil
 cdef void cache_flush(starpu_data_handle_t h) noexcept nogil
 cdef void release_submit(starpu_data_handle_t h) noexcept nogil
+cdef void write_back(starpu_data_handle_t h) noexcept nogil
