@@ -92,6 +92,21 @@ def test_factor_solve_logdet(session, comm, name, tile_map):
         assert f.solve_record.bytes_measured_pairs == solve_bytes(tile_map, N, NB, K)
 
 
+def test_eager_write_back(session, comm, monkeypatch):
+    """The GPU runs' write-back of final tiles (starpu_data_wont_use after each panel),
+    forced here on CPU workers: same factor, same bytes as the model, on a 2.5D map
+    where one fits (its partial sums stay out of it)."""
+    name, tile_map = next((m for m in MAPS if "25d" in m[0]), MAPS[0])
+    monkeypatch.setattr(Session, "cuda_workers", property(lambda self: 1))
+    a, _ = make(tile_map)
+    f = cholesky(a, tile_map)
+    L = f.L.gather()
+    assert f.record.match is True
+    if comm.Get_rank() == 0:
+        assert np.allclose(L, np.tril(sl.cho_factor(A_FULL, lower=True)[0]), rtol=0, atol=1e-12)
+        assert f.record.bytes_measured_pairs == cholesky_bytes(tile_map, N, NB)
+
+
 def test_float32(session, comm):
     name, tile_map = MAPS[-1 if P > 1 else 0]
     a, b = make(tile_map, np.float32)
