@@ -141,13 +141,17 @@ def main(argv=None):
             doc["results"].append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "kernels"}), flush=True)
             print(f"  kernels (cpu/gpu): {row['kernels']}", flush=True)
-    text = json.dumps(doc, indent=1, default=float)
-    if args.json:
-        tmp = args.json + ".part"
-        with open(tmp, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, args.json)
+            _write(args.json, doc)       # after each N: a run cut short keeps what it did
+    _write(args.json, doc)
     return 0
+
+
+def _write(path, doc):
+    if path:
+        tmp = path + ".part"
+        with open(tmp, "w") as f:
+            f.write(json.dumps(doc, indent=1, default=float) + "\n")
+        os.replace(tmp, path)
 
 
 if __name__ == "__main__":
