@@ -25,6 +25,7 @@ speed: ``starchol run``'s hashed generator makes about 2 M entries/s, far too sl
 N = 49152; Cholesky's time does not depend on the values.
 """
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -105,7 +106,12 @@ def main(argv=None):
     ap.add_argument("--cupy", action="store_true", help="also time cupy.linalg.cholesky")
     ap.add_argument("--residual-n", type=int, default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--no-writeback", action="store_true",
+                    help="final tiles come back to host memory only at the unregistration "
+                         "(to measure the eager write-back)")
     args = ap.parse_args(argv)
+    if args.no_writeback:
+        importlib.import_module("starchol.linalg.cholesky").EAGER_WRITEBACK = False
 
     from mpi4py import MPI
 
@@ -114,7 +120,8 @@ def main(argv=None):
 
     workers = args.workers or max(1, _cores() - args.gpus - 1)
     doc = {"sched": args.sched, "gpus": args.gpus, "workers": workers, "repeat": args.repeat,
-           "results": []}
+           "writeback": not args.no_writeback,
+           "nworker_per_cuda": os.environ.get("STARPU_NWORKER_PER_CUDA", "1"), "results": []}
     with Session(MPI.COMM_WORLD, workers=workers, scheduler=args.sched, gpus=args.gpus) as rt:
         doc["runtime"] = rt.describe()
         nb = args.nb[0]

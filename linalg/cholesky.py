@@ -41,6 +41,11 @@ from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 WAKE_AFTER_TASKS = 256
 
 
+#: with CUDA workers, send each final tile of L back to host memory as soon as its panel
+#: is done (``starpu_data_wont_use``) rather than all at the unregistration;
+#: ``benchmarks/gpu_vs_cusolver.py --no-writeback`` turns it off to measure what it gives
+EAGER_WRITEBACK = True
+
 def _small_graph(tasks, comm):
     """Whether a graph of about ``tasks`` tasks (all ranks) is small enough to be
     submitted whole while the workers sleep (see :data:`WAKE_AFTER_TASKS`)."""
@@ -275,7 +280,7 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     # (benchmarks/small_sizes.py)
     split = nt if _small_graph(task_count(nt), comm) else 1
     # with GPUs, final tiles are copied back while the factorization goes on
-    writeback = session.cuda_workers > 0
+    writeback = EAGER_WRITEBACK and session.cuda_workers > 0
     with session.running(deferred=True):
         t0 = time.perf_counter()
         home = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)

@@ -207,7 +207,7 @@ tail -15 "$OUT/pytest.txt" | tee -a "$LOG"
 # ----------------------------------------------------------------------------------------
 # 5. benchmark (one process per scheduler: StarPU starts once per process)
 W=$(( NPROC - 2 ))
-SIZES=(32768 49152); NBS=(1024 2048); CUPY=--cupy
+SIZES=(32768 49152); NBS=(1024 2048 4096); CUPY=--cupy
 if [ "$DRY" = 1 ]; then SIZES=(1024 2048); NBS=(128 256); CUPY=; W=2; fi
 say "benchmark dmdas (calibrates the models), $W CPU workers + $GPUS GPU"
 timeout "$(step_timeout 200 60)" "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[@]}" \
@@ -222,16 +222,29 @@ timeout "$(step_timeout 150 8)" "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZE
     --json "$OUT/bench-heteroprio.json" > "$WORK/bench-heteroprio.txt" 2>&1
 hp_rc=$?
 cut -c1-600 "$WORK/bench-heteroprio.txt" | tee -a "$LOG"
+# what two choices are worth at the largest N (dmdas, the tuned NB): the eager write-back
+# of final tiles, and a second CUDA worker (stream) on the GPU
+for v in no-writeback two-streams; do
+    [ "$DRY" = 1 ] && break
+    say "variant $v: N ${SIZES[-1]}, NB $nb, dmdas"
+    flag=; env_v=()
+    if [ "$v" = no-writeback ]; then flag=--no-writeback; else env_v=(STARPU_NWORKER_PER_CUDA=2); fi
+    env "${env_v[@]}" timeout "$(step_timeout 60 5)" "$VPY" benchmarks/gpu_vs_cusolver.py \
+        --n "${SIZES[-1]}" --nb "$nb" --repeat 3 --sched dmdas --gpus "$GPUS" --workers "$W" \
+        $flag --json "$WORK/variant-$v.json" > "$WORK/variant-$v.txt" 2>&1
+    say "variant $v: rc $?"
+    cut -c1-600 "$WORK/variant-$v.txt" | tee -a "$LOG"
+done
 
 # ----------------------------------------------------------------------------------------
 # 6. summary
-"$VPY" - "$OUT" "$tests_rc" "$bench_rc" "$hp_rc" "$two_rc" "$spd_rc" "$spd_lines" "$(( $(date +%s) - T0 ))" <<'EOF' | tee -a "$LOG"
+"$VPY" - "$OUT" "$WORK" "$tests_rc" "$bench_rc" "$hp_rc" "$two_rc" "$spd_rc" "$spd_lines" "$(( $(date +%s) - T0 ))" <<'EOF' | tee -a "$LOG"
 import json, os, sys
-out = sys.argv[1]
-tests_rc, bench_rc, hp_rc, two_rc, spd_rc, spd_lines, seconds = map(int, sys.argv[2:])
-def load(name):
+out, work = sys.argv[1:3]
+tests_rc, bench_rc, hp_rc, two_rc, spd_rc, spd_lines, seconds = map(int, sys.argv[3:])
+def load(name, folder=out):
     try:
-        return json.load(open(os.path.join(out, name)))
+        return json.load(open(os.path.join(folder, name)))
     except (OSError, ValueError):
         return None
 dm, hp = load("bench-dmdas.json"), load("bench-heteroprio.json")
@@ -257,6 +270,11 @@ if hp:
     s["heteroprio_factors"] = hp["runtime"].get("heteroprio")
     for r in hp["results"]:
         s[f"heteroprio_{r['n']}"] = {k: r.get(k) for k in ("starchol_median_s", "starchol_tflops", "kernels")}
+for v in ("no-writeback", "two-streams"):
+    d = load(f"variant-{v}.json", work)
+    if d and d["results"]:
+        s[f"variant_{v}"] = {k: d["results"][0].get(k) for k in ("n", "nb", "starchol_s",
+                             "starchol_median_s", "starchol_tflops", "device_bytes", "kernels")}
 json.dump(s, open(os.path.join(out, "summary.json"), "w"), indent=1, default=str)
 print(json.dumps(s, indent=1, default=str))
 EOF

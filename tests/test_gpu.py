@@ -68,11 +68,16 @@ def test_heteroprio_orders():
 
 
 def test_cpu_path_unchanged_by_default():
-    """prio without GPUs: no CUDA variant, no model, no custom policy."""
-    p, kwargs = gpu.plan(_starpu, "prio", None)
-    assert kwargs == {} and p.ncuda == 0 and not p.models and p.cuda_codelets == []
-    for addr in _starpu.codelet_addresses().values():
-        assert not _gpu.has_cuda(addr)
+    """prio without GPUs (--gpus 0, the default where none is visible): no CUDA variant,
+    no model, no custom policy."""
+    for gpus in (0,) if HAS_GPU else (0, None):
+        p, kwargs = gpu.plan(_starpu, "prio", gpus)
+        assert kwargs == {} and p.ncuda == 0 and not p.models and p.cuda_codelets == []
+        for addr in _starpu.codelet_addresses().values():
+            assert not _gpu.has_cuda(addr)
+    if HAS_GPU:   # the default takes every visible GPU
+        assert gpu.plan(_starpu, "prio", None)[0].ncuda == gpu.visible_gpus()
+        gpu.plan(_starpu, "prio", 0)   # the codelets back to CPU only for the next tests
 
 
 def test_gpus_option_checked():
