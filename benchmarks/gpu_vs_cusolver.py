@@ -70,7 +70,7 @@ def _matrix(n, nb, comm):
     return DistributedMatrix.from_function(block, (n, n), nb, get_map("2dbc", 1), comm=comm)
 
 
-def _starchol_runs(rt, n, nb, repeat, residual=False):
+def _starchol_runs(rt, n, nb, repeat, residual=False, warmups=1):
     from starchol import cholesky
 
     a = _matrix(n, nb, rt.user_comm)
@@ -79,7 +79,7 @@ def _starchol_runs(rt, n, nb, repeat, residual=False):
     pinned = rt.pin_tiles(a.tiles.values())
     pin_s = time.perf_counter() - t0
     times, last = [], {}
-    for r in range(repeat + 1):
+    for r in range(warmups + repeat):
         for k, t in pristine.tiles.items():
             np.copyto(a.tiles[k], t)
         rt.kernel_counts()
@@ -87,10 +87,11 @@ def _starchol_runs(rt, n, nb, repeat, residual=False):
         t0 = time.perf_counter()
         fac = cholesky(a, a.tile_map, session=rt, overwrite_a=True)   # in the pinned tiles
         elapsed = time.perf_counter() - t0
-        if r:
+        if r >= warmups:
             times.append(elapsed)
         last = {"kernels": rt.kernel_counts(), "device_bytes": rt.device_bytes()}
     res = fac.residual(pristine) if residual else None
+    rt.unpin_tiles(a.tiles.values())
     return times, {"pinned_tiles": pinned, "pin_s": pin_s, "residual": res, **last}
 
 
@@ -102,7 +103,7 @@ def main(argv=None):
     ap.add_argument("--sched", default="dmdas")
     ap.add_argument("--gpus", type=int, default=1)
     ap.add_argument("--workers", type=int, default=None,
-                    help="CPU workers (default: cores - GPUs - 1)")
+                    help="CPU workers (default: cores - CUDA workers - 1)")
     ap.add_argument("--cupy", action="store_true", help="also time cupy.linalg.cholesky")
     ap.add_argument("--residual-n", type=int, default=None)
     ap.add_argument("--json", default=None)
@@ -118,7 +119,10 @@ def main(argv=None):
     from starchol.runtime import Session
     from starchol.runtime.session import _cores
 
-    workers = args.workers or max(1, _cores() - args.gpus - 1)
+    from starchol.runtime.workers import cuda_workers_per_gpu
+
+    # one core per CUDA worker (STARPU_NWORKER_PER_CUDA per GPU) and one for StarPU-MPI
+    workers = args.workers or max(1, _cores() - args.gpus * cuda_workers_per_gpu() - 1)
     doc = {"sched": args.sched, "gpus": args.gpus, "workers": workers, "repeat": args.repeat,
            "writeback": not args.no_writeback,
            "nworker_per_cuda": os.environ.get("STARPU_NWORKER_PER_CUDA", "1"), "results": []}
@@ -126,11 +130,16 @@ def main(argv=None):
         doc["runtime"] = rt.describe()
         nb = args.nb[0]
         if len(args.nb) > 1:
+            # a tile size's first runs calibrate its models, and dmdas then sends tasks to
+            # the CPU workers on purpose (a 2048^2 POTRF there takes 100x the GPU's): one
+            # timed run right after one warm-up picked NB 1024 on the H200 when 2048 was
+            # 1.6x faster. Each candidate gets 2 warm-ups, then the best of 2 timed runs.
             trial = {}
             for cand in args.nb:
-                t, _ = _starchol_runs(rt, args.n[0], cand, 1)
-                trial[cand] = t[0]
-                print(f"tuning: N={args.n[0]} NB={cand}: {t[0]:.3f} s", flush=True)
+                t, _ = _starchol_runs(rt, args.n[0], cand, 2, warmups=2)
+                trial[cand] = min(t)
+                print(f"tuning: N={args.n[0]} NB={cand}: {trial[cand]:.3f} s (best of "
+                      f"{len(t)} after 2 warm-ups)", flush=True)
             nb = min(trial, key=trial.get)
             doc["nb_trials"] = trial
         doc["nb"] = nb

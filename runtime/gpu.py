@@ -227,6 +227,23 @@ def pin_tiles(p, tiles):
     return n
 
 
+def unpin_tiles(p, tiles):
+    """Unpin tiles pinned by :func:`pin_tiles` (the others are left alone)."""
+    g = _gpu_backend()
+    if g is None:
+        return 0
+    ids = {id(arr) for arr in tiles}
+    keep, n = [], 0
+    for arr in p.pinned:
+        if id(arr) in ids:
+            g.unpin(arr)
+            n += 1
+        else:
+            keep.append(arr)
+    p.pinned[:] = keep
+    return n
+
+
 def reset_counts(backend):
     g = _gpu_backend()
     if g is None:

@@ -462,6 +462,13 @@ class Session:
         from . import gpu
         return gpu.pin_tiles(self.gpu_plan, tiles)
 
+    def unpin_tiles(self, tiles):
+        """Undo :meth:`pin_tiles` for these tiles (before they are freed, e.g. between
+        problem sizes). Returns how many were unpinned."""
+        self._require()
+        from . import gpu
+        return gpu.unpin_tiles(self.gpu_plan, tiles)
+
     def kernel_counts(self, reset=True):
         """``{kernel: {"cpu": n, "cuda": m}}`` tasks this rank ran (since start or the last
         reset), per kernel and kind of worker."""

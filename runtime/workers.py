@@ -65,12 +65,24 @@ def reserve_mpi_core(environ=None):
     return RESERVE_MPI_CORE
 
 
+def cuda_workers_per_gpu(environ=None):
+    """CUDA workers (each a driver thread and a stream) StarPU starts per GPU:
+    ``STARPU_NWORKER_PER_CUDA``, 1 when unset (values are checked before the start by
+    :mod:`starchol.runtime.starpu_env`)."""
+    environ = os.environ if environ is None else environ
+    try:
+        return max(1, int(environ.get("STARPU_NWORKER_PER_CUDA", "") or 1))
+    except ValueError:
+        return 1
+
+
 def workers_per_rank(cores, max_cpus, environ=None, gpus=0):
     """CPU workers for a rank with ``cores`` cores and a StarPU limited to ``max_cpus``
     CPU workers per process (``STARPU_MAXCPUS``): every core (less one for the MPI thread
     on 3+ cores when :func:`reserve_mpi_core`, less one per CUDA worker: each CUDA
-    worker's driver thread keeps a core busy), at least 1, at most ``max_cpus``."""
-    w = int(cores) - max(0, int(gpus))
+    worker's driver thread keeps a core busy: ``STARPU_NWORKER_PER_CUDA`` of them per
+    GPU), at least 1, at most ``max_cpus``."""
+    w = int(cores) - max(0, int(gpus)) * cuda_workers_per_gpu(environ)
     if reserve_mpi_core(environ) and w >= 3:
         w -= 1
     return max(1, min(int(max_cpus), w))

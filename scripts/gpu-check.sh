@@ -223,15 +223,19 @@ timeout "$(step_timeout 150 8)" "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZE
 hp_rc=$?
 cut -c1-600 "$WORK/bench-heteroprio.txt" | tee -a "$LOG"
 # what two choices are worth at the largest N (dmdas, the tuned NB): the eager write-back
-# of final tiles, and a second CUDA worker (stream) on the GPU
-for v in no-writeback two-streams; do
+# of final tiles, and 4 CUDA workers (streams) on the GPU (then 4 cores for their threads;
+# the factor's residual is checked)
+for v in no-writeback four-streams; do
     [ "$DRY" = 1 ] && break
     say "variant $v: N ${SIZES[-1]}, NB $nb, dmdas"
-    flag=; env_v=()
-    if [ "$v" = no-writeback ]; then flag=--no-writeback; else env_v=(STARPU_NWORKER_PER_CUDA=2); fi
+    if [ "$v" = no-writeback ]; then
+        flag=(--no-writeback); env_v=(); wv=$W
+    else
+        flag=(--residual-n "${SIZES[-1]}"); env_v=(STARPU_NWORKER_PER_CUDA=4); wv=$(( NPROC - 5 ))
+    fi
     env "${env_v[@]}" timeout "$(step_timeout 60 5)" "$VPY" benchmarks/gpu_vs_cusolver.py \
-        --n "${SIZES[-1]}" --nb "$nb" --repeat 3 --sched dmdas --gpus "$GPUS" --workers "$W" \
-        $flag --json "$WORK/variant-$v.json" > "$WORK/variant-$v.txt" 2>&1
+        --n "${SIZES[-1]}" --nb "$nb" --repeat 3 --sched dmdas --gpus "$GPUS" --workers "$wv" \
+        "${flag[@]}" --json "$WORK/variant-$v.json" > "$WORK/variant-$v.txt" 2>&1
     say "variant $v: rc $?"
     cut -c1-600 "$WORK/variant-$v.txt" | tee -a "$LOG"
 done
@@ -270,11 +274,12 @@ if hp:
     s["heteroprio_factors"] = hp["runtime"].get("heteroprio")
     for r in hp["results"]:
         s[f"heteroprio_{r['n']}"] = {k: r.get(k) for k in ("starchol_median_s", "starchol_tflops", "kernels")}
-for v in ("no-writeback", "two-streams"):
+for v in ("no-writeback", "four-streams"):
     d = load(f"variant-{v}.json", work)
     if d and d["results"]:
         s[f"variant_{v}"] = {k: d["results"][0].get(k) for k in ("n", "nb", "starchol_s",
-                             "starchol_median_s", "starchol_tflops", "device_bytes", "kernels")}
+                             "starchol_median_s", "starchol_tflops", "residual",
+                             "device_bytes", "kernels")}
 json.dump(s, open(os.path.join(out, "summary.json"), "w"), indent=1, default=str)
 print(json.dumps(s, indent=1, default=str))
 EOF

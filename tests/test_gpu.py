@@ -100,6 +100,10 @@ def test_each_cuda_worker_keeps_a_core():
     assert workers_per_rank(16, 256, env, gpus=2) == 14
     assert workers_per_rank(1, 256, env, gpus=1) == 1
     assert workers_per_rank(16, 256, env) == 16
+    # STARPU_NWORKER_PER_CUDA CUDA workers (streams) per GPU, each with its core
+    env4 = {**env, "STARPU_NWORKER_PER_CUDA": "4"}
+    assert workers_per_rank(16, 256, env4, gpus=1) == 12
+    assert workers_per_rank(16, 256, env4) == 16
 
 
 def _write_model(path, entries):
