@@ -27,7 +27,7 @@ import types
 
 import numpy as np
 
-from ..collective import agree
+from ..collective import run_everywhere
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
 from ..errors import StarcholError, UsageError
@@ -261,7 +261,7 @@ def run(args):
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    plan = agree(comm, preflight, args, rank, size, ranks_on_host(comm))
+    plan = run_everywhere(comm, preflight, args, rank, size, ranks_on_host(comm))
     log.info("pre-flight passed on %d rank(s): %s, N = %d, NB = %d; rank %d needs about %s",
              size, plan.tile_map, args.n, args.nb, rank, format_bytes(plan.memory))
     args.input_path, args.input_dataset = plan.input_path, plan.input_dataset

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from ..collective import agree_root, as_comm
+from ..collective import as_comm, run_on_root
 from ..errors import StarcholError, UsageError
 from ..runtime.collective import allreduce_max
 from ..files import check_folder_writable, fingerprint, parse_target, resolve, same_file
@@ -61,7 +61,7 @@ def inspect_input(path, dataset, comm=None):
     not square, unsupported dtype. Rank 0 looks; use :func:`inspect_file` to look from
     every rank (each rank reads its own tiles later).
     """
-    return agree_root(_comm(comm), inspect_file, path, dataset)
+    return run_on_root(_comm(comm), inspect_file, path, dataset)
 
 
 def _open(path, role, shown=None, mode="r"):
@@ -318,7 +318,7 @@ class FactorWriter:
         self.overwrite = bool(overwrite)
         self.tmp = None
         self.published = None
-        self.before = agree_root(self.comm, self._check, input_path)
+        self.before = run_on_root(self.comm, self._check, input_path)
 
     def _check(self, input_path):
         _check_output(self.path, self.dataset, self.overwrite, input_path)
@@ -332,7 +332,7 @@ class FactorWriter:
         """
         h5py = _h5py()
         rank, size = self.comm.Get_rank(), self.comm.Get_size()
-        self.tmp = agree_root(self.comm, _create_tmp, self.path, self.dataset, self.n,
+        self.tmp = run_on_root(self.comm, _create_tmp, self.path, self.dataset, self.n,
                               attrs or {}, self.nb)
         error = None
         try:

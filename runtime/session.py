@@ -385,10 +385,10 @@ class Session:
     def _check_environment(self):
         # StarPU asserts (C backtrace, every rank) on bad STARPU_* values: refuse them
         # first, on every rank alike (see starpu_env)
-        from ..collective import agree
+        from ..collective import run_everywhere
         from .starpu_env import check_environment
 
-        agree(self.user_comm, check_environment, schedulers=available_schedulers())
+        run_everywhere(self.user_comm, check_environment, schedulers=available_schedulers())
 
     def _limit_blas(self):
         # each StarPU worker calls BLAS; one BLAS thread per worker

@@ -1,6 +1,6 @@
 """Collective checks: run a check on every rank (or on one) and agree on the verdict.
 
-    plan = agree(comm, check_everything, args)   # same exception on every rank, or a result
+    plan = run_everywhere(comm, check_everything, args)  # a result, or the same error everywhere
 
 A thin layer over the one home of the agreement rule,
 :func:`starchol.runtime.collective.agree`: each rank runs the check itself, catching
@@ -56,7 +56,7 @@ def describe(exc):
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def agree(comm, check, *args, **kwargs):
+def run_everywhere(comm, check, *args, **kwargs):
     """Run ``check(*args, **kwargs)`` on every rank; return this rank's result, or raise
     the same exception on every rank if it failed on any. Collective."""
     from .runtime.collective import agree as agree_errors
@@ -70,7 +70,7 @@ def agree(comm, check, *args, **kwargs):
     return result
 
 
-def agree_root(comm, check, *args, root=0, **kwargs):
+def run_on_root(comm, check, *args, root=0, **kwargs):
     """Run ``check`` on ``root`` only and broadcast its result, or raise its exception on
     every rank. Collective."""
     from .runtime.collective import _portable, mark_agreed

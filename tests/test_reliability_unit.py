@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from starchol.cli import check_command_argv, main
-from starchol.collective import agree, describe
+from starchol.collective import describe, run_everywhere
 from starchol.errors import StarcholError, UsageError
 from starchol.files import atomic_path, check_distinct, parse_target, write_atomic
 from starchol.jobs.options import (check_node_count, check_positive_finite,
@@ -48,10 +48,10 @@ class FakeComm:
 # -- collective verdicts -------------------------------------------------------------
 def test_any_exception_type_becomes_one_agreed_error():
     with pytest.raises(KeyError):   # another rank's KeyError reaches this rank too
-        agree(FakeComm([None, KeyError("k"), None]), lambda: 1)
+        run_everywhere(FakeComm([None, KeyError("k"), None]), lambda: 1)
     with pytest.raises(FileNotFoundError):
-        agree(FakeComm([None, None]), lambda: open("/nonexistent/x"))
-    assert agree(None, lambda x: x + 1, 1) == 2
+        run_everywhere(FakeComm([None, None]), lambda: open("/nonexistent/x"))
+    assert run_everywhere(None, lambda x: x + 1, 1) == 2
     assert "No such file" in describe(FileNotFoundError(2, "No such file", "x"))
 
 
