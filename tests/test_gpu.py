@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from math import comb
 from pathlib import Path
 
@@ -245,6 +246,46 @@ def test_gpu_non_spd_names_its_column_on_every_rank(mpirun):
     cols = re.findall(r"not positive definite: the factorization failed at global column (\d+)",
                       p.stderr)
     assert cols == [str(j)] * 2, p.stderr
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_25d_bytes_equal_model_first_updates_on_the_gpu(mpirun, tmp_path):
+    """2.5D (2 slices) on 4 ranks sharing the GPU: the first-update SYRK/GEMM and the ADD
+    reductions have CUDA variants too; bytes still equal the model."""
+    out = tmp_path / "25d.json"
+    p = mpirun(4, "run", "--dist", "2dbc25d", "--slices", 2, "--n", 4096, "--nb", 512,
+               "--gpus", 1, "--sched", "dmdas", "--check", "--quiet", "--json", out,
+               timeout=240)
+    assert p.rank_exits == [0] * 4, p.stderr
+    d = _doc(out)
+    assert d["match"], (d["bytes_measured_pairs"], d["bytes_predicted_pairs"])
+    assert d["residual"] < 1e-15
+    k = d["kernels"]
+    on_gpu = sum(k.get(name, {}).get("cuda", 0) for name in ("syrk0", "gemm0", "add"))
+    assert on_gpu > 0, f"no 2.5D first update or ADD ran on the GPU: {k}"
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_gpu_gp_loglik_25d(tmp_path, starpu_home, precision):
+    """examples/gp_loglik.py on 4 ranks sharing the GPU (2.5D, 2 slices): factor, solve
+    and log-determinant against scipy, bytes equal to the model, in both precisions
+    (the float32 CUDA kernels)."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("mpirun not found")
+    env = {**os.environ, "STARPU_HOME": starpu_home, "STARPU_SILENT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    cmd = [mpirun, "--oversubscribe", "--bind-to", "none", "-np", "4", sys.executable,
+           str(ROOT / "examples" / "gp_loglik.py"), "--dist", "2dbc25d", "--slices", "2",
+           "--n", "4000", "--nb", "500", "--workers", "2"]
+    if precision == "float32":
+        cmd.append("--float32")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0 and "[FAIL]" not in p.stdout, p.stdout + p.stderr[-3000:]
+    assert p.stdout.count("[ok]") >= 7, p.stdout
 
 
 # -- the CUDA build, compiled without a GPU --------------------------------------------------
