@@ -40,11 +40,11 @@ from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 #: larger solve or residual graph is submitted to awake workers
 WAKE_AFTER_TASKS = 256
 
-
 #: with CUDA workers, send each final tile of L back to host memory as soon as its panel
 #: is done (``starpu_data_wont_use``) rather than all at the unregistration;
 #: ``benchmarks/gpu_vs_cusolver.py --no-writeback`` turns it off to measure what it gives
 EAGER_WRITEBACK = True
+
 
 def _small_graph(tasks, comm):
     """Whether a graph of about ``tasks`` tasks (all ranks) is small enough to be
@@ -57,6 +57,12 @@ def task_count(nt):
     TRSM and SYRK, nt(nt-1)(nt-2)/6 GEMM (= nt(nt+1)(nt+2)/6); the residual graph's
     SYRK/GEMM count is of the same order."""
     return nt * (nt + 1) * (nt + 2) // 6
+
+
+def solve_task_count(nt, kt):
+    """Tasks of the two triangular solves on nt x nt tiles of L and nt x kt tiles of B,
+    all ranks: nt(nt+1)/2 TRSM or GEMM per tile column of B and per direction."""
+    return nt * (nt + 1) * kt
 
 
 def flops(n):
@@ -169,7 +175,7 @@ class Factor:
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
         comm.Barrier()
-        with session.running(deferred=_small_graph(L.nt * (L.nt + 1) * X.kt, comm)):
+        with session.running(deferred=_small_graph(solve_task_count(L.nt, X.kt), comm)):
             t0 = time.perf_counter()
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hb = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
@@ -343,4 +349,4 @@ def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, pred
 
 
 __all__ = ["cholesky", "Factor", "flops", "get_session", "local_task_count",
-           "partial_mask", "task_count"]
+           "partial_mask", "solve_task_count", "task_count"]

@@ -110,6 +110,7 @@ def kernel_of(name):
 class GpuPlan:
     """What one session runs with (identical on the ranks of a node)."""
     ncuda: int = 0
+    cuda_workers: int = 0            # ncuda x STARPU_NWORKER_PER_CUDA
     scheduler: str = "prio"
     models: bool = False
     cuda_codelets: list = field(default_factory=list)
@@ -129,7 +130,10 @@ def plan(backend, scheduler, gpus):
     with a scheduler that uses no models, the codelets are left exactly as they are (the
     CPU path is unchanged)."""
     ncuda = check_gpus(gpus)
-    p = GpuPlan(ncuda=ncuda, scheduler=scheduler)
+    from .workers import cuda_workers_per_gpu
+
+    p = GpuPlan(ncuda=ncuda, scheduler=scheduler,
+                cuda_workers=ncuda * cuda_workers_per_gpu())
     g = _gpu_backend()
     kwargs = {}
     if ncuda:

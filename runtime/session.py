@@ -453,10 +453,8 @@ class Session:
     def cuda_workers(self):
         """CUDA workers of this rank: its GPUs times ``STARPU_NWORKER_PER_CUDA`` (0 before
         the start and without GPUs)."""
-        from .workers import cuda_workers_per_gpu
-
         p = self.gpu_plan
-        return p.ncuda * cuda_workers_per_gpu() if p is not None and self.started else 0
+        return p.cuda_workers if p is not None and self.started else 0
 
     def pin_tiles(self, tiles):
         """Page-lock host tiles (numpy arrays) for asynchronous copies to the GPUs; a

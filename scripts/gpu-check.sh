@@ -225,20 +225,18 @@ cut -c1-600 "$WORK/bench-heteroprio.txt" | tee -a "$LOG"
 # what two choices are worth at the largest N (dmdas, the tuned NB): the eager write-back
 # of final tiles, and 4 CUDA workers (streams) on the GPU (then 4 cores for their threads;
 # the factor's residual is checked)
-for v in no-writeback four-streams; do
-    [ "$DRY" = 1 ] && break
-    say "variant $v: N ${SIZES[-1]}, NB $nb, dmdas"
-    if [ "$v" = no-writeback ]; then
-        flag=(--no-writeback); env_v=(); wv=$W
-    else
-        flag=(--residual-n "${SIZES[-1]}"); env_v=(STARPU_NWORKER_PER_CUDA=4); wv=$(( NPROC - 5 ))
-    fi
-    env "${env_v[@]}" timeout "$(step_timeout 60 5)" "$VPY" benchmarks/gpu_vs_cusolver.py \
-        --n "${SIZES[-1]}" --nb "$nb" --repeat 3 --sched dmdas --gpus "$GPUS" --workers "$wv" \
-        "${flag[@]}" --json "$WORK/variant-$v.json" > "$WORK/variant-$v.txt" 2>&1
-    say "variant $v: rc $?"
-    cut -c1-600 "$WORK/variant-$v.txt" | tee -a "$LOG"
-done
+variant() {  # variant NAME CPU_WORKERS ARGS...
+    say "variant $1: N ${SIZES[-1]}, NB $nb, dmdas"
+    timeout "$(step_timeout 60 5)" "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[-1]}" \
+        --nb "$nb" --repeat 3 --sched dmdas --gpus "$GPUS" --workers "$2" "${@:3}" \
+        --json "$WORK/variant-$1.json" > "$WORK/variant-$1.txt" 2>&1
+    say "variant $1: rc $?"
+    cut -c1-600 "$WORK/variant-$1.txt" | tee -a "$LOG"
+}
+if [ "$DRY" != 1 ]; then
+    variant no-writeback "$W" --no-writeback
+    STARPU_NWORKER_PER_CUDA=4 variant four-streams $(( NPROC - 5 )) --residual-n "${SIZES[-1]}"
+fi
 
 # ----------------------------------------------------------------------------------------
 # 6. summary
