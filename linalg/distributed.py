@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..runtime.collective import agree
+from .tile_arena import arena_views, packed
 from .tiled import check_sizes
 from .volume import factor_owners, tile_extents
 
@@ -160,14 +161,17 @@ class DistributedMatrix:
         try:
             check_map(tile_map, comm.Get_size())
             a = cls(shape, nb, tile_map, kind, dtype, comm)
-            for key in a.local_keys():
-                r0, r1, c0, c1 = a.tile_bounds(*key)
+            keys = a.local_keys()
+            bounds = [a.tile_bounds(*key) for key in keys]
+            views = arena_views([(r1 - r0, c1 - c0) for r0, r1, c0, c1 in bounds], a.dtype)
+            for key, (r0, r1, c0, c1), view in zip(keys, bounds, views):
                 t = np.asarray(fn(r0, r1, c0, c1))
                 if t.shape != (r1 - r0, c1 - c0):
                     raise UsageError(f"fn({r0}, {r1}, {c0}, {c1}) returned shape "
                                      f"{t.shape}, expected {(r1 - r0, c1 - c0)}",
                                      param="fn")
-                a.tiles[key] = np.asfortranarray(t, dtype=a.dtype)
+                view[...] = t
+                a.tiles[key] = view
         except Exception as exc:  # noqa: BLE001 - shared with every rank below
             error = exc
         agree(comm, error, same=_same(shape, nb, kind, dtype, tile_map))
@@ -203,7 +207,7 @@ class DistributedMatrix:
             for i, j in zip(*np.nonzero(out.stored)):
                 r0, r1, c0, c1 = out.tile_bounds(i, j)
                 parts[out.owners[i, j]][(int(i), int(j))] = np.asfortranarray(a[r0:r1, c0:c1])
-        out.tiles = comm.scatter(parts, root=root)
+        out.tiles = packed(comm.scatter(parts, root=root), out.dtype)
         return out
 
     @classmethod
@@ -221,8 +225,7 @@ class DistributedMatrix:
         out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype, comm)
         tol = hdf5_io.SYMMETRY_TOL if symmetry_tol is None else symmetry_tol
         out.input_info = hdf5_io.read_tiles(path, dataset, out, comm, symmetry_tol=tol)
-        if out.dtype != np.float64:
-            out.tiles = {k: np.asfortranarray(t, dtype=out.dtype) for k, t in out.tiles.items()}
+        out.tiles = packed(out.tiles, out.dtype)
         return out
 
     # -- output (collective) -------------------------------------------------------------
@@ -251,9 +254,12 @@ class DistributedMatrix:
         return np.tril(out) if self.kind == "symmetric" else out
 
     def copy(self):
-        """A deep copy (local; no communication)."""
+        """A deep copy (local; no communication), its tiles in one arena."""
         b = self._empty_like()
-        b.tiles = {k: np.array(t, order="F", copy=True) for k, t in self.tiles.items()}
+        if all(getattr(t, "dtype", None) == self.dtype for t in self.tiles.values()):
+            b.tiles = packed(self.tiles, self.dtype)
+        else:       # a tile of another dtype stays as it is, for the checks to name it
+            b.tiles = {k: np.array(t, order="F", copy=True) for k, t in self.tiles.items()}
         return b
 
     # -- checks (local; the callers agree on the verdict) -------------------------------
