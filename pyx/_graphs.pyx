@@ -43,7 +43,13 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     Iteration k runs on slice s = k mod c: each other slice t < k first adds its partial
     sum into the factoring copy (one ADD task, one transfer), then POTRF/TRSM; the
     SYRK/GEMM updates go into slice s's copies, the first one (k = s) in W mode so that
-    a zero copy is only allocated then. Priorities are Chameleon's (pzpotrf).
+    a zero copy is only allocated then. Priorities are Chameleon's (pzpotrf) for the
+    ADD, POTRF and TRSM tasks; the updates of one tile column n at step k share one
+    priority, 2 nt - 2 k - 2 n (Chameleon's 2 nt - 2 k - n - m ranks them by
+    anti-diagonal), so that StarPU's priority queues hand a worker the updates of one
+    column in order and the tile L[n][k] they all read stays in its cache: the mean
+    256 x 256 GEMM went from 0.69-0.70 ms to 0.66-0.67 ms on 2 workers
+    (benchmarks/small_sizes.py, N = 4096).
     LAPACK's info of tile k lands in ``info[k]``. Returns the tasks this rank inserted.
     Collective.
 
@@ -145,7 +151,8 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
             nn = _ij(nt, n, n)
             ht = home[nn] if n % c == s else ch[s][nn]
             # A_s[n][n] -= L[n][k] L[n][k]^T
-            rc = ins2(cl.syrk0 if first else cl.syrk, 2 * nt - 2 * k - n,
+            prio = 2 * nt - 2 * k - 2 * n      # one priority per tile column and step
+            rc = ins2(cl.syrk0 if first else cl.syrk, prio,
                       STARPU_R, home[nk], own[nk],
                       STARPU_W if first else STARPU_RW, ht, own[nn], me, count)
             if rc != 0:
@@ -155,7 +162,7 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
                 mk = _ij(nt, m, k)
                 mn = _ij(nt, m, n)
                 ht = home[mn] if n % c == s else ch[s][mn]
-                rc = ins3(cl.gemm0 if first else cl.gemm, 2 * nt - 2 * k - n - m,
+                rc = ins3(cl.gemm0 if first else cl.gemm, prio,
                           STARPU_R, home[mk], own[mk], STARPU_R, home[nk], own[nk],
                           STARPU_W if first else STARPU_RW, ht, own[mn], me, count)
                 if rc != 0:
