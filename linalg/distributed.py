@@ -2,7 +2,9 @@
 
 Conventions: tiles are NB x NB (the last tile row/column is smaller when NB does not
 divide the size); tile (i, j) = (tile row, tile column); tiles are Fortran-ordered numpy
-arrays of float64 or float32, stored on their owner only.
+arrays of float64 or float32, stored on their owner only. The constructors and
+:meth:`DistributedMatrix.copy` put a rank's tiles in one arena (views into one 2 MiB-aligned
+block, :mod:`~starchol.linalg.tile_arena`); tiles set by hand need not be.
 
 Two kinds, with the map rules:
 
@@ -39,7 +41,7 @@ def check_dtype(dtype):
         dt = np.dtype(dtype)
     except TypeError:
         dt = None
-    if dt not in DTYPES:
+    if dt is None or dt not in DTYPES:     # (numpy's dtype == None is True for float64)
         raise UsageError(f"dtype must be float64 or float32, got {dtype!r}", param="dtype")
     return dt
 
@@ -145,6 +147,14 @@ class DistributedMatrix:
         o, oc = self.offsets, self.col_offsets
         return int(o[i]), int(o[i + 1]), int(oc[j]), int(oc[j + 1])
 
+    def _local_arena(self):
+        """(keys, bounds, views): this rank's tiles, their :meth:`tile_bounds`, and one
+        uninitialised arena view per tile (:mod:`~starchol.linalg.tile_arena`)."""
+        keys = self.local_keys()
+        bounds = [self.tile_bounds(*key) for key in keys]
+        views = arena_views([(r1 - r0, c1 - c0) for r0, r1, c0, c1 in bounds], self.dtype)
+        return keys, bounds, views
+
     def _empty_like(self, dtype=None):
         return DistributedMatrix(self.shape, self.nb, self.tile_map, self.kind,
                                  self.dtype if dtype is None else dtype, self.comm)
@@ -161,9 +171,7 @@ class DistributedMatrix:
         try:
             check_map(tile_map, comm.Get_size())
             a = cls(shape, nb, tile_map, kind, dtype, comm)
-            keys = a.local_keys()
-            bounds = [a.tile_bounds(*key) for key in keys]
-            views = arena_views([(r1 - r0, c1 - c0) for r0, r1, c0, c1 in bounds], a.dtype)
+            keys, bounds, views = a._local_arena()
             for key, (r0, r1, c0, c1), view in zip(keys, bounds, views):
                 t = np.asarray(fn(r0, r1, c0, c1))
                 if t.shape != (r1 - r0, c1 - c0):
@@ -222,10 +230,12 @@ class DistributedMatrix:
         comm = _comm_or_world(comm)
         agree(comm, _map_error(tile_map, comm))
         n, file_dtype = hdf5_io.inspect_input(path, dataset, comm)
-        out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype, comm)
+        # file_dtype is a name: "float32", "float64 (big-endian)", ...
+        out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype.split()[0], comm)
+        keys, _, views = out._local_arena()
+        out.tiles = dict(zip(keys, views))            # read_tiles writes into them
         tol = hdf5_io.SYMMETRY_TOL if symmetry_tol is None else symmetry_tol
         out.input_info = hdf5_io.read_tiles(path, dataset, out, comm, symmetry_tol=tol)
-        out.tiles = packed(out.tiles, out.dtype)
         return out
 
     # -- output (collective) -------------------------------------------------------------

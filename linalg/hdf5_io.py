@@ -111,7 +111,8 @@ def inspect_file(path, dataset):
 
 def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     """Fill ``tiled`` (a :class:`~starchol.linalg.distributed.DistributedMatrix`) with this rank's tiles
-    of ``path:dataset``. Collective.
+    of ``path:dataset``. Collective. A tile already in ``tiled.tiles`` (an arena view of
+    the right shape) is written in place, in its dtype; the others are added as float64.
 
     Checks, over the whole matrix (each rank its own tiles, verdicts shared): every entry
     finite; symmetric within ``symmetry_tol``: max |A - A^T| <= tol * max |A|.
@@ -139,7 +140,11 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
                     continue
                 max_abs = max(max_abs, float(np.abs(t).max()))
                 max_asym = max(max_asym, float(np.abs(t - u.T).max()))
-                tiled.tiles[(i, j)] = t
+                dst = tiled.tiles.get((i, j))
+                if dst is None:
+                    tiled.tiles[(i, j)] = t
+                else:
+                    dst[...] = t
     except OSError as exc:
         error = f"cannot read {path}:{dataset}: {exc}"
     _agree_any(comm, error)

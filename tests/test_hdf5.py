@@ -143,3 +143,26 @@ def test_generate_errors(tmp_path, capsys):
     assert main(["generate", "--n", "10", "--output", "nofile"]) == 2
     assert main(["generate", "--n", "0", "--output", f"{f}:/B"]) == 2
     assert main(["generate", "--n", "10", "--output", f"{f}:/B", "--kind", "indefinite:10"]) == 2
+
+
+@pytest.mark.parametrize("file_dtype, dtype", [(">f8", np.float64), ("<f4", np.float32),
+                                               (">f4", np.float32)])
+def test_from_hdf5_any_byte_order_into_one_arena(tmp_path, file_dtype, dtype):
+    """The matrix takes the dataset's precision whatever its byte order (a big-endian
+    file once gave dtype None), and its tiles are read in place into one arena."""
+    from mpi4py import MPI
+
+    a = np.eye(40) * 3 + 0.1
+    path = str(tmp_path / "a.h5")
+    with h5py.File(path, "w") as fh:
+        fh.create_dataset("A", data=a, dtype=file_dtype)
+    m = DistributedMatrix.from_hdf5(path, "/A", 16, get_map("2dbc", 1), comm=MPI.COMM_SELF)
+    assert m.dtype == np.dtype(dtype)
+    assert all(t.dtype == m.dtype and t.flags.f_contiguous for t in m.tiles.values())
+    bases = set()
+    for t in m.tiles.values():
+        while t.base is not None:
+            t = t.base
+        bases.add(id(t))
+    assert len(bases) == 1
+    np.testing.assert_allclose(m.gather(), np.tril(a), rtol=1e-6)
