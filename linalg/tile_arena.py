@@ -8,14 +8,22 @@ for the TLB misses: a 256 x 256 dgemm on cold tiles took 0.82 ms on 4 KiB pages 
 constructors of :class:`~starchol.linalg.distributed.DistributedMatrix` put all local
 tiles in one arena aligned to 2 MiB, in which every tile is a Fortran-ordered view.
 
+Each tile starts on a page boundary, so that no two tiles share a page: GPU runs
+page-lock every tile on its own (``starpu_memory_pin``, i.e. ``cudaHostRegister``), and
+registering a page twice is an error. A tile whose size is a multiple of the page size
+(NB = 256 in float64: 512 KiB) is followed at once by the next one; smaller or odd tiles
+waste at most a page each.
+
 The arena is a single numpy array: it lives as long as one of its tiles does.
 """
+import mmap
+
 import numpy as np
 
 #: alignment of the arena (bytes): the huge page size on x86-64 and arm64
 ARENA_ALIGN = 2 << 20
-#: alignment of each tile within the arena (bytes): a cache line, at least
-TILE_ALIGN = 64
+#: alignment of each tile within the arena (bytes): the page size
+TILE_ALIGN = mmap.PAGESIZE
 
 
 def _round_up(x, a):
@@ -34,7 +42,7 @@ def arena_views(shapes, dtype):
     Returns
     -------
     list of numpy.ndarray
-        In the order of ``shapes``; each tile starts on a :data:`TILE_ALIGN` boundary.
+        In the order of ``shapes``; each tile starts on a page (:data:`TILE_ALIGN`).
     """
     dtype = np.dtype(dtype)
     shapes = [(int(r), int(c)) for r, c in shapes]

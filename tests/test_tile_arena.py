@@ -20,6 +20,10 @@ def test_views_are_fortran_aligned_and_disjoint():
     assert views[0].ctypes.data % ARENA_ALIGN == 0
     assert all(v.ctypes.data % TILE_ALIGN == 0 for v in views)
     assert len({id(_base(v)) for v in views}) == 1
+    # no two tiles share a page (GPU runs page-lock each tile on its own)
+    pages = [(v.ctypes.data // TILE_ALIGN, (v.ctypes.data + v.nbytes - 1) // TILE_ALIGN)
+             for v in views]
+    assert all(a[1] < b[0] for a, b in zip(pages, pages[1:]))
     for i, v in enumerate(views):
         v[...] = i
     assert [float(v.mean()) for v in views] == [0.0, 1.0, 2.0, 3.0]
