@@ -8,11 +8,13 @@ for the TLB misses: a 256 x 256 dgemm on cold tiles took 0.82 ms on 4 KiB pages 
 constructors of :class:`~starchol.linalg.distributed.DistributedMatrix` put all local
 tiles in one arena aligned to 2 MiB, in which every tile is a Fortran-ordered view.
 
-Each tile starts on a page boundary, so that no two tiles share a page: GPU runs
-page-lock every tile on its own (``starpu_memory_pin``, i.e. ``cudaHostRegister``), and
-registering a page twice is an error. A tile whose size is a multiple of the page size
-(NB = 256 in float64: 512 KiB) is followed at once by the next one; smaller or odd tiles
-waste at most a page each.
+A tile of a page or more starts on a page boundary, so that no two such tiles share a
+page: GPU runs page-lock every tile on its own (``starpu_memory_pin``, i.e.
+``cudaHostRegister``), and a page cannot be registered twice. A tile whose size is a
+multiple of the page size (NB = 256 in float64: 512 KiB) is followed at once by the
+next one; other tiles of a page or more leave less than a page unused after them.
+Tiles smaller than a page are packed on cache lines (:data:`TILE_ALIGN`) and are not
+page-locked (:func:`starchol.runtime.gpu.pin_tiles` skips them).
 
 The arena is a single numpy array: it lives as long as one of its tiles does.
 """
@@ -20,10 +22,12 @@ import mmap
 
 import numpy as np
 
-#: alignment of the arena (bytes): the huge page size on x86-64 and arm64
+#: alignment of an arena of at least this size (bytes): the huge page size on x86-64
 ARENA_ALIGN = 2 << 20
-#: alignment of each tile within the arena (bytes): the page size
-TILE_ALIGN = mmap.PAGESIZE
+#: alignment of a tile of at least a page (bytes)
+PAGE = mmap.PAGESIZE
+#: alignment of a smaller tile (bytes): a cache line
+TILE_ALIGN = 64
 
 
 def _round_up(x, a):
@@ -42,17 +46,21 @@ def arena_views(shapes, dtype):
     Returns
     -------
     list of numpy.ndarray
-        In the order of ``shapes``; each tile starts on a page (:data:`TILE_ALIGN`).
+        In the order of ``shapes``; a tile of a page or more starts on a page, a
+        smaller one on a cache line.
     """
     dtype = np.dtype(dtype)
     shapes = [(int(r), int(c)) for r, c in shapes]
     item = dtype.itemsize
     offsets, total = [], 0
     for r, c in shapes:
+        nbytes = r * c * item
+        total = _round_up(total, PAGE if nbytes >= PAGE else TILE_ALIGN)
         offsets.append(total)
-        total += _round_up(r * c * item, TILE_ALIGN)
-    raw = np.empty(total + ARENA_ALIGN, dtype=np.uint8)
-    start = (-raw.ctypes.data) % ARENA_ALIGN
+        total += nbytes
+    align = ARENA_ALIGN if total >= ARENA_ALIGN else PAGE
+    raw = np.empty(total + align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % align
     base = raw[start:start + total]
     return [base[o:o + r * c * item].view(dtype).reshape((r, c), order="F")
             for o, (r, c) in zip(offsets, shapes)]
@@ -70,4 +78,4 @@ def packed(tiles, dtype):
     return dict(zip(keys, views))
 
 
-__all__ = ["arena_views", "packed", "ARENA_ALIGN", "TILE_ALIGN"]
+__all__ = ["arena_views", "packed", "ARENA_ALIGN", "PAGE", "TILE_ALIGN"]

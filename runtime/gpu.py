@@ -20,6 +20,7 @@ The session calls :func:`plan` before starting StarPU (it returns the ``init`` a
 """
 import glob
 import logging
+import mmap
 import os
 import re
 import socket
@@ -219,12 +220,16 @@ def before_shutdown(backend, p):
 
 def pin_tiles(p, tiles):
     """Page-lock host tiles (numpy arrays) so copies to the GPUs are asynchronous; a
-    no-op without CUDA workers. Unpinned by :func:`before_shutdown`."""
+    no-op without CUDA workers. Unpinned by :func:`before_shutdown`. Tiles smaller
+    than a page are left alone: they may share a page with another tile (one arena,
+    :mod:`starchol.linalg.tile_arena`), and a page cannot be registered twice."""
     g = _gpu_backend()
     if g is None or not p.ncuda:
         return 0
     n = 0
     for arr in tiles:
+        if arr.nbytes < mmap.PAGESIZE:
+            continue
         if g.pin(arr) == 0:
             p.pinned.append(arr)
             n += 1

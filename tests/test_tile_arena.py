@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from starchol.linalg.tile_arena import ARENA_ALIGN, TILE_ALIGN, arena_views, packed
+from starchol.linalg.tile_arena import ARENA_ALIGN, PAGE, TILE_ALIGN, arena_views, packed
 
 
 def _base(a):
@@ -12,21 +12,29 @@ def _base(a):
 
 
 def test_views_are_fortran_aligned_and_disjoint():
-    shapes = [(256, 256), (256, 100), (37, 5), (1, 1)]
+    shapes = [(256, 256), (256, 100), (37, 5), (1, 1), (100, 33), (256, 256)]
     views = arena_views(shapes, np.float32)
     assert [v.shape for v in views] == shapes
     assert all(v.flags.f_contiguous and v.flags.writeable for v in views)
     assert all(v.dtype == np.float32 for v in views)
-    assert views[0].ctypes.data % ARENA_ALIGN == 0
+    assert views[0].ctypes.data % PAGE == 0
     assert all(v.ctypes.data % TILE_ALIGN == 0 for v in views)
     assert len({id(_base(v)) for v in views}) == 1
-    # no two tiles share a page (GPU runs page-lock each tile on its own)
-    pages = [(v.ctypes.data // TILE_ALIGN, (v.ctypes.data + v.nbytes - 1) // TILE_ALIGN)
-             for v in views]
-    assert all(a[1] < b[0] for a, b in zip(pages, pages[1:]))
+    # no two tiles of a page or more share a page (GPU runs page-lock each on its own)
+    big = [v for v in views if v.nbytes >= PAGE]
+    assert all(v.ctypes.data % PAGE == 0 for v in big)
+    pages = [(v.ctypes.data // PAGE, (v.ctypes.data + v.nbytes - 1) // PAGE) for v in big]
+    assert len(big) == 4 and all(a[1] < b[0] for a, b in zip(pages, pages[1:]))
     for i, v in enumerate(views):
         v[...] = i
-    assert [float(v.mean()) for v in views] == [0.0, 1.0, 2.0, 3.0]
+    assert [float(v.mean()) for v in views] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_large_arena_on_huge_page_boundary_small_tiles_packed():
+    views = arena_views([(512, 512)] * 2, np.float64)          # 4 MiB
+    assert views[0].ctypes.data % ARENA_ALIGN == 0
+    small = arena_views([(4, 4)] * 10, np.float64)              # 128 B tiles
+    assert small[1].ctypes.data - small[0].ctypes.data == 128
 
 
 def test_tiles_of_one_row_are_adjacent():
