@@ -83,7 +83,8 @@ def collect(comm):
     cfg = starpu["config"]
     max_cpus = int(backend.max_cpus())
     cuda_built = "STARPU_USE_CUDA" in cfg
-    lib_version = MPI.Get_library_version().strip().splitlines()[0].strip()
+    # Open MPI 4's string ends its first line with a NUL byte
+    lib_version = MPI.Get_library_version().replace("\0", "").strip().splitlines()[0].strip()
     facts = {
         "starchol": __version__,
         "starpu": {
@@ -135,6 +136,8 @@ def format_text(f):
              f"{len(s['cuda']['devices'])} device(s) seen"
              + "".join(f"\n                {d}" for d in s["cuda"]["devices"]),
              f"  schedulers  {', '.join(s['schedulers'])} (default {s['default_scheduler']})",
+             *([f"  patches     {(s['build'] or {}).get('patches') or 'none'}"]
+               if s["kind"] == "starchol build" else []),
              f"MPI           {f['mpi']['library']} (MPI {f['mpi']['standard']}, "
              f"mpi4py {f['mpi']['mpi4py']}), {f['mpi']['ranks']} rank(s)"]
     for b in f["blas"]:

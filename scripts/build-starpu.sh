@@ -91,10 +91,12 @@ srcdir=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name "${STARPU_SOURCE_PAC
 [ -n "$srcdir" ] || die "no source folder in $tarball"
 # starchol's patches (scripts/starpu-patches/README.md says what each does and why);
 # their contents are part of the build key, so a changed patch builds a new prefix
+applied=()
 for p in scripts/starpu-patches/*.patch; do
     [ -f "$p" ] || continue
     say "applying $(basename "$p")"
     patch -d "$srcdir" -p1 -s < "$p" || die "patch $(basename "$p") does not apply"
+    applied+=("$(basename "$p")")
 done
 
 # --- configure, build, install into a temporary prefix, then rename --------------------
@@ -125,7 +127,8 @@ rm -rf "$staging"
 cp "$work/configure.log" "$prefix/.starchol-configure.log"
 grep -E '^#define STARPU_(MAXCPUS|MAXNUMANODES|MAXNODES|USE_FXT|USE_MPI|USE_CUDA|HAVE_HWLOC)\b' \
     "$prefix"/include/starpu/*/starpu_config.h >&2 || true
-printf 'version=%s\nsuite=%s\nseconds=%s\nconfigure=%s\n' "$STARPU_VERSION" "$STARPU_SOURCE_SUITE" \
-    "$(( $(date +%s) - t0 ))" "${STARPU_CONFIGURE_ARGS[*]}" > "$stamp"
+printf 'version=%s\nsuite=%s\nseconds=%s\nconfigure=%s\npatches=%s\n' "$STARPU_VERSION" \
+    "$STARPU_SOURCE_SUITE" "$(( $(date +%s) - t0 ))" "${STARPU_CONFIGURE_ARGS[*]}" \
+    "${applied[*]}" > "$stamp"
 say "StarPU $STARPU_VERSION installed in $prefix ($(( $(date +%s) - t0 )) s)"
 echo "$prefix"

@@ -80,13 +80,31 @@ def test_build_key_follows_flags_and_cache_env(monkeypatch, tmp_path):
 
 def test_build_key_follows_the_patches(monkeypatch, tmp_path):
     names = [os.path.basename(p) for p in build_flags.starpu_patches()]
-    assert "starpu-1.3.10-idle-spin.patch" in names and names == sorted(names)
+    assert {"starpu-1.3.10-idle-spin.patch", "starpu-1.3.10-mpi-yield.patch"} <= set(names)
+    assert names == sorted(names)
     patch = tmp_path / "x.patch"
     patch.write_text("one")
     monkeypatch.setattr(build_flags, "starpu_patches", lambda: [str(patch)])
     a = build_flags.starpu_build_key(["--x"])
     patch.write_text("two")
     assert build_flags.starpu_build_key(["--x"]) != a
+
+
+def test_project_starpu_has_the_patches():
+    """The loaded StarPU, when it is starchol's own build, was built with every patch of
+    scripts/starpu-patches (its stamp lists them; `starchol info` prints them), among
+    them the MPI progress thread's yield (starpu-1.3.10-mpi-yield.patch)."""
+    r = _starchol("info", "--json")
+    assert r.returncode == 0, r.stderr
+    starpu = json.loads(r.stdout)["starpu"]
+    if starpu["kind"] != "starchol build":
+        pytest.skip(f"starchol uses a {starpu['kind']}, not its own build")
+    applied = starpu["build"].get("patches", "").split()
+    names = [os.path.basename(p) for p in build_flags.starpu_patches()]
+    assert applied == names and "starpu-1.3.10-mpi-yield.patch" in applied
+    text = _starchol("info").stdout
+    assert "patches     " + " ".join(names) in text
+    assert "\0" not in text and "\0" not in r.stdout     # (Open MPI's version string)
 
 
 def test_choice_from_environment(monkeypatch, tmp_path):
