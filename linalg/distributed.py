@@ -232,8 +232,6 @@ class DistributedMatrix:
         n, file_dtype = hdf5_io.inspect_input(path, dataset, comm)
         # file_dtype is a name: "float32", "float64 (big-endian)", ...
         out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype.split()[0], comm)
-        keys, _, views = out._local_arena()
-        out.tiles = dict(zip(keys, views))            # read_tiles writes into them
         tol = hdf5_io.SYMMETRY_TOL if symmetry_tol is None else symmetry_tol
         out.input_info = hdf5_io.read_tiles(path, dataset, out, comm, symmetry_tol=tol)
         return out

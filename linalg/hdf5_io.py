@@ -111,8 +111,7 @@ def inspect_file(path, dataset):
 
 def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     """Fill ``tiled`` (a :class:`~starchol.linalg.distributed.DistributedMatrix`) with this rank's tiles
-    of ``path:dataset``. Collective. A tile already in ``tiled.tiles`` (an arena view of
-    the right shape) is written in place, in its dtype; the others are added as float64.
+    of ``path:dataset``, in one arena of its dtype (its tiles are replaced). Collective.
 
     Checks, over the whole matrix (each rank its own tiles, verdicts shared): every entry
     finite; symmetric within ``symmetry_tol``: max |A - A^T| <= tol * max |A|.
@@ -125,11 +124,13 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     o = tiled.offsets
     max_abs, max_asym, bad = 0.0, 0.0, None
     error = None
+    keys, _, views = tiled._local_arena()
+    tiled.tiles = dict(zip(keys, views))
     try:
         with h5py.File(path, "r") as fh:
             d = fh[dataset]
             dtype = str(d.dtype)
-            for i, j in tiled.local_keys():
+            for i, j in keys:
                 t = np.asfortranarray(d[o[i]:o[i + 1], o[j]:o[j + 1]], dtype=np.float64)
                 u = t if i == j else np.asarray(d[o[j]:o[j + 1], o[i]:o[i + 1]], dtype=np.float64)
                 finite = np.isfinite(t) & np.isfinite(u.T)
@@ -140,11 +141,7 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
                     continue
                 max_abs = max(max_abs, float(np.abs(t).max()))
                 max_asym = max(max_asym, float(np.abs(t - u.T).max()))
-                dst = tiled.tiles.get((i, j))
-                if dst is None:
-                    tiled.tiles[(i, j)] = t
-                else:
-                    dst[...] = t
+                tiled.tiles[(i, j)][...] = t
     except OSError as exc:
         error = f"cannot read {path}:{dataset}: {exc}"
     _agree_any(comm, error)

@@ -167,16 +167,15 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
                           STARPU_W if first else STARPU_RW, ht, own[mn], me, count)
                 if rc != 0:
                     return rc
-        # column k is final and read by no later task: drop the received copies
-        if flush:
-            for m in range(k, nt):
-                cache_flush(home[_ij(nt, m, k)])
-        # ... and this rank's own tiles of it can go home now (GPU runs), overlapping
-        # the device-to-host copies with the rest of the factorization
-        if writeback:
+        # column k is final and read by no later task: drop the received copies, and
+        # (GPU runs) send this rank's own tiles of it home now, overlapping the
+        # device-to-host copies with the rest of the factorization
+        if flush or writeback:
             for m in range(k, nt):
                 mk = _ij(nt, m, k)
-                if own[mk] == me:
+                if flush:
+                    cache_flush(home[mk])
+                if writeback and own[mk] == me:
                     write_back(home[mk])
     return 0
 
