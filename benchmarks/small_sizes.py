@@ -10,6 +10,11 @@ outside the timings, for both, and both calls start after the same ``--settle`` 
 (0.2 s): OpenBLAS's threads keep spinning for about 0.1 s after a parallel call, and
 without the pause they would take a core from the StarPU workers of the next call.
 
+``--dtype float32`` times float32 matrices against LAPACK ``spotrf`` (no targets). The
+header names the BLAS/LAPACK the tile kernels call (``STARCHOL_KERNEL_BLAS``, see
+``starchol.runtime.kernel_blas``); run once with ``STARCHOL_KERNEL_BLAS=scipy`` to
+compare with SciPy's OpenBLAS in the kernels (LAPACK's side is SciPy's in both).
+
 The profile columns split starchol's median call: registration + submission (the
 compiled loop), waiting for the tasks, and the rest of the Python call (checks, record:
 agreement reductions, unregistration). Timings are noisy on a shared machine: compare
@@ -17,7 +22,8 @@ the ratio, measured in the same run.
 
 Usage: python benchmarks/small_sizes.py [--repeat R] [--sizes 1024,2048,4096] [--nb 256]
                                         [--settle S] [--sched NAME]
-                                        [--workers W] [--json FILE]
+                                        [--workers W] [--dtype float64|float32]
+                                        [--json FILE]
 """
 import argparse
 import json
@@ -30,13 +36,13 @@ import numpy as np
 TARGETS = {1024: 0.85, 2048: 0.95, 4096: 1.0}
 
 
-def spd(n, seed=0):
+def spd(n, seed=0, dtype=np.float64):
     rng = np.random.default_rng(seed)
     m = rng.standard_normal((n, n))
-    return np.asfortranarray(m @ m.T / n + np.eye(n))
+    return np.asfortranarray(m @ m.T / n + np.eye(n), dtype=dtype)
 
 
-def bench(n, nb, repeat, session, cores, settle):
+def bench(n, nb, repeat, session, cores, settle, dtype=np.float64):
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
 
@@ -44,7 +50,8 @@ def bench(n, nb, repeat, session, cores, settle):
     from starchol.distributions import get_map
 
     tile_map = get_map("2dbc", 1)
-    dense = spd(n)
+    dense = spd(n, dtype=dtype)
+    potrf = lapack.spotrf if dense.dtype == np.float32 else lapack.dpotrf
     pristine = DistributedMatrix.from_numpy(dense, nb, tile_map, comm=session.user_comm)
     ours, theirs, submit, inside = [], [], [], []
     for r in range(repeat + 1):                       # the first pair warms up
@@ -57,7 +64,7 @@ def bench(n, nb, repeat, session, cores, settle):
         with threadpool_limits(limits=cores, user_api="blas"):
             time.sleep(settle)
             t1 = time.perf_counter()
-            _, info = lapack.dpotrf(c, lower=1, clean=0, overwrite_a=1)
+            _, info = potrf(c, lower=1, clean=0, overwrite_a=1)
             tl = time.perf_counter() - t1
         assert info == 0
         if r:
@@ -72,7 +79,7 @@ def bench(n, nb, repeat, session, cores, settle):
             "lapack_median_s": statistics.median(theirs),
             "starchol_gflops": n ** 3 / 3 / statistics.median(ours) / 1e9,
             "lapack_gflops": n ** 3 / 3 / statistics.median(theirs) / 1e9,
-            "ratio": ratio, "target": TARGETS.get(n),
+            "ratio": ratio, "target": TARGETS.get(n) if dense.dtype == np.float64 else None,
             "profile_s": {"register_submit": statistics.median(submit),
                           "wait": statistics.median(inside) - statistics.median(submit),
                           "python_rest": statistics.median(ours) - statistics.median(inside)}}
@@ -88,6 +95,8 @@ def main(argv=None):
     p.add_argument("--settle", type=float, default=0.2,
                    help="seconds of sleep before every timed call, both sides (default "
                         "0.2: longer than OpenBLAS's threads spin after a parallel call)")
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
+                   help="float32: against LAPACK spotrf (no targets)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     from mpi4py import MPI
@@ -101,12 +110,14 @@ def main(argv=None):
     with Session(MPI.COMM_SELF, workers=args.workers, **options) as session:
         print(f"small sizes: 1 rank, {session.workers} StarPU worker(s), {cores} core(s), "
               f"scheduler {session.scheduler}, StarPU {session.version}, "
-              f"median of {args.repeat}")
+              f"median of {args.repeat}, {args.dtype}\n"
+              f"kernels' BLAS: {session.kernel_blas.describe()}")
         print(f"{'N':>6} {'NB':>4} {'tasks':>6} {'starchol ms':>12} {'LAPACK ms':>10} "
               f"{'GFlop/s':>14} {'ratio':>6} {'target':>6}  profile ms (submit / wait / "
               f"python)")
         for n in (int(x) for x in args.sizes.split(",")):
-            r = bench(n, args.nb, args.repeat, session, cores, args.settle)
+            r = bench(n, args.nb, args.repeat, session, cores, args.settle,
+                      np.dtype(args.dtype))
             rows.append(r)
             pr = r["profile_s"]
             tgt = r["target"]

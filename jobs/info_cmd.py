@@ -4,7 +4,8 @@
     mpirun -np 4 starchol info          # also the cores of every rank
 
 StarPU (version, prefix, which build, STARPU_MAXCPUS, FxT, MPI, CUDA and the devices
-seen), the MPI library, the schedulers, the BLAS libraries and their threads, and the
+seen), the MPI library, the schedulers, the BLAS/LAPACK the tile kernels call
+(``STARCHOL_KERNEL_BLAS``), the BLAS libraries loaded and their threads, and the
 cores given to each rank with the worker count ``starchol run`` would use there.
 Nothing is started: StarPU is not initialised (no bus calibration).
 """
@@ -42,9 +43,24 @@ def cuda_devices():
     return [os.path.basename(d) for d in sorted(glob.glob("/dev/nvidia[0-9]*"))]
 
 
+def kernel_blas_info():
+    """The BLAS/LAPACK the kernels would call in a run started here: what
+    ``STARCHOL_KERNEL_BLAS`` asks, the library chosen, or why none can be."""
+    from ..errors import UsageError
+    from ..runtime import kernel_blas
+
+    out = {"variable": kernel_blas.ENV, "request": os.environ.get(kernel_blas.ENV, "auto"),
+           "chosen": None, "error": None}
+    try:
+        out["chosen"] = kernel_blas.activate().describe()
+    except UsageError as exc:
+        out["error"] = str(exc)
+    return out
+
+
 def blas_info():
     """The BLAS libraries loaded in this process with their thread counts."""
-    import scipy.linalg  # noqa: F401  (loads scipy's OpenBLAS, the one the kernels use)
+    import scipy.linalg  # noqa: F401  (loads scipy's OpenBLAS)
     from threadpoolctl import threadpool_info
 
     return [{"library": i.get("internal_api"), "version": i.get("version"),
@@ -108,6 +124,7 @@ def collect(comm):
         "mpi": {"library": lib_version, "standard": "%d.%d" % MPI.Get_version(),
                 "mpi4py": mpi4py.__version__,
                 "ranks": comm.Get_size()},
+        "kernel_blas": kernel_blas_info(),
         "blas": blas_info(),
     }
     facts["ranks"] = comm.allgather(rank_facts(comm, max_cpus))
@@ -140,6 +157,9 @@ def format_text(f):
                if s["kind"] == "starchol build" else []),
              f"MPI           {f['mpi']['library']} (MPI {f['mpi']['standard']}, "
              f"mpi4py {f['mpi']['mpi4py']}), {f['mpi']['ranks']} rank(s)"]
+    k = f["kernel_blas"]
+    lines.append(f"kernels' BLAS {k['chosen'] or 'none: ' + str(k['error'])} "
+                 f"({k['variable']}={k['request']})")
     for b in f["blas"]:
         lines.append(f"BLAS          {b['library']} {b['version']}, {b['threads']} thread(s) "
                      f"({b['path']}); 1 per StarPU worker during runs")

@@ -364,6 +364,7 @@ def _run(args, comm, tile_map, spec):
                     "workers_per_rank": info["workers_per_rank"],
                     "gpus_per_rank": info.get("gpus_per_rank", 0),
                     "starpu_version": info["starpu_version"],
+                    "kernel_blas": info.get("kernel_blas"),
                     **({"heteroprio": info["heteroprio"]} if info.get("heteroprio") else {})},
         "kernels": _kernel_table(kernels),
         "kernels_per_rank": kernels,
@@ -417,6 +418,7 @@ def summary(doc):
         f"starchol run: {doc['map']}, {doc['nodes']} rank(s), "
         f"{doc['runtime']['workers_per_rank']} worker(s)/rank, scheduler "
         f"{doc['runtime']['scheduler']}, StarPU {doc['runtime']['starpu_version']}",
+        f"  kernels' BLAS: {doc['runtime'].get('kernel_blas') or 'not recorded'}",
         f"  N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} (elements, tiles), matrix "
         f"{doc['matrix']}, seed {doc['seed']}",
         f"  time {doc['time_s']:.3f} s (submission {doc['submit_s']:.3f} s, "

@@ -50,6 +50,9 @@ class RunRecord:
         StarPU scheduler, host names (one per rank).
     date, command_line, starchol_version, starpu_version : str
         When (UTC, ISO 8601), how (``sys.argv`` of rank 0) and with what it ran.
+    kernel_blas : str
+        The BLAS/LAPACK the tile kernels called (:mod:`starchol.runtime.kernel_blas`):
+        version, source and file; ``""`` in documents from before it was recorded.
     extra : dict
         Other keys of a JSON document (e.g. ``residual``, ``seed``), kept as they are.
     """
@@ -79,6 +82,7 @@ class RunRecord:
     command_line: list = field(default_factory=list)
     starchol_version: str = ""
     starpu_version: str = ""
+    kernel_blas: str = ""
     extra: dict = field(default_factory=dict)
 
     # -- derived figures -------------------------------------------------------------
@@ -208,7 +212,8 @@ def describe_job(session):
                 ranks_per_host=max(hosts.count(h) for h in set(hosts)),
                 workers=session.workers, scheduler=session.scheduler, cache=session.cache,
                 date=now_utc(), command_line=argv, starchol_version=__version__,
-                starpu_version=session.version)
+                starpu_version=session.version,
+                kernel_blas=session.kernel_blas.describe() if session.kernel_blas else "")
 
 
 __all__ = ["RunRecord", "describe_job", "now_utc"]

@@ -1,24 +1,111 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Kernels and codelets of starchol (``starchol.runtime._kernels``), float64 and float32.
 
-Each kernel runs on a StarPU CPU worker, single-threaded BLAS/LAPACK from SciPy's Cython
-bindings (``cython_blas``/``cython_lapack``: the OpenBLAS scipy.linalg uses), and never
-touches a Python object. Tiles are column-major StarPU matrices (``STARPU_MATRIX_*``).
+Each kernel runs on a StarPU CPU worker, single-threaded BLAS/LAPACK through one table of
+function pointers, and never touches a Python object. The table starts with SciPy's
+Cython bindings (``cython_blas``/``cython_lapack``: the OpenBLAS scipy.linalg uses);
+:func:`use_blas` points it at another shared library (``starchol.runtime.kernel_blas``
+chooses which, before StarPU starts). Tiles are column-major StarPU matrices (``STARPU_MATRIX_*``).
 One body per operation, written once for both precisions (fused type ``real``); the
 codelets of each precision are built at import and handed to the task graphs by
 :c:func:`codelets`.
 """
 from libc.stdint cimport int64_t, uintptr_t
 from libc.string cimport memset
+from posix.dlfcn cimport RTLD_LOCAL, RTLD_NOW, dlerror, dlopen, dlsym
 
-from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrsm, sgemm, ssyrk, strsm
-from scipy.linalg.cython_lapack cimport dpotrf, spotrf
+import os
+
+cimport scipy.linalg.cython_blas as sblas
+cimport scipy.linalg.cython_lapack as slapack
 
 from starpu cimport *
 
 ctypedef fused real:
     float
     double
+
+# -- the BLAS/LAPACK the kernels call (Fortran interface, 32-bit integers) --------------
+ctypedef void (*dgemm_t)(char *, char *, int *, int *, int *, double *, double *, int *,
+                         double *, int *, double *, double *, int *) noexcept nogil
+ctypedef void (*sgemm_t)(char *, char *, int *, int *, int *, float *, float *, int *,
+                         float *, int *, float *, float *, int *) noexcept nogil
+ctypedef void (*dsyrk_t)(char *, char *, int *, int *, double *, double *, int *, double *,
+                         double *, int *) noexcept nogil
+ctypedef void (*ssyrk_t)(char *, char *, int *, int *, float *, float *, int *, float *,
+                         float *, int *) noexcept nogil
+ctypedef void (*dtrsm_t)(char *, char *, char *, char *, int *, int *, double *, double *,
+                         int *, double *, int *) noexcept nogil
+ctypedef void (*strsm_t)(char *, char *, char *, char *, int *, int *, float *, float *,
+                         int *, float *, int *) noexcept nogil
+ctypedef void (*dpotrf_t)(char *, int *, double *, int *, int *) noexcept nogil
+ctypedef void (*spotrf_t)(char *, int *, float *, int *, int *) noexcept nogil
+
+cdef struct Blas:
+    dgemm_t dgemm
+    sgemm_t sgemm
+    dsyrk_t dsyrk
+    ssyrk_t ssyrk
+    dtrsm_t dtrsm
+    strsm_t strsm
+    dpotrf_t dpotrf
+    spotrf_t spotrf
+
+cdef Blas _blas
+cdef Blas _scipy_blas
+_scipy_blas.dgemm = sblas.dgemm
+_scipy_blas.sgemm = sblas.sgemm
+_scipy_blas.dsyrk = sblas.dsyrk
+_scipy_blas.ssyrk = sblas.ssyrk
+_scipy_blas.dtrsm = sblas.dtrsm
+_scipy_blas.strsm = sblas.strsm
+_scipy_blas.dpotrf = slapack.dpotrf
+_scipy_blas.spotrf = slapack.spotrf
+_blas = _scipy_blas
+
+#: the Fortran symbols :func:`use_blas` needs from a library, in the order of Blas
+BLAS_SYMBOLS = ("dgemm_", "sgemm_", "dsyrk_", "ssyrk_", "dtrsm_", "strsm_", "dpotrf_",
+                "spotrf_")
+
+
+def use_blas(path=None):
+    """Make every kernel call the BLAS/LAPACK of the shared library ``path`` (its Fortran
+    symbols ``dgemm_``, ..., ``spotrf_``, 32-bit integers), or SciPy's again (None).
+
+    The library is opened once and never closed. Not while tasks run: the workers read
+    the table without a lock (the session calls this before StarPU starts).
+
+    Raises
+    ------
+    OSError
+        The library cannot be opened, or lacks one of :data:`BLAS_SYMBOLS` (named).
+    """
+    global _blas
+    if path is None:
+        _blas = _scipy_blas
+        return
+    cdef bytes name = os.fsencode(path)
+    cdef void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)
+    if lib == NULL:
+        raise OSError(f"cannot open {path}: {(<bytes>dlerror()).decode(errors='replace')}")
+    cdef void *f[8]
+    cdef int i
+    for i, sym in enumerate(BLAS_SYMBOLS):
+        f[i] = dlsym(lib, <bytes>sym.encode())
+        if f[i] == NULL:
+            raise OSError(f"{path} has no {sym} (not a BLAS/LAPACK library with the "
+                          f"Fortran interface)")
+    cdef Blas b
+    b.dgemm = <dgemm_t>f[0]
+    b.sgemm = <sgemm_t>f[1]
+    b.dsyrk = <dsyrk_t>f[2]
+    b.ssyrk = <ssyrk_t>f[3]
+    b.dtrsm = <dtrsm_t>f[4]
+    b.strsm = <strsm_t>f[5]
+    b.dpotrf = <dpotrf_t>f[6]
+    b.spotrf = <spotrf_t>f[7]
+    _blas = b
+
 
 cdef char _L = b'L'
 cdef char _N = b'N'
@@ -43,9 +130,9 @@ cdef inline void _potrf(real *a, void **buffers, void *arg) noexcept nogil:
     # A[k][k] = chol(A[k][k]) (lower); LAPACK's info lands in the task's slot
     cdef int n = _nx(buffers[0]), ld = _ld(buffers[0]), info = 0
     if real is double:
-        dpotrf(&_L, &n, a, &ld, &info)
+        _blas.dpotrf(&_L, &n, a, &ld, &info)
     else:
-        spotrf(&_L, &n, a, &ld, &info)
+        _blas.spotrf(&_L, &n, a, &ld, &info)
     if info != 0 and arg != NULL:
         (<int64_t *>arg)[0] = info
 
@@ -57,9 +144,9 @@ cdef inline void _trsm(real *l, real *b, char side, char trans, void **buffers) 
     cdef int ldb = _ld(buffers[1])
     cdef real one = 1
     if real is double:
-        dtrsm(&side, &_L, &trans, &_N, &m, &n, &one, l, &ldl, b, &ldb)
+        _blas.dtrsm(&side, &_L, &trans, &_N, &m, &n, &one, l, &ldl, b, &ldb)
     else:
-        strsm(&side, &_L, &trans, &_N, &m, &n, &one, l, &ldl, b, &ldb)
+        _blas.strsm(&side, &_L, &trans, &_N, &m, &n, &one, l, &ldl, b, &ldb)
 
 
 cdef enum:
@@ -75,18 +162,18 @@ cdef void _trsm_panel(real *l, int ldl, real *b, int ldb, int m, int n) noexcept
     cdef real one = 1, mone = -1
     if n <= TRSM_BASE:
         if real is double:
-            dtrsm(&_R, &_L, &_T, &_N, &m, &n, &one, l, &ldl, b, &ldb)
+            _blas.dtrsm(&_R, &_L, &_T, &_N, &m, &n, &one, l, &ldl, b, &ldb)
         else:
-            strsm(&_R, &_L, &_T, &_N, &m, &n, &one, l, &ldl, b, &ldb)
+            _blas.strsm(&_R, &_L, &_T, &_N, &m, &n, &one, l, &ldl, b, &ldb)
         return
     h = n // 2
     n2 = n - h
     _trsm_panel(l, ldl, b, ldb, m, h)
     if real is double:
-        dgemm(&_N, &_T, &m, &n2, &h, &mone, b, &ldb, l + h, &ldl, &one,
+        _blas.dgemm(&_N, &_T, &m, &n2, &h, &mone, b, &ldb, l + h, &ldl, &one,
               b + <size_t>h * ldb, &ldb)
     else:
-        sgemm(&_N, &_T, &m, &n2, &h, &mone, b, &ldb, l + h, &ldl, &one,
+        _blas.sgemm(&_N, &_T, &m, &n2, &h, &mone, b, &ldb, l + h, &ldl, &one,
               b + <size_t>h * ldb, &ldb)
     _trsm_panel(l + h + <size_t>h * ldl, ldl, b + <size_t>h * ldb, ldb, m, n2)
 
@@ -97,9 +184,9 @@ cdef inline void _syrk(real *a, real *c, real beta, void **buffers) noexcept nog
     cdef int n = _nx(buffers[1]), ldc = _ld(buffers[1])
     cdef real mone = -1
     if real is double:
-        dsyrk(&_L, &_N, &n, &k, &mone, a, &lda, &beta, c, &ldc)
+        _blas.dsyrk(&_L, &_N, &n, &k, &mone, a, &lda, &beta, c, &ldc)
     else:
-        ssyrk(&_L, &_N, &n, &k, &mone, a, &lda, &beta, c, &ldc)
+        _blas.ssyrk(&_L, &_N, &n, &k, &mone, a, &lda, &beta, c, &ldc)
 
 
 cdef inline void _gemm(real *a, real *b, real *c, char ta, char tb, real beta,
@@ -110,9 +197,9 @@ cdef inline void _gemm(real *a, real *b, real *c, char ta, char tb, real beta,
     cdef int lda = _ld(buffers[0]), ldb = _ld(buffers[1])
     cdef real mone = -1
     if real is double:
-        dgemm(&ta, &tb, &m, &n, &k, &mone, a, &lda, b, &ldb, &beta, c, &ldc)
+        _blas.dgemm(&ta, &tb, &m, &n, &k, &mone, a, &lda, b, &ldb, &beta, c, &ldc)
     else:
-        sgemm(&ta, &tb, &m, &n, &k, &mone, a, &lda, b, &ldb, &beta, c, &ldc)
+        _blas.sgemm(&ta, &tb, &m, &n, &k, &mone, a, &lda, b, &ldb, &beta, c, &ldc)
 
 
 cdef inline void _zero_upper(real *a, int n, int ny, int ld) noexcept nogil:

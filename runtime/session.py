@@ -251,6 +251,7 @@ class Session:
             check_supported()
         self.gpus = gpus
         self.gpu_plan = None
+        self.kernel_blas = None   # the kernels' BLAS (runtime.kernel_blas), once started
         self.comm = None          # duplicate for the session's own collectives
         self._starpu_comm = None  # duplicate handed to StarPU-MPI
         self._handles = weakref.WeakSet()
@@ -288,6 +289,12 @@ class Session:
         if not MPI.Is_initialized():
             MPI.Init_thread(MPI.THREAD_MULTIPLE)
         self._check_environment()
+        # the BLAS/LAPACK of the kernels, before StarPU starts and before _limit_blas
+        # (which then limits that library to one thread too)
+        from ..collective import run_everywhere
+        from . import kernel_blas
+
+        self.kernel_blas = run_everywhere(self.user_comm, kernel_blas.activate)
         level = MPI.Query_thread()
         if level < MPI.THREAD_SERIALIZED:
             raise RuntimeUnavailableError(
@@ -438,7 +445,8 @@ class Session:
     def describe(self):
         """Runtime facts for reports."""
         out = {"scheduler": self.scheduler, "workers_per_rank": self.workers,
-               "starpu_version": self.version, "cache": self.cache, "stats": self.stats}
+               "starpu_version": self.version, "cache": self.cache, "stats": self.stats,
+               "kernel_blas": self.kernel_blas.describe() if self.kernel_blas else None}
         p = self.gpu_plan
         if p is not None:
             out["gpus_per_rank"] = p.ncuda

@@ -97,6 +97,8 @@ def test_bad_run_is_refused_on_every_rank(mpirun, matrix, tmp_path, case):
     ({"STARPU_NCPU": "abc"}, "STARPU_NCPU='abc'"),
     ({"STARPU_NCPU": "-1"}, "must be >= 0"),
     ({"STARPU_HOME": "/nonexistent/x"}, "STARPU_HOME=/nonexistent/x does not exist"),
+    ({"STARCHOL_KERNEL_BLAS": "/nonexistent/x.so"}, "STARCHOL_KERNEL_BLAS='/nonexistent/x.so'"),
+    ({"STARCHOL_KERNEL_BLAS": "/etc/hostname"}, "cannot open /etc/hostname"),
 ])
 def test_bad_starpu_environment_is_refused_before_start(mpirun, env, words):
     p = mpirun(2, "run", "--dist", "2dbc", "--n", "200", "--nb", "50", env=env, timeout=90)

@@ -1,0 +1,133 @@
+"""Which BLAS/LAPACK the tile kernels call (starchol.runtime.kernel_blas).
+
+The choice is made once per process, so each choice runs in its own process: a float64
+and a float32 factorization and solve on one rank, checked against numpy, and the run
+record naming the library.
+"""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from starchol.errors import UsageError
+from starchol.runtime import kernel_blas
+
+SCRIPT = r"""
+import json, sys
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+
+out = {}
+tile_map = get_map("2dbc", 1)
+with Session(MPI.COMM_SELF, workers=2) as s:
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((600, 600))
+    dense = m @ m.T / 600 + np.eye(600)
+    y = rng.standard_normal((600, 3))
+    for dtype in ("float64", "float32"):
+        a = DistributedMatrix.from_numpy(dense.astype(dtype), 128, tile_map,
+                                         comm=s.user_comm)
+        f = cholesky(a, tile_map, session=s)
+        L = np.tril(f.L.gather()).astype(np.float64)
+        b = DistributedMatrix.from_numpy(y.astype(dtype), 128, tile_map, kind="rhs",
+                                         comm=s.user_comm)
+        x = f.solve(b).gather().astype(np.float64)
+        out[dtype] = {
+            "factor": float(np.linalg.norm(L @ L.T - dense) / np.linalg.norm(dense)),
+            "solve": float(np.linalg.norm(dense @ x - y) / np.linalg.norm(y)),
+            "record": f.record.kernel_blas}
+    out["session"] = s.kernel_blas.source
+json.dump(out, sys.stdout)
+"""
+
+
+def _system_openblas():
+    try:
+        ctypes.CDLL(kernel_blas.SYSTEM_OPENBLAS)
+    except OSError:
+        return None
+    from threadpoolctl import threadpool_info
+
+    for info in threadpool_info():
+        if info.get("prefix") == "libopenblas":
+            return info["filepath"]
+    return None
+
+
+def _run(value):
+    env = dict(os.environ, STARPU_SILENT="1")
+    env.pop(kernel_blas.ENV, None)
+    if value is not None:
+        env[kernel_blas.ENV] = value
+    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def _check(res, source):
+    assert res["session"] == source
+    assert res["float64"]["factor"] < 1e-14 and res["float64"]["solve"] < 1e-12
+    assert res["float32"]["factor"] < 1e-6 and res["float32"]["solve"] < 1e-4
+    for dtype in ("float64", "float32"):
+        assert f"({source}: " in res[dtype]["record"]
+
+
+def test_scipy_openblas():
+    res = _run("scipy")
+    _check(res, "scipy")
+    assert "OpenBLAS" in res["float64"]["record"]
+    assert "scipy" in res["float64"]["record"]
+
+
+def test_auto_prefers_the_system_openblas():
+    path = _system_openblas()
+    res = _run(None)
+    if path is None:
+        _check(res, "scipy")
+    else:
+        _check(res, "system")
+        assert path in res["float64"]["record"]
+
+
+def test_a_library_by_path():
+    path = _system_openblas()
+    if path is None:
+        pytest.skip("no system OpenBLAS (libopenblas.so.0) to name by path")
+    res = _run(path)
+    _check(res, "path")
+    assert path in res["float32"]["record"]
+
+
+@pytest.mark.parametrize("value, words", [
+    ("", "STARCHOL_KERNEL_BLAS is empty"),
+    ("/nonexistent/libblas.so", "STARCHOL_KERNEL_BLAS='/nonexistent/libblas.so' is "
+                                "neither one of auto, system, scipy nor a library file"),
+])
+def test_bad_values_are_refused(value, words):
+    with pytest.raises(UsageError, match=words.replace("(", r"\(")):
+        kernel_blas.requested({kernel_blas.ENV: value})
+
+
+def test_choices_pass_the_check():
+    for value in kernel_blas.CHOICES:
+        assert kernel_blas.requested({kernel_blas.ENV: value}) == value
+    assert kernel_blas.requested({}) == "auto"
+
+
+def test_a_file_that_is_no_blas_is_refused(tmp_path):
+    """A library without the kernels' symbols, and a file that is no library: the
+    kernels keep their table (the error names the variable and what is wrong)."""
+    from starchol.runtime import _kernels
+
+    with pytest.raises(OSError, match="has no dgemm_"):
+        _kernels.use_blas("libm.so.6")
+    text = tmp_path / "notes.txt"
+    text.write_text("not a library\n")
+    with pytest.raises(OSError, match="cannot open"):
+        _kernels.use_blas(str(text))
