@@ -231,6 +231,9 @@ class Session:
             the session, :func:`starchol.runtime.traces.finish` converts them.
         gpus: CUDA workers on this rank (default: every GPU it sees; 0 without CUDA
             support). GPU codelets, models and heteroprio: :mod:`starchol.runtime.gpu`.
+
+    Once started, ``kernel_blas`` names the BLAS/LAPACK the tile kernels call
+    (:mod:`starchol.runtime.kernel_blas`, ``STARCHOL_KERNEL_BLAS``).
     """
 
     _live = None  # the started session of this process
