@@ -171,10 +171,12 @@ def preflight(args, rank, size, host_ranks):
                          parse_target, resolve)
     from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_file
     from ..runtime.session import available_schedulers
+    from ..runtime import kernel_blas
     from ..runtime.starpu_env import check_environment
     from .preflight import check_rank_memory, dense_file_bytes
 
     check_environment(schedulers=available_schedulers())
+    kernel_blas.activate()          # STARCHOL_KERNEL_BLAS: the library the kernels call
     plan = types.SimpleNamespace(input_path=None, input_dataset=None, input_dtype=None,
                                  output_path=None, output_dataset=None, memory=None)
     tol = SYMMETRY_TOL if args.symmetry_tol is None else args.symmetry_tol
