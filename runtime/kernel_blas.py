@@ -24,10 +24,12 @@ same kernels alone, one thread, take the same time with either); float64 was the
 with both (docs/engine.md, "Which BLAS the kernels call"). Every run records its
 choice (``RunRecord.kernel_blas``) and ``starchol info`` prints it.
 
-Each StarPU worker calls the library with one BLAS thread: the session limits every
-BLAS library loaded in the process to one thread while it runs (threadpoolctl), after
-this choice, so that the library opened here is limited too.
+Each StarPU worker calls the library with one BLAS thread: a library opened here (system
+or path) is set to one thread at once (``openblas_set_num_threads(1)``; BLIS's setter
+too), and the session limits every BLAS library loaded in the process to one thread
+while it runs (threadpoolctl, when installed), SciPy's included.
 """
+import ctypes
 import os
 from dataclasses import dataclass
 
@@ -89,12 +91,37 @@ def requested(environ=None):
     return value
 
 
-def _describe(source, prefix=None, path=None):
-    """KernelBlas for a loaded library, from threadpoolctl's view of the process:
-    matched by ``prefix`` (file name start) or by ``path``."""
-    from threadpoolctl import threadpool_info
+def _openblas_version(lib):
+    """"OpenBLAS 0.3.21" from a loaded OpenBLAS's ``openblas_get_config``, else ""."""
+    try:
+        get = lib.openblas_get_config
+    except AttributeError:
+        return ""
+    get.restype = ctypes.c_char_p
+    words = (get() or b"").decode(errors="replace").split()
+    return " ".join(words[:2]) if words[:1] == ["OpenBLAS"] else ""
 
+
+def _one_thread(name):
+    """One thread per call in the kernels' library (each StarPU worker is a thread of
+    its own), also where threadpoolctl is missing; the session's limits keep it so."""
+    lib = ctypes.CDLL(name)
+    for setter in ("openblas_set_num_threads", "bli_thread_set_num_threads"):
+        if hasattr(lib, setter):
+            getattr(lib, setter)(1)
+    return lib
+
+
+def _describe(source, prefix=None, path=None, lib=None):
+    """KernelBlas for a loaded library, from threadpoolctl's view of the process:
+    matched by ``prefix`` (file name start) or by ``path``. Without threadpoolctl: the
+    version OpenBLAS reports (``lib``) and the name it was opened by."""
     real = os.path.realpath(path) if path else None
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return KernelBlas(source, real or (SYSTEM_OPENBLAS if source == "system" else ""),
+                          _openblas_version(lib) if lib is not None else "")
     for info in threadpool_info():
         file = info.get("filepath") or ""
         name = os.path.basename(file)
@@ -125,17 +152,19 @@ def _system():
         raise UsageError(f"{ENV}=system: the system OpenBLAS cannot be used ({exc}); "
                          f"install it (apt-get install libopenblas0) or set {ENV}=scipy"
                          ) from None
-    return _describe("system", prefix="libopenblas")
+    lib = _one_thread(SYSTEM_OPENBLAS)
+    return _describe("system", prefix="libopenblas", lib=lib)
 
 
 def _path(path):
     from . import _kernels
 
+    path = os.path.abspath(path)
     try:
-        _kernels.use_blas(os.path.abspath(path))
+        _kernels.use_blas(path)
     except OSError as exc:
         raise UsageError(f"{ENV}={path!r}: {exc}") from None
-    return _describe("path", path=path)
+    return _describe("path", path=path, lib=_one_thread(path))
 
 
 def activate(environ=None):

@@ -42,6 +42,10 @@ with Session(MPI.COMM_SELF, workers=2) as s:
             "solve": float(np.linalg.norm(dense @ x - y) / np.linalg.norm(y)),
             "record": f.record.kernel_blas}
     out["session"] = s.kernel_blas.source
+    if s.kernel_blas.source != "scipy":        # one thread per call in the workers
+        import ctypes
+        out["threads"] = ctypes.CDLL(s.kernel_blas.library or "libopenblas.so.0"
+                                     ).openblas_get_num_threads()
 json.dump(out, sys.stdout)
 """
 
@@ -59,8 +63,8 @@ def _system_openblas():
     return None
 
 
-def _run(value):
-    env = dict(os.environ, STARPU_SILENT="1")
+def _run(value, env=None):
+    env = dict(os.environ if env is None else env, STARPU_SILENT="1")
     env.pop(kernel_blas.ENV, None)
     if value is not None:
         env[kernel_blas.ENV] = value
@@ -93,6 +97,21 @@ def test_auto_prefers_the_system_openblas():
     else:
         _check(res, "system")
         assert path in res["float64"]["record"]
+        assert res["threads"] == 1
+
+
+def test_without_threadpoolctl(tmp_path):
+    """threadpoolctl is optional: the system OpenBLAS is still set to one thread, and
+    the record still names it (version from openblas_get_config)."""
+    if _system_openblas() is None:
+        pytest.skip("no system OpenBLAS (libopenblas.so.0)")
+    (tmp_path / "threadpoolctl.py").write_text("raise ImportError('hidden by the test')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(tmp_path)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    res = _run("system", env)
+    _check(res, "system")
+    assert res["threads"] == 1
+    assert res["float64"]["record"].startswith("OpenBLAS 0.")
 
 
 def test_a_library_by_path():
@@ -102,6 +121,7 @@ def test_a_library_by_path():
     res = _run(path)
     _check(res, "path")
     assert path in res["float32"]["record"]
+    assert res["threads"] == 1
 
 
 @pytest.mark.parametrize("value, words", [
