@@ -151,3 +151,29 @@ def test_a_file_that_is_no_blas_is_refused(tmp_path):
     text.write_text("not a library\n")
     with pytest.raises(OSError, match="cannot open"):
         _kernels.use_blas(str(text))
+
+
+def test_auto_falls_back_to_scipy_without_a_system_openblas():
+    """A machine without libopenblas.so.0 (the GPU machine's image): ``auto`` takes
+    SciPy's, ``system`` is refused with the fix. Each in a fresh process (the choice is
+    made once per process)."""
+    code = """
+import sys
+from starchol.errors import UsageError
+from starchol.runtime import kernel_blas as kb
+kb.SYSTEM_OPENBLAS = "libstarchol-no-such-openblas.so.0"
+try:
+    print(kb.activate({kb.ENV: sys.argv[1]}).describe())
+except UsageError as exc:
+    print("UsageError:", exc)
+"""
+    out = {}
+    for value in ("auto", "system"):
+        p = subprocess.run([sys.executable, "-c", code, value], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        out[value] = p.stdout.strip()
+    assert "(scipy: " in out["auto"] and "OpenBLAS" in out["auto"]
+    assert out["system"].startswith("UsageError: STARCHOL_KERNEL_BLAS=system: the system "
+                                    "OpenBLAS cannot be used")
+    assert "apt-get install libopenblas0" in out["system"]
