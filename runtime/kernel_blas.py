@@ -24,10 +24,10 @@ same kernels alone, one thread, take the same time with either); float64 was the
 with both (docs/engine.md, "Which BLAS the kernels call"). Every run records its
 choice (``RunRecord.kernel_blas``) and ``starchol info`` prints it.
 
-Each StarPU worker calls the library with one BLAS thread: a library opened here (system
-or path) is set to one thread at once (``openblas_set_num_threads(1)``; BLIS's setter
-too), and the session limits every BLAS library loaded in the process to one thread
-while it runs (threadpoolctl, when installed), SciPy's included.
+Each StarPU worker calls the library with one BLAS thread: the session limits every
+BLAS library loaded in the process to one thread while it runs (threadpoolctl), the one
+opened here included, and restores them after. Without threadpoolctl, a library opened
+here (system or path) is set to one thread when it is opened.
 """
 import ctypes
 import os
@@ -103,12 +103,18 @@ def _openblas_version(lib):
 
 
 def _one_thread(name):
-    """One thread per call in the kernels' library (each StarPU worker is a thread of
-    its own), also where threadpoolctl is missing; the session's limits keep it so."""
+    """The library opened by ``name`` (ctypes). Where threadpoolctl is missing (the
+    session then cannot limit it), it is set to one thread here, for good: each StarPU
+    worker is a thread of its own. With threadpoolctl the session limits it while it
+    runs and restores it after."""
     lib = ctypes.CDLL(name)
-    for setter in ("openblas_set_num_threads", "bli_thread_set_num_threads"):
-        if hasattr(lib, setter):
-            getattr(lib, setter)(1)
+    try:
+        import threadpoolctl  # noqa: F401
+    except ImportError:
+        if hasattr(lib, "openblas_set_num_threads"):
+            lib.openblas_set_num_threads(ctypes.c_int(1))
+        elif hasattr(lib, "bli_thread_set_num_threads"):
+            lib.bli_thread_set_num_threads(ctypes.c_int64(1))
     return lib
 
 
