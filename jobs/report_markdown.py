@@ -125,6 +125,16 @@ def _bytes_or_dash(value):
     return "-" if value is None else format_bytes(value)
 
 
+
+def _kernel_blas_short(run):
+    """'OpenBLAS 0.3.21 (system)' from the run's ``kernel_blas`` (file left out), or
+    '-' for documents from before it was recorded."""
+    text = run.get("kernel_blas") or run.get("runtime", {}).get("kernel_blas") or ""
+    if not text:
+        return "-"
+    what, _, where = text.partition(" (")
+    return f"{what} ({where.split(':')[0]})" if where else what
+
 def run_markdown(runs, sections, comparison, command):
     """report.md of ``starchol report RUN.json ...``.
 
@@ -148,11 +158,11 @@ def run_markdown(runs, sections, comparison, command):
             _bytes_or_dash(run.get("bytes_predicted_total")),
             "-" if match is None else ("yes" if match else "**NO**"),
             rt.get("scheduler", "-"), rt.get("workers_per_rank", "-"),
-            rt.get("starpu_version", "-"),
+            rt.get("starpu_version", "-"), _kernel_blas_short(run),
         ])
     lines.append(table(["#", "file", "map", "nodes", "N", "NB", "NT", "time (s)", "GFlop/s",
                         "residual", "bytes measured", "bytes predicted", "match", "scheduler",
-                        "workers/rank", "StarPU"], rows))
+                        "workers/rank", "StarPU", "kernels' BLAS"], rows))
     lines.append("")
     mismatched = [k for k, r in enumerate(runs, start=1) if r.get("match") is False]
     if mismatched:
