@@ -366,7 +366,7 @@ def _run(args, comm, tile_map, spec):
                     "workers_per_rank": info["workers_per_rank"],
                     "gpus_per_rank": info.get("gpus_per_rank", 0),
                     "starpu_version": info["starpu_version"],
-                    "kernel_blas": info.get("kernel_blas"),
+                    "kernel_blas": record.kernel_blas,
                     **({"heteroprio": info["heteroprio"]} if info.get("heteroprio") else {})},
         "kernels": _kernel_table(kernels),
         "kernels_per_rank": kernels,

@@ -52,7 +52,8 @@ class RunRecord:
         When (UTC, ISO 8601), how (``sys.argv`` of rank 0) and with what it ran.
     kernel_blas : str
         The BLAS/LAPACK the tile kernels called (:mod:`starchol.runtime.kernel_blas`):
-        version, source and file; ``""`` in documents from before it was recorded.
+        version, source and file; every distinct one, joined by "; ", when the ranks
+        chose differently; ``""`` in documents from before it was recorded.
     extra : dict
         Other keys of a JSON document (e.g. ``residual``, ``seed``), kept as they are.
     """
@@ -207,13 +208,15 @@ def describe_job(session):
 
     comm = session.comm
     hosts = comm.allgather(socket.gethostname())
+    # each rank chooses its kernels' BLAS itself (nodes may differ): every distinct one
+    blas = comm.allgather(session.kernel_blas.describe() if session.kernel_blas else "")
+    blas = [b for b in dict.fromkeys(blas) if b]
     argv = comm.bcast(list(sys.argv), root=0)
     return dict(ranks=comm.Get_size(), hosts=hosts,
                 ranks_per_host=max(hosts.count(h) for h in set(hosts)),
                 workers=session.workers, scheduler=session.scheduler, cache=session.cache,
                 date=now_utc(), command_line=argv, starchol_version=__version__,
-                starpu_version=session.version,
-                kernel_blas=session.kernel_blas.describe() if session.kernel_blas else "")
+                starpu_version=session.version, kernel_blas="; ".join(blas))
 
 
 __all__ = ["RunRecord", "describe_job", "now_utc"]

@@ -177,3 +177,30 @@ except UsageError as exc:
     assert out["system"].startswith("UsageError: STARCHOL_KERNEL_BLAS=system: the system "
                                     "OpenBLAS cannot be used")
     assert "apt-get install libopenblas0" in out["system"]
+
+
+def test_ranks_that_choose_differently_are_all_recorded(tmp_path, starpu_home):
+    """Each rank chooses its kernels' BLAS (nodes may differ): rank 1 told to take
+    SciPy's, rank 0 the default; the run document names both."""
+    from conftest import MPIRUN, _starchol_exe
+
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+    if _system_openblas() is None:
+        pytest.skip("no system OpenBLAS: both ranks would take SciPy's")
+    out = tmp_path / "run.json"
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env.pop(kernel_blas.ENV, None)
+    pick = ('if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then export STARCHOL_KERNEL_BLAS=scipy; '
+            'fi; exec "$@"')
+    cmd = [MPIRUN, "--oversubscribe", "-np", "2", "sh", "-c", pick, "sh", *_starchol_exe(),
+           "run", "--dist", "2dbc", "--n", "400", "--nb", "100", "--workers", "1",
+           "--json", str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    parts = doc["kernel_blas"].split("; ")
+    assert len(parts) == 2, doc["kernel_blas"]
+    assert "(system: " in parts[0] and "(scipy: " in parts[1]
+    assert doc["runtime"]["kernel_blas"] == doc["kernel_blas"]
