@@ -127,7 +127,9 @@ def collect(comm):
         "kernel_blas": kernel_blas_info(),
         "blas": blas_info(),
     }
-    facts["ranks"] = comm.allgather(rank_facts(comm, max_cpus))
+    mine = rank_facts(comm, max_cpus)
+    mine["kernel_blas"] = facts["kernel_blas"]["chosen"] or facts["kernel_blas"]["error"]
+    facts["ranks"] = comm.allgather(mine)
     return facts
 
 
@@ -172,6 +174,8 @@ def format_text(f):
         lines.append(f"rank {r['rank']:<8} {r['host']}: {r['affinity']} core(s) in its "
                      f"affinity{share}{extra} -> {r['cores']} core(s), {r['workers']} "
                      f"CPU worker(s) by default")
+        if r.get("kernel_blas") != f["ranks"][0].get("kernel_blas"):
+            lines.append(f"{'':14}kernels' BLAS here: {r['kernel_blas']}")
     return "\n".join(lines)
 
 

@@ -204,3 +204,20 @@ def test_ranks_that_choose_differently_are_all_recorded(tmp_path, starpu_home):
     assert len(parts) == 2, doc["kernel_blas"]
     assert "(system: " in parts[0] and "(scipy: " in parts[1]
     assert doc["runtime"]["kernel_blas"] == doc["kernel_blas"]
+
+
+def test_info_names_the_kernels_blas():
+    from conftest import _starchol_exe
+
+    env = dict(os.environ, **{kernel_blas.ENV: "scipy"})
+    p = subprocess.run([*_starchol_exe(), "info", "--json"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    facts = json.loads(p.stdout)
+    k = facts["kernel_blas"]
+    assert k["variable"] == kernel_blas.ENV and k["request"] == "scipy" and k["error"] is None
+    assert "(scipy: " in k["chosen"] and facts["ranks"][0]["kernel_blas"] == k["chosen"]
+    bad = subprocess.run([*_starchol_exe(), "info"], capture_output=True, text=True,
+                         env=dict(env, **{kernel_blas.ENV: "/nonexistent.so"}), timeout=120)
+    assert bad.returncode == 0, bad.stderr       # info reports, it does not refuse
+    assert "kernels' BLAS none: environment variable STARCHOL_KERNEL_BLAS=" in bad.stdout
