@@ -5,10 +5,10 @@ Each kernel runs on a StarPU CPU worker, single-threaded BLAS/LAPACK through one
 function pointers, and never touches a Python object. The table starts with SciPy's
 Cython bindings (``cython_blas``/``cython_lapack``: the OpenBLAS scipy.linalg uses);
 :func:`use_blas` points it at another shared library (``starchol.runtime.kernel_blas``
-chooses which, before StarPU starts). Tiles are column-major StarPU matrices (``STARPU_MATRIX_*``).
-One body per operation, written once for both precisions (fused type ``real``); the
-codelets of each precision are built at import and handed to the task graphs by
-:c:func:`codelets`.
+chooses which, before StarPU starts). Tiles are column-major StarPU matrices
+(``STARPU_MATRIX_*``). One body per operation, written once for both precisions (fused
+type ``real``); the codelets of each precision are built at import and handed to the
+task graphs by :c:func:`codelets`.
 """
 from libc.stdint cimport int64_t, uintptr_t
 from libc.string cimport memset

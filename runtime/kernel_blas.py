@@ -15,7 +15,10 @@ session fills it before StarPU starts (:func:`activate`), from the environment v
     SciPy's OpenBLAS (the one ``scipy.linalg`` calls, through its Cython bindings).
 a path
     That shared library: the Fortran symbols ``dgemm_``, ``sgemm_``, ``dsyrk_``,
-    ``ssyrk_``, ``dtrsm_``, ``strsm_``, ``dpotrf_``, ``spotrf_`` with 32-bit integers.
+    ``ssyrk_``, ``dtrsm_``, ``strsm_``, ``dpotrf_``, ``spotrf_`` with 32-bit integers,
+    called as OpenBLAS's C implementations of them are (without the hidden
+    string-length arguments a gfortran-built reference LAPACK expects), e.g. another
+    OpenBLAS build (only OpenBLAS was tried).
 
 Why the system's OpenBLAS first: on the 2-core test machine (Xeon, SkylakeX kernels),
 with two StarPU workers calling 256 x 256 kernels at once, Debian's OpenBLAS 0.3.21 ran
