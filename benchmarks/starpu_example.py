@@ -36,6 +36,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import build_flags  # noqa: E402  (the project's StarPU flags and source cache)
+from small_sizes import spd  # noqa: E402  (beside this file: the same test matrix)
 
 MEMBERS = ("examples/cholesky/", "examples/common/", "examples/sched_ctx_utils/")
 SOURCES = ("cholesky/cholesky_implicit.c", "cholesky/cholesky_kernels.c",
@@ -140,9 +141,7 @@ def main(argv=None):
     try:
         exe = build(work, args.dtype)
         dt = np.dtype(args.dtype)
-        rng = np.random.default_rng(0)
-        m = rng.standard_normal((args.n, args.n))
-        dense = np.asfortranarray(m @ m.T / args.n + np.eye(args.n), dtype=dt)
+        dense = spd(args.n, dtype=dt)
         potrf = lapack.spotrf if dt == np.float32 else lapack.dpotrf
         tile_map = get_map("2dbc", 1)
         times = {"example": [], "starchol": [], "lapack": []}

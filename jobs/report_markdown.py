@@ -125,15 +125,14 @@ def _bytes_or_dash(value):
     return "-" if value is None else format_bytes(value)
 
 
-
 def _kernel_blas_short(run):
-    """'OpenBLAS 0.3.21 (system)' from the run's ``kernel_blas`` (file left out), or
+    """'OpenBLAS 0.3.21 (system)' from the run's ``kernel_blas`` (files left out), or
     '-' for documents from before it was recorded."""
+    from ..runtime.kernel_blas import short
+
     text = run.get("kernel_blas") or run.get("runtime", {}).get("kernel_blas") or ""
-    if not text:
-        return "-"
-    what, _, where = text.partition(" (")
-    return f"{what} ({where.split(':')[0]})" if where else what
+    return short(text) or "-"
+
 
 def run_markdown(runs, sections, comparison, command):
     """report.md of ``starchol report RUN.json ...``.

@@ -205,18 +205,19 @@ def describe_job(session):
     import socket
 
     from .. import __version__
+    from ..runtime.kernel_blas import joined
 
     comm = session.comm
     hosts = comm.allgather(socket.gethostname())
     # each rank chooses its kernels' BLAS itself (nodes may differ): every distinct one
-    blas = comm.allgather(session.kernel_blas.describe() if session.kernel_blas else "")
-    blas = [b for b in dict.fromkeys(blas) if b]
+    blas = joined(comm.allgather(session.kernel_blas.describe() if session.kernel_blas
+                                 else ""))
     argv = comm.bcast(list(sys.argv), root=0)
     return dict(ranks=comm.Get_size(), hosts=hosts,
                 ranks_per_host=max(hosts.count(h) for h in set(hosts)),
                 workers=session.workers, scheduler=session.scheduler, cache=session.cache,
                 date=now_utc(), command_line=argv, starchol_version=__version__,
-                starpu_version=session.version, kernel_blas="; ".join(blas))
+                starpu_version=session.version, kernel_blas=blas)
 
 
 __all__ = ["RunRecord", "describe_job", "now_utc"]

@@ -70,6 +70,26 @@ class KernelBlas:
         return f"{what} ({self.source}: {self.library or 'unknown file'})"
 
 
+#: between the descriptions of ranks that chose differently (:func:`joined`)
+SEPARATOR = "; "
+
+
+def joined(descriptions):
+    """One text for the ranks' :meth:`KernelBlas.describe` lines: every distinct one,
+    in rank order, joined by :data:`SEPARATOR` (empty ones left out)."""
+    return SEPARATOR.join(d for d in dict.fromkeys(descriptions) if d)
+
+
+def short(text):
+    """``"OpenBLAS 0.3.21 (system)"`` from a :func:`joined` text (each library's file
+    left out); ``""`` for an empty text."""
+    parts = []
+    for d in text.split(SEPARATOR) if text else []:
+        what, _, where = d.partition(" (")
+        parts.append(f"{what} ({where.split(':')[0]})" if where else what)
+    return SEPARATOR.join(parts)
+
+
 _active = None
 
 
@@ -210,4 +230,4 @@ def active():
     return _active
 
 
-__all__ = ["ENV", "KernelBlas", "activate", "active", "requested"]
+__all__ = ["ENV", "KernelBlas", "activate", "active", "joined", "requested", "short"]

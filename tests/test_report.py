@@ -295,3 +295,13 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     doc = json.load(open(run_json))
     pred = transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100)
     assert np.array_equal(np.array(doc["bytes_measured_pairs"]), pred)
+
+
+def test_kernel_blas_column_of_ranks_that_chose_differently():
+    from starchol.jobs.report_markdown import _kernel_blas_short
+
+    both = ("OpenBLAS 0.3.21 (system: /usr/lib/libopenblasp-r0.3.21.so); "
+            "OpenBLAS 0.3.30 (scipy: /venv/scipy.libs/libscipy_openblas.so)")
+    assert _kernel_blas_short({"kernel_blas": both}) == \
+        "OpenBLAS 0.3.21 (system); OpenBLAS 0.3.30 (scipy)"
+    assert _kernel_blas_short({"runtime": {}}) == "-"
