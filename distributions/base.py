@@ -10,6 +10,12 @@ import numpy as np
 MIN_PERIODS = 6
 
 
+def nodes_text(nodes):
+    """``'1 node'`` or ``'6 nodes'``: a node count as the maps' descriptions print it."""
+    nodes = int(nodes)
+    return f"{nodes} node" if nodes == 1 else f"{nodes} nodes"
+
+
 class TileMap:
     """Base class: subclasses implement :meth:`_slice_owner_map`.
 

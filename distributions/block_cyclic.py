@@ -1,7 +1,7 @@
 """2D block-cyclic map (2DBC): a p x q grid of nodes repeated over the tiles."""
 import numpy as np
 
-from .base import TileMap
+from .base import TileMap, nodes_text
 
 
 class BlockCyclic2D(TileMap):
@@ -43,4 +43,4 @@ class BlockCyclic2D(TileMap):
         return {**super().params(), "grid": f"{self.p}x{self.q}"}
 
     def __str__(self):
-        return f"2dbc {self.p}x{self.q} ({self.nodes} nodes)"
+        return f"2dbc {self.p}x{self.q} ({nodes_text(self.nodes)})"

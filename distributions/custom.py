@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from ..errors import UsageError
-from .base import TileMap
+from .base import TileMap, nodes_text
 
 
 class CustomMap(TileMap):
@@ -65,7 +65,7 @@ class CustomMap(TileMap):
 
     def __str__(self):
         m, n = self.pattern.shape
-        return f"custom {m}x{n} pattern ({self.nodes} nodes)"
+        return f"custom {m}x{n} pattern ({nodes_text(self.nodes)})"
 
 
 def read_chameleon_text(path):

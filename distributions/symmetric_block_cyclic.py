@@ -15,7 +15,7 @@ Diagonal cells (x, x):
 """
 import numpy as np
 
-from .base import TileMap
+from .base import TileMap, nodes_text
 
 
 def pair_node(a, b):
@@ -102,4 +102,4 @@ class SymmetricBlockCyclic(TileMap):
 
     def __str__(self):
         kind = "extended" if self.extended else "basic"
-        return f"{self.name} r={self.r} ({kind}, {self.nodes} nodes)"
+        return f"{self.name} r={self.r} ({kind}, {nodes_text(self.nodes)})"

@@ -22,7 +22,7 @@ balances the flops (FACTS section 8).
 """
 import numpy as np
 
-from .base import TileMap
+from .base import TileMap, nodes_text
 
 
 def diagonal_by_flow(cells, nodes, variants):
@@ -222,7 +222,7 @@ class SymmetricPattern(TileMap):
 
     def __str__(self):
         what = f"{self.label}, " if self.label else ""
-        return f"{self.name} r={self.r} ({what}{self.nodes} nodes)"
+        return f"{self.name} r={self.r} ({what}{nodes_text(self.nodes)})"
 
 
 def pattern_from_blocks(blocks, r, nodes=None, variants=None, **kw):

@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from ..distributions.base import nodes_text
 from ..errors import UsageError
 
 REQUIRED = ("dist", "nodes", "n", "nb")
@@ -133,7 +134,7 @@ def map_label(run):
         grid = f"{grid[0]}x{grid[1]}"
     if isinstance(grid, str) and grid:
         parts.append(grid)
-    return f"{' '.join(parts)} ({run['nodes']} nodes)"
+    return f"{' '.join(parts)} ({nodes_text(run['nodes'])})"
 
 
 def _one_line(text):

@@ -30,6 +30,7 @@ import numpy as np
 from ..collective import run_everywhere
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
+from ..distributions.base import nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
 from .options import add_cache_arg, build_map, cache_from_args
@@ -143,7 +144,7 @@ def validate(args, nranks):
         raise UsageError(_run_words(f"{exc} (the run has {nranks} MPI rank(s): one per map "
                                     f"node; change mpirun -np or the map)")) from None
     if tile_map.nodes != nranks:
-        raise UsageError(f"the map {tile_map} has {tile_map.nodes} nodes but the run has "
+        raise UsageError(f"the map {tile_map} has {nodes_text(tile_map.nodes)} but the run has "
                          f"{nranks} MPI rank(s); launch mpirun -np {tile_map.nodes}")
     return tile_map, spec
 

@@ -18,6 +18,7 @@ Two kinds, with the map rules:
 """
 import numpy as np
 
+from ..distributions.base import nodes_text
 from ..errors import UsageError
 from ..runtime.collective import agree
 from .tile_arena import arena_views, packed
@@ -69,7 +70,7 @@ def check_map(tile_map, nranks):
         raise UsageError(f"tile_map must be a starchol.distributions map, got "
                          f"{type(tile_map).__name__}", param="tile_map")
     if tile_map.nodes != nranks:
-        raise UsageError(f"tile_map {tile_map} has {tile_map.nodes} nodes but the "
+        raise UsageError(f"tile_map {tile_map} has {nodes_text(tile_map.nodes)} but the "
                          f"communicator has {nranks} rank(s); a map needs one MPI rank "
                          f"per node", param="tile_map")
 

@@ -17,6 +17,11 @@ def test_2dbc_formula_and_default_grid():
     assert m.owner(9, 2) == (9 % 7) * 4 + 2
 
 
+def test_descriptions_count_nodes_in_words():
+    assert str(get_map("2dbc", 1)) == "2dbc 1x1 (1 node)"
+    assert str(get_map("sbc", 6)) == "sbc r=4 (extended, 6 nodes)"
+
+
 SBC = [("sbc", 3), ("sbc", 6), ("sbc", 10), ("sbc", 15), ("sbc", 21), ("sbc", 28),
        ("sbc", 36), ("sbc-basic", 2), ("sbc-basic", 8), ("sbc-basic", 18), ("sbc-basic", 32)]
 
