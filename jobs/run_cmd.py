@@ -46,7 +46,9 @@ def register(sub):
         description="Distributed tiled Cholesky on StarPU-MPI: one MPI rank per node of the "
                     "map. Reports time, GFlop/s (N^3/3 flops), the residual with --check, and "
                     "the bytes sent between ranks, measured vs the exact model. Every path, "
-                    "size and setting is checked on every rank before the work starts.")
+                    "size and setting is checked on every rank before the work starts.",
+        hints={"--nodes": "run has no --nodes: the node count is mpirun -np P, one rank "
+                          "per map node"})
     p.add_argument("--dist", required=True, choices=MAPS, metavar="D",
                    help=f"tile map: {', '.join(MAPS)}")
     p.add_argument("--grid", metavar="PxQ",

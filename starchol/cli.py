@@ -4,17 +4,63 @@ Each subcommand lives in its own module of :mod:`starchol.jobs` and exposes
 ``register(subparsers)``; the module list is :data:`starchol.jobs.COMMANDS`.
 
 Errors: a :class:`UsageError` exits with status 2, any other error with status 1, each
-with one line ``starchol CMD: error: ...`` and no traceback (``-v`` adds it). Signals
-are handled by :mod:`starchol.faults` (temporary files removed, the MPI job ended).
+with one line ``starchol CMD: error: ...`` and no traceback (``-v`` adds it to unexpected
+errors, ``-vv`` to every error). Argument errors are one line too, from the command's
+own parser (:class:`Parser`), also for unknown options (status 2). Signals are handled
+by :mod:`starchol.faults` (temporary files removed, the MPI job ended).
 """
 import argparse
 import logging
+import math
+import re
 import sys
 
 from . import __version__
 from .errors import StarcholError, UsageError
 
 log = logging.getLogger("starchol")
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line,
+    ``starchol CMD: error: MESSAGE (see starchol CMD --help)``, exit status 2.
+
+    ``hints`` maps an option this command does not have to the sentence that says what
+    to use instead (``run``: ``--nodes`` -> mpirun -np); it is added to the message when
+    the option is among the unrecognized arguments. The subcommands' parsers are of this
+    class too (argparse makes them with their parent's class).
+    """
+
+    def __init__(self, *args, hints=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hints = dict(hints or {})
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {self.explain(message)} "
+                     f"(see {self.prog} --help)\n")
+
+    def explain(self, message):
+        """``message`` with the hint for an option this command lacks, or the integer
+        an ``invalid int value: '1e4'`` meant."""
+        if message.startswith(UNRECOGNIZED):
+            words = message[len(UNRECOGNIZED):].split()
+            given = {w.split("=", 1)[0] for w in words}
+            found = [text for opt, text in self.hints.items() if opt in given]
+            if found:
+                message += "; " + "; ".join(found)
+        bad = re.search(r"invalid int value: '([^']*)'", message)
+        if bad:
+            try:
+                value = float(bad.group(1))
+            except ValueError:
+                value = None
+            if value is not None and math.isfinite(value) and value == int(value):
+                message += f"; write it as an integer: {int(value)}"
+        return message
+
+
+#: argparse's words for arguments no option takes
+UNRECOGNIZED = "unrecognized arguments: "
 
 
 class _Commands:
@@ -43,7 +89,7 @@ def build_parser():
     """
     from .jobs import command_modules
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="starchol",
         description="Communication-avoiding distributed Cholesky: tile maps, exact "
                     "communication volumes, and runs on StarPU-MPI.",
@@ -79,8 +125,6 @@ def flag_text(text, params=()):
     ``--name value``; the bare parameter names listed in ``params`` (a
     :class:`UsageError`'s ``params``: ``n must be positive``) become their flags.
     """
-    import re
-
     names = "|".join(MAP_PARAMS)
     text = re.sub(rf"\b({names})=(?=\S)", lambda m: _flag(m.group(1)) + " ", text)
     text = re.sub(rf"\b({names})=", lambda m: _flag(m.group(1)), text)
@@ -137,7 +181,9 @@ def main(argv=None):
     from .collective import describe
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's parser, with its hints (not the top-level usage)
+        parser.command_parsers[args.command].error(UNRECOGNIZED + " ".join(extra))
     _setup_logging(args.verbose)
     label = f"starchol {args.command}"
     if argv is None:  # the real command line (not a test calling main([...]))

@@ -35,3 +35,14 @@ def test_old_cache_spelling_quiet_and_report(mpirun, tmp_path):
     text = (out / "report.md").read_text()
     assert "2dbc" in text and "Traceback" not in text
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+
+
+def test_argument_error_is_one_line_on_every_rank(mpirun):
+    p = mpirun(2, "run", "--dist", "sbc", "--nodes", "3", "--n", "300", "--nb", "50",
+               timeout=60)
+    assert p.rank_exits == [2, 2], p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if not ln.startswith("starchol-exit=")]
+    assert len(lines) == 2 and "usage:" not in p.stderr, p.stderr
+    for line in lines:
+        assert line.startswith("starchol run: error: unrecognized arguments: --nodes 3; "
+                               "run has no --nodes: the node count is mpirun -np P")

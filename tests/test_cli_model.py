@@ -123,3 +123,26 @@ def test_argparse_errors_and_module_entry_point():
     p = subprocess.run([sys.executable, "-m", "starchol", "volume", "--dist", "sbc",
                         "--nodes", "20", "--nt", "10"], capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "15" in p.stderr and "21" in p.stderr and not p.stdout
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "1e3"],
+     ["argument --nt: invalid int value: '1e3'", "write it as an integer: 1000"]),
+    (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "4", "--bogus", "1"],
+     ["unrecognized arguments: --bogus 1"]),
+    (["run", "--dist", "sbc", "--nodes", "6", "--n", "40", "--nb", "10"],
+     ["unrecognized arguments: --nodes 6", "the node count is mpirun -np P"]),
+    (["--bogus", "map", "--dist", "sbc", "--nodes", "6", "--nt", "4"],
+     ["unrecognized arguments: --bogus"]),
+])
+def test_argument_errors_are_one_line_from_the_command(argv, words, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    cmd = next(w for w in argv if not w.startswith("-"))
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err
+    assert err.startswith(f"starchol {cmd}: error: ") and err.rstrip().endswith(
+        f"(see starchol {cmd} --help)")
+    for w in words:
+        assert w in err
