@@ -191,9 +191,11 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except UsageError as exc:
+        _traceback(args.verbose, 2)
         print(f"{label}: error: {flag_message(exc)}", file=sys.stderr)
         return 2
     except StarcholError as exc:
+        _traceback(args.verbose, 2)
         print(f"{label}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -202,9 +204,16 @@ def main(argv=None):
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - no traceback for users; -v shows it
-        if log.isEnabledFor(logging.INFO):
-            import traceback
-
-            traceback.print_exc()
+        _traceback(args.verbose, 1)
         print(f"{label}: error: {describe(exc)}", file=sys.stderr)
         return 1
+
+
+def _traceback(verbose, level):
+    """Print the traceback of the error being handled when ``-v`` was given ``level``
+    times or more (unexpected errors: -v; starchol's own, whose one line says it all:
+    -vv)."""
+    if verbose >= level:
+        import traceback
+
+        traceback.print_exc()

@@ -146,3 +146,14 @@ def test_argument_errors_are_one_line_from_the_command(argv, words, capsys):
         f"(see starchol {cmd} --help)")
     for w in words:
         assert w in err
+
+
+def test_vv_prints_the_traceback_of_every_error(capsys):
+    bad = ["volume", "--dist", "sbc", "--nodes", "20", "--nt", "10"]
+    assert main(bad + ["-v"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("starchol volume: error:")
+    assert main(["-vv"] + bad) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("Traceback") and any("UsageError" in ln for ln in err)
+    assert err[-1].startswith("starchol volume: error:") and "--nodes 21" in err[-1]
