@@ -8,13 +8,12 @@ cores); LAPACK is scipy.linalg.lapack.dpotrf on a Fortran-ordered copy, overwrit
 in place, with BLAS on all cores (StarPU's workers paused meanwhile). Flops N^3/3.
 """
 import statistics
-import sys
 import time
 
 import numpy as np
 
 from ..errors import StarcholError, UsageError
-from .output import dumps, write_atomic
+from .output import add_json_arg, json_file, publish
 
 
 def register(sub):
@@ -31,8 +30,7 @@ def register(sub):
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="StarPU workers (default: all cores)")
     p.add_argument("--no-lapack", action="store_true", help="time starchol only")
-    p.add_argument("--json", metavar="FILE",
-                   help="write the result document ('-': print it on stdout)")
+    add_json_arg(p, "the result document (keys: docs/engine.md, \"starchol bench --json\")")
     p.set_defaults(func=run)
 
 
@@ -45,10 +43,7 @@ def run(args):
                                    check_workers, _cores)
 
     check_sizes(args.n, args.nb)
-    if args.json and args.json != "-":
-        from ..files import check_folder_writable
-
-        check_folder_writable(args.json, "--json")
+    json_file(args)
     from .preflight import check_rank_memory
     from ..distributions import get_map
 
@@ -121,7 +116,5 @@ def run(args):
         lines.append("  LAPACK   GFlop/s: " + ", ".join(f"{g:.1f}" for g in theirs)
                      + f"  (median {doc['lapack_median_gflops']:.1f})")
         lines.append(f"  median ratio starchol / LAPACK: {doc['ratio_median']:.3f}")
-    print("\n".join(lines), file=sys.stderr if args.json == "-" else sys.stdout)
-    if args.json:
-        write_atomic(args.json, dumps(doc) + "\n")
+    publish(args, doc, "\n".join(lines))
     return 0

@@ -1,7 +1,8 @@
 """``starchol compare``: every map that fits P nodes or fewer, by predicted bytes."""
+from ..distributions.base import nodes_text
 from ..linalg.volume_summary import format_bytes, volume_summary
 from .options import add_size_args, candidates_for, sizes_from_args
-from .output import print_json
+from .output import add_json_arg, json_file, publish
 from .progress import Progress
 
 
@@ -16,7 +17,8 @@ def register(sub):
     p.add_argument("--nodes", type=int, required=True, metavar="P", help="nodes available")
     add_size_args(p)
     p.add_argument("--cache", choices=("on", "off"), default="on")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_json_arg(p, "the table as a JSON document (keys: docs/volume-model.md, "
+                    "\"starchol compare --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
 
@@ -24,6 +26,7 @@ def register(sub):
 def run(args):
     nt, n, nb = sizes_from_args(args)
     maps = candidates_for(args.nodes, nt=nt)
+    json_file(args)
     progress = Progress("comparing maps", unit="maps", enabled=None if not args.quiet else False)
     rows = []
     for k, tile_map in enumerate(maps):
@@ -40,18 +43,23 @@ def run(args):
         })
         progress(k + 1, len(maps))
     rows.sort(key=lambda row: (row["bytes"], row["nodes"]))
-    if args.json:
-        print_json({"nodes": args.nodes, "nt": nt, "n": n, "nb": nb, "rows": rows})
-        return 0
-    print(f"maps for up to {args.nodes} nodes, N = {n}, NB = {nb}, NT = {nt}, "
-          f"cache {args.cache}; sorted by predicted bytes")
+    doc = {"nodes": args.nodes, "nt": nt, "n": n, "nb": nb, "cache": args.cache == "on",
+           "rows": rows}
+    publish(args, doc, text_table(doc))
+    return 0
+
+
+def text_table(doc):
+    """The human table of the ``compare`` document."""
+    lines = [f"maps for up to {nodes_text(doc['nodes'])}, N = {doc['n']}, NB = {doc['nb']}, "
+             f"NT = {doc['nt']}, cache {'on' if doc['cache'] else 'off'}; sorted by "
+             f"predicted bytes"]
     head = (f"{'map':<52} {'nodes':>5} {'transfers':>12} {'bytes':>12} {'D/S':>7} "
             f"{'lead/S':>7} {'flops max/avg':>13}")
-    print(head)
-    print("-" * len(head))
-    for row in rows:
+    lines += [head, "-" * len(head)]
+    for row in doc["rows"]:
         lead = "-" if row["leading_ratio"] is None else f"{row['leading_ratio']:.2f}"
-        print(f"{row['map']:<52} {row['nodes']:>5} {row['transfers_tiles']:>12} "
-              f"{format_bytes(row['bytes']):>12} {row['ratio']:>7.3f} {lead:>7} "
-              f"{row['flops_max_over_avg']:>13.3f}")
-    return 0
+        lines.append(f"{row['map']:<52} {row['nodes']:>5} {row['transfers_tiles']:>12} "
+                     f"{format_bytes(row['bytes']):>12} {row['ratio']:>7.3f} {lead:>7} "
+                     f"{row['flops_max_over_avg']:>13.3f}")
+    return "\n".join(lines)

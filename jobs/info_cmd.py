@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 
-from .output import print_json
+from .output import add_json_arg, json_file, publish
 
 
 def register(sub):
@@ -25,7 +25,7 @@ def register(sub):
         description="Print the StarPU build (version, prefix, STARPU_MAXCPUS, FxT, MPI, "
                     "CUDA), the MPI library, the schedulers, the BLAS and its threads, and "
                     "the cores given to each rank (under mpirun: every rank).")
-    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    add_json_arg(p, "the facts as one JSON document (rank 0)")
     p.set_defaults(func=run)
 
 
@@ -182,12 +182,12 @@ def format_text(f):
 def run(args):
     from mpi4py import MPI
 
+    from ..collective import run_on_root
+
     comm = MPI.COMM_WORLD
+    run_on_root(comm, json_file, args)
     facts = collect(comm)
     if comm.Get_rank() == 0:
-        if args.json:
-            print_json(facts)
-        else:
-            print(format_text(facts))
+        publish(args, facts, format_text(facts))
         sys.stdout.flush()
     return 0

@@ -5,7 +5,7 @@ from ..distributions import node_load, write_chameleon_text
 from ..errors import UsageError
 from .options import add_map_args, map_from_args
 from ..files import check_distinct, check_folder_writable
-from .output import print_json
+from .output import add_json_arg, json_file, publish
 from .preflight import check_table_memory
 
 #: the text view prints tile owners up to this NT
@@ -18,9 +18,9 @@ def register(sub):
         description="Owner node of every tile (i, j), i >= j, of an NT x NT tiled matrix.")
     add_map_args(p)
     p.add_argument("--nt", type=int, required=True, metavar="NT", help="tile rows/columns")
-    p.add_argument("--json", action="store_true",
-                   help='print {"dist", "nodes", "slices", "nt", "owner"} '
-                        "(owner: slices x NT x NT global node ids)")
+    add_json_arg(p, '{"dist", "nodes", "slices", "nt", "owner", "map"} (owner: slices x '
+                    'NT x NT global node ids, symmetric: (i, j) and (j, i) are one tile; map: the '
+                    'description)')
     p.add_argument("--png", metavar="FILE", help="draw the map (one colour per node)")
     p.add_argument("--chameleon", metavar="FILE",
                    help="write the map file that Chameleon's --custom option reads")
@@ -35,7 +35,9 @@ def run(args):
     for role, path in (("--png", args.png), ("--chameleon", args.chameleon)):
         if path:
             check_folder_writable(path, role)
-    check_distinct([("--png", args.png), ("--chameleon", args.chameleon)])
+    json_file(args)
+    check_distinct([("--png", args.png), ("--chameleon", args.chameleon),
+                    ("--json", None if args.json == "-" else args.json)])
     owners = tile_map.owner_maps(args.nt)
     if args.chameleon:
         write_chameleon(tile_map, args.nt, args.chameleon)
@@ -43,16 +45,13 @@ def run(args):
         from ..distributions.picture import draw_map
 
         draw_map(tile_map, args.nt, args.png)
-    if args.json:
-        print_json({"dist": tile_map.name, "nodes": tile_map.nodes,
-                    "slices": tile_map.slices, "nt": args.nt, "owner": owners,
-                    "map": str(tile_map)})
-        return 0
-    print(text_view(tile_map, owners))
+    text = [text_view(tile_map, owners)]
     if args.png:
-        print(f"picture written to {args.png}")
+        text.append(f"picture written to {args.png}")
     if args.chameleon:
-        print(f"Chameleon map written to {args.chameleon}")
+        text.append(f"Chameleon map written to {args.chameleon}")
+    publish(args, {"dist": tile_map.name, "nodes": tile_map.nodes, "slices": tile_map.slices,
+                   "nt": args.nt, "owner": owners, "map": str(tile_map)}, "\n".join(text))
     return 0
 
 

@@ -1,5 +1,10 @@
-"""Writing command results: JSON documents (files are written by
-:func:`starchol.files.write_atomic`, re-exported here)."""
+"""Writing command results: JSON documents and the human text beside them (files are
+written by :func:`starchol.files.write_atomic`, re-exported here).
+
+The one rule of ``--json`` for every command (:func:`add_json_arg`, :func:`publish`):
+``--json FILE`` writes the document to FILE atomically and prints the text on stdout;
+``--json -`` or a bare ``--json`` prints the document on stdout and the text on stderr.
+"""
 import json
 import sys
 
@@ -31,3 +36,37 @@ def dumps(doc):
 def print_json(doc, stream=None):
     """Print one JSON document on stdout."""
     (stream or sys.stdout).write(dumps(doc) + "\n")
+
+
+def add_json_arg(parser, what="the result document"):
+    """``--json [FILE]``: ``what`` to FILE, or on stdout with ``-`` or no FILE."""
+    parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                        help=f"write {what} to FILE (atomically); '-' or no FILE: print it "
+                             "on stdout, and the text on stderr")
+
+
+def json_file(args):
+    """The ``--json`` file to write, None for none or stdout; its folder is checked
+    (call before the work)."""
+    path = getattr(args, "json", None)
+    if path in (None, "-"):
+        return None
+    from ..files import check_folder_writable
+
+    check_folder_writable(path, "--json")
+    return path
+
+
+def text_stream(args):
+    """Where the human text goes: stderr when stdout holds the JSON document."""
+    return sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
+
+
+def publish(args, doc, text):
+    """Write ``doc`` where ``--json`` says (nowhere without it), then print ``text``
+    (str or None) on :func:`text_stream`."""
+    if args.json:
+        write_atomic(args.json, dumps(doc) + "\n")
+    if text is not None:
+        print(text, file=text_stream(args))
+        text_stream(args).flush()

@@ -15,11 +15,11 @@ the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
 """
 from ..errors import UsageError
 from ..distributions import node_load
-from ..distributions.base import MIN_PERIODS
+from ..distributions.base import MIN_PERIODS, nodes_text
 from ..linalg.volume import tile_bytes
 from ..linalg.volume_summary import format_bytes, volume_summary
 from .options import candidates_for, check_positive_finite
-from .output import print_json
+from .output import add_json_arg, json_file, publish
 from .progress import Progress
 
 
@@ -38,7 +38,8 @@ def register(sub):
                    help="sustained DGEMM GFlop/s of one node for the estimate (default 1000)")
     p.add_argument("--node-bandwidth", type=float, default=12.5e9, metavar="B/S",
                    help="network bytes/s of one node for the estimate (default 12.5e9, 100 Gb/s)")
-    p.add_argument("--json", action="store_true")
+    add_json_arg(p, "the plan as a JSON document (keys: docs/volume-model.md, "
+                    "\"starchol plan --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
 
@@ -75,6 +76,7 @@ def run(args):
     check_positive_finite(args.node_gflops, "--node-gflops")
     check_positive_finite(args.node_bandwidth, "--node-bandwidth")
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
+    json_file(args)
     progress = Progress("scoring maps", unit="maps", enabled=False if args.quiet else None)
     rows = []
     for k, tile_map in enumerate(maps):
@@ -86,30 +88,32 @@ def run(args):
     fitting = [r for r in rows if r["fits"]]
     pick = fitting[0] if fitting else None
     why = explain(pick, rows, args)
-    if args.json:
-        print_json({"nodes": args.nodes, "n": args.n, "nb": args.nb,
-                    "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
-                    "node_bandwidth": args.node_bandwidth, "rows": rows,
-                    "pick": pick, "explanation": why})
-        return 0 if pick else 1
-    print(f"maps for up to {args.nodes} nodes, N = {args.n}, NB = {args.nb}, memory "
-          f"{format_bytes(args.memory_per_node)} per node; estimate = compute + comm "
-          f"with {args.node_gflops:g} GFlop/s and {format_bytes(args.node_bandwidth)}/s per node")
+    doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb,
+           "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
+           "node_bandwidth": args.node_bandwidth, "rows": rows,
+           "pick": pick, "explanation": why}
+    publish(args, doc, text_table(doc))
+    return 0 if pick else 1
+
+
+def text_table(doc):
+    """The human table of the ``plan`` document, and the explanation under it."""
+    lines = [f"maps for up to {nodes_text(doc['nodes'])}, N = {doc['n']}, NB = {doc['nb']}, "
+             f"memory {format_bytes(doc['memory_per_node'])} per node; estimate = compute + "
+             f"comm with {doc['node_gflops']:g} GFlop/s and "
+             f"{format_bytes(doc['node_bandwidth'])}/s per node"]
     head = (f"{'map':<56} {'nodes':>5} {'bytes':>11} {'mem/node':>10} {'fits':>4} "
             f"{'periods':>7} {'compute s':>10} {'comm s':>9} {'estimate s':>10}")
-    print(head)
-    print("-" * len(head))
-    for r in rows:
+    lines += [head, "-" * len(head)]
+    for r in doc["rows"]:
         periods = "-" if r["periods"] is None else f"{r['periods']:.1f}"
         if not r["balanced"]:
             periods += "!"
-        print(f"{r['map']:<56} {r['nodes']:>5} {format_bytes(r['bytes']):>11} "
-              f"{format_bytes(r['memory_per_node_bytes']):>10} {'yes' if r['fits'] else 'no':>4} "
-              f"{periods:>7} {r['compute_s']:>10.1f} {r['comm_s']:>9.1f} "
-              f"{r['estimate_s']:>10.1f}")
-    print()
-    print(why)
-    return 0 if pick else 1
+        lines.append(f"{r['map']:<56} {r['nodes']:>5} {format_bytes(r['bytes']):>11} "
+                     f"{format_bytes(r['memory_per_node_bytes']):>10} "
+                     f"{'yes' if r['fits'] else 'no':>4} {periods:>7} "
+                     f"{r['compute_s']:>10.1f} {r['comm_s']:>9.1f} {r['estimate_s']:>10.1f}")
+    return "\n".join(lines + ["", doc["explanation"]])
 
 
 def explain(pick, rows, args):

@@ -22,7 +22,6 @@ format:
 import logging
 import math
 import os
-import sys
 import types
 
 import numpy as np
@@ -34,7 +33,7 @@ from ..distributions.base import nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
 from .options import add_cache_arg, build_map, cache_from_args
-from .output import dumps, write_atomic
+from .output import add_json_arg, dumps, text_stream, write_atomic
 from .progress import Progress
 
 log = logging.getLogger("starchol.run")
@@ -77,9 +76,7 @@ def register(sub):
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
                         "added when missing)")
-    p.add_argument("--json", metavar="FILE",
-                   help="write the result document (rank 0); '-' prints it on stdout "
-                        "instead of the summary")
+    add_json_arg(p, "the result document (rank 0)")
     p.add_argument("--trace", metavar="DIR",
                    help="record FxT execution traces of every rank in DIR and convert them "
                         "(DIR/tasks.rec, paje.trace, trace.json; starchol report draws "
@@ -407,7 +404,7 @@ def _publish_rank0(args, doc, full, appeared):
                     np.save(fh, full)
         except OSError as exc:
             errors.append(f"cannot write --gather {args.gather}: {exc.strerror or exc}")
-    out = sys.stderr if args.json == "-" else sys.stdout  # stdout holds the JSON
+    out = text_stream(args)  # stderr when stdout holds the JSON
     print(summary(doc), file=out)
     if args.output and appeared is None:
         print(f"  factor L written to {args.output}", file=out)

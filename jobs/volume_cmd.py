@@ -1,7 +1,7 @@
 """``starchol volume``: predicted inter-node traffic of a map, without running it."""
 from ..linalg.volume_summary import format_bytes, volume_summary
 from .options import add_map_args, add_size_args, map_from_args, sizes_from_args
-from .output import print_json
+from .output import add_json_arg, json_file, publish
 from .preflight import check_table_memory
 from .progress import Progress
 
@@ -18,7 +18,7 @@ def register(sub):
     add_size_args(p)
     p.add_argument("--cache", choices=("on", "off"), default="on",
                    help="StarPU-MPI receive cache (default on)")
-    p.add_argument("--json", action="store_true", help="print one JSON document")
+    add_json_arg(p, "the volume document (keys: docs/volume-model.md, \"starchol volume --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
 
@@ -27,14 +27,12 @@ def run(args):
     nt, n, nb = sizes_from_args(args)
     tile_map = map_from_args(args, nt=nt)
     check_table_memory(nt, tile_map.slices)
+    json_file(args)
     progress = None
     if nt >= PROGRESS_MIN_NT and not args.quiet:
         progress = Progress("counting transfers", unit="tile rows")
     doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", progress=progress)
-    if args.json:
-        print_json(doc)
-        return 0
-    print(text_report(doc))
+    publish(args, doc, text_report(doc))
     return 0
 
 

@@ -157,3 +157,28 @@ def test_vv_prints_the_traceback_of_every_error(capsys):
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("Traceback") and any("UsageError" in ln for ln in err)
     assert err[-1].startswith("starchol volume: error:") and "--nodes 21" in err[-1]
+
+
+@pytest.mark.parametrize("argv", [
+    ["map", "--dist", "sbc", "--nodes", "6", "--nt", "5"],
+    ["volume", "--dist", "sbc", "--nodes", "6", "--nt", "8"],
+    ["compare", "--nodes", "6", "--nt", "8", "--quiet"],
+    ["plan", "--nodes", "6", "--n", "2000", "--nb", "200", "--memory-per-node", "1e9",
+     "--quiet"],
+])
+def test_json_is_file_or_stdout_in_every_command(argv, tmp_path, capsys):
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert main(argv + ["--json", "-"]) == 0     # '-' and a bare --json: stdout
+    dash = capsys.readouterr()
+    assert json.loads(dash.out) and dash.err.strip() == text.strip()  # text on stderr
+    assert main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(dash.out)
+    out = tmp_path / "d.json"
+    assert main(argv + ["--json", str(out)]) == 0     # a file: the text on stdout
+    assert json.loads(out.read_text()) == json.loads(dash.out)
+    assert capsys.readouterr().out == text
+    assert main(argv + ["--json", str(tmp_path / "no" / "d.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"starchol {argv[0]}: error: --json ") and "does not exist" in err
+    assert os.listdir(tmp_path) == ["d.json"]
