@@ -17,7 +17,7 @@ from ..errors import UsageError
 from ..distributions import node_load
 from ..distributions.base import MIN_PERIODS, nodes_text
 from ..linalg.volume import tile_bytes
-from ..linalg.volume_summary import format_bytes, volume_summary
+from ..linalg.volume_summary import format_bytes, format_seconds, volume_summary
 from .options import candidates_for, check_positive_finite
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
@@ -103,7 +103,7 @@ def text_table(doc):
              f"comm with {doc['node_gflops']:g} GFlop/s and "
              f"{format_bytes(doc['node_bandwidth'])}/s per node"]
     head = (f"{'map':<56} {'nodes':>5} {'bytes':>11} {'mem/node':>10} {'fits':>4} "
-            f"{'periods':>7} {'compute s':>10} {'comm s':>9} {'estimate s':>10}")
+            f"{'periods':>7} {'compute':>10} {'comm':>10} {'estimate':>10}")
     lines += [head, "-" * len(head)]
     for r in doc["rows"]:
         periods = "-" if r["periods"] is None else f"{r['periods']:.1f}"
@@ -112,7 +112,8 @@ def text_table(doc):
         lines.append(f"{r['map']:<56} {r['nodes']:>5} {format_bytes(r['bytes']):>11} "
                      f"{format_bytes(r['memory_per_node_bytes']):>10} "
                      f"{'yes' if r['fits'] else 'no':>4} {periods:>7} "
-                     f"{r['compute_s']:>10.1f} {r['comm_s']:>9.1f} {r['estimate_s']:>10.1f}")
+                     f"{format_seconds(r['compute_s']):>10} {format_seconds(r['comm_s']):>10} "
+                     f"{format_seconds(r['estimate_s']):>10}")
     return "\n".join(lines + ["", doc["explanation"]])
 
 
@@ -127,8 +128,9 @@ def explain(pick, rows, args):
                  key=lambda r: r["bytes"], default=None)
     parts = [f"pick: {pick['map']}: fits memory ({format_bytes(pick['memory_per_node_bytes'])} "
              f"of {format_bytes(args.memory_per_node)} per node) and has the smallest "
-             f"estimate ({pick['estimate_s']:.1f} s: {pick['compute_s']:.1f} s compute on the "
-             f"busiest node + {pick['comm_s']:.1f} s of its transfers)"]
+             f"estimate ({format_seconds(pick['estimate_s'])}: "
+             f"{format_seconds(pick['compute_s'])} compute on the busiest node + "
+             f"{format_seconds(pick['comm_s'])} of its transfers)"]
     if best2d is not None and best2d is not pick and best2d["bytes"] > pick["bytes"]:
         parts.append(f"it moves {format_bytes(pick['bytes'])}, "
                      f"{best2d['bytes'] / pick['bytes']:.2f}x less than the best 2dbc "

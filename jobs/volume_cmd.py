@@ -49,6 +49,8 @@ def text_report(doc):
     ]
     if lead is not None:
         lines.append(f"leading:    {lead:.0f} tiles ({lead / doc['stored_tiles']:.4f} x S)")
+    elif not doc["cache"]:
+        lines.append("leading:    - (the leading terms hold with the cache on)")
     sent = doc["per_node"]["sent_tiles"]
     recv = doc["per_node"]["received_tiles"]
     lines += [

@@ -1,4 +1,6 @@
 """One summary of a map's predicted traffic and load: what ``starchol volume`` reports."""
+import math
+
 import numpy as np
 
 from ..distributions import node_load
@@ -25,6 +27,8 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
         dict with ``dist, nodes, slices, nt, nb, n, cache, stored_tiles, transfers_tiles,
         bytes, ratio, leading_term_tiles, per_node{sent_tiles, received_tiles}, load{tiles,
         flops, flops_max_over_avg, tiles_max_over_avg}`` and ``pairs_tiles`` (sender row).
+        ``leading_term_tiles`` is None with the cache off: the leading terms count one
+        transfer per tile version and node, which only the cache gives.
     """
     n = nt * nb if n is None else int(n)
     owners = tile_map.owner_maps(nt)
@@ -36,7 +40,7 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
         nbytes = int(transfer_pairs(owners, tile_map.nodes, cache=cache,
                                     row_weights=tile_bytes(n, nb)).sum())
     s = stored_tiles(nt)
-    lead = leading_term_tiles(tile_map, nt)
+    lead = leading_term_tiles(tile_map, nt) if cache else None
     load = node_load(tile_map, nt)
     doc = {
         **tile_map.params(),
@@ -70,6 +74,20 @@ def format_bytes(nbytes):
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
         value /= 1000
     return f"{value} B"
+
+
+def format_seconds(seconds):
+    """Human-readable seconds with three significant digits: ``'12.3 s'``, ``'45.6 ms'``,
+    ``'7.89 us'`` (``'0 s'`` for zero), so that small estimates do not print as 0.0."""
+    value = float(seconds)
+    if value == 0:
+        return "0 s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(value) >= scale or unit == "ns":
+            v = value / scale
+            digits = max(0, 2 - int(math.floor(math.log10(abs(v))))) if v else 0
+            return f"{v:.{digits}f} {unit}"
+    return f"{value} s"
 
 
 def tiles_per_node_memory_bytes(tile_map, nt, nb):

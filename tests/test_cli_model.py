@@ -43,6 +43,10 @@ def test_volume_json_keys_and_bytes(capsys):
     assert e["nt"] == 11 and e["bytes"] < e["transfers_tiles"] * 96 * 96 * 8
     off = run_json(capsys, "volume", "--dist", "sbc", "--nodes", "6", "--nt", "12", "--cache", "off")
     assert off["transfers_tiles"] > d["transfers_tiles"]
+    # the leading terms count cached transfers: none with the cache off
+    assert d["leading_term_tiles"] == 2 * 78 and off["leading_term_tiles"] is None
+    assert main(["volume", "--dist", "sbc", "--nodes", "6", "--nt", "12", "--cache", "off"]) == 0
+    assert "leading:    - (the leading terms hold with the cache on)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [

@@ -55,3 +55,20 @@ def test_plan_ranks_patterns_too_large_for_nt_last(capsys):
     sym = next(r for r in d["rows"] if r["dist"] == "sym")
     # sym keeps r <= max(NT / 6, the r an SBC of 31 nodes needs) = 9
     assert sym["pattern_size"] <= 9
+
+
+def test_plan_small_estimates_keep_their_digits(capsys):
+    # N = 3000 on 6 nodes: every estimate is a few ms, which printed as 0.0 s
+    assert main(["plan", "--nodes", "6", "--n", "3000", "--nb", "200",
+                 "--memory-per-node", "1e9", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.endswith(" ms")]
+    assert len(rows) >= 5 and " 0.0 " not in out
+    assert "smallest estimate (" in out and " ms compute on the busiest node" in out
+
+
+def test_format_seconds():
+    from starchol.linalg.volume_summary import format_seconds
+
+    assert [format_seconds(s) for s in (0, 3.2e-6, 0.0456, 1, 12.34, 301.2)] == \
+        ["0 s", "3.20 us", "45.6 ms", "1.00 s", "12.3 s", "301 s"]
