@@ -10,10 +10,15 @@ import numpy as np
 MIN_PERIODS = 6
 
 
+def count_text(count, noun):
+    """``'1 rank'`` or ``'6 ranks'``: a count with its noun, singular for one."""
+    count = int(count)
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def nodes_text(nodes):
     """``'1 node'`` or ``'6 nodes'``: a node count as the maps' descriptions print it."""
-    nodes = int(nodes)
-    return f"{nodes} node" if nodes == 1 else f"{nodes} nodes"
+    return count_text(nodes, "node")
 
 
 class TileMap:

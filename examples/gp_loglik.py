@@ -24,6 +24,7 @@ from mpi4py import MPI
 
 from starchol import DistributedMatrix, Session, cholesky
 from starchol.distributions import get_map
+from starchol.distributions.base import count_text
 
 
 def points(n, seed):
@@ -97,7 +98,7 @@ def main(argv=None):
 
     if rank != 0:
         return 0
-    print(f"gp_loglik: {tile_map}, {comm.Get_size()} ranks, N = {n}, NB = {nb}, "
+    print(f"gp_loglik: {tile_map}, {count_text(comm.Get_size(), 'rank')}, N = {n}, NB = {nb}, "
           f"{np.dtype(dtype).name}")
     print(f"  log-likelihood {loglik:.12g}, log det K {logdet:.12g}, y^T alpha {yta:.12g}")
     print(f"  cholesky {chol.time_s:.3f} s ({chol.tasks} tasks), solve {solve.time_s:.3f} s "

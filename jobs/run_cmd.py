@@ -29,7 +29,7 @@ import numpy as np
 from ..collective import run_everywhere
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
-from ..distributions.base import nodes_text
+from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
 from .options import add_cache_arg, build_map, cache_from_args
@@ -312,8 +312,8 @@ def _run(args, comm, tile_map, spec):
         rt.device_bytes()
         progress = None
         if rank == 0 and not args.quiet:
-            progress = Progress(f"rank 0 tasks ({rt.size} ranks)", unit="tasks",
-                                enabled=True)
+            progress = Progress(f"rank 0 tasks ({count_text(rt.size, 'rank')})",
+                                unit="tasks", enabled=True)
         # in place (the pinned tiles become L); --check keeps the copy of A made above
         fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress)
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)

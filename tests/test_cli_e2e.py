@@ -16,6 +16,7 @@ def test_json_to_stdout_verbose_progress_and_units(mpirun):
     assert "pre-flight passed on 2 rank(s)" in p.stderr          # -v after the command
     progress = [ln for ln in p.stderr.splitlines() if ln.startswith("rank 0 tasks")]
     assert progress and "(100%)" in progress[-1] and "\r" not in p.stderr
+    assert progress[-1].startswith("rank 0 tasks (2 ranks): ")
     summary = p.stderr[p.stderr.index("starchol run:"):]
     assert " kB (" in summary or " MB (" in summary               # decimal units
     assert "MiB" not in p.stderr

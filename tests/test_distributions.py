@@ -20,6 +20,9 @@ def test_2dbc_formula_and_default_grid():
 def test_descriptions_count_nodes_in_words():
     assert str(get_map("2dbc", 1)) == "2dbc 1x1 (1 node)"
     assert str(get_map("sbc", 6)) == "sbc r=4 (extended, 6 nodes)"
+    from starchol.distributions.base import count_text
+
+    assert (count_text(1, "rank"), count_text(2, "rank")) == ("1 rank", "2 ranks")
 
 
 SBC = [("sbc", 3), ("sbc", 6), ("sbc", 10), ("sbc", 15), ("sbc", 21), ("sbc", 28),
