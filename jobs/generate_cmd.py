@@ -24,7 +24,7 @@ def register(sub):
 def run(args):
     if args.n < 1:
         raise UsageError(f"--n must be >= 1, got {args.n}")
-    spec = matrices.parse_matrix_spec(args.kind, args.n)
+    spec = matrices.parse_matrix_spec(args.kind, args.n, param="kind")
     path, dataset = parse_target(args.output, "--output")
     attrs = {"kind": str(spec), "seed": args.seed, "n": args.n,
              "generator": f"starchol {__version__}", "date": now_iso()}

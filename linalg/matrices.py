@@ -32,8 +32,13 @@ class MatrixSpec:
         return self.kind if self.column is None else f"{self.kind}:{self.column}"
 
 
-def parse_matrix_spec(text, n=None):
-    """Parse ``spd`` or ``indefinite:J`` (0 <= J < n). Raises :class:`UsageError`."""
+def parse_matrix_spec(text, n=None, param="matrix"):
+    """Parse ``spd`` or ``indefinite:J`` (0 <= J < n).
+
+    Raises :class:`UsageError` whose message names the spec ``param`` (the caller's
+    name for it; the command line writes it as its flag: ``--matrix`` for ``run``,
+    ``--kind`` for ``generate``).
+    """
     text = str(text).strip()
     if text == "spd":
         return MatrixSpec("spd")
@@ -41,11 +46,15 @@ def parse_matrix_spec(text, n=None):
         try:
             j = int(text.split(":", 1)[1])
         except ValueError:
-            raise UsageError(f"--matrix indefinite:J needs an integer column J, got {text!r}") from None
+            raise UsageError(f"{param} indefinite:J needs an integer column J, got {text!r}",
+                             param=param) from None
         if j < 0 or (n is not None and j >= n):
-            raise UsageError(f"--matrix indefinite:{j}: J must be a global column in 0..{n - 1 if n else 'N-1'}")
+            last = n - 1 if n else "N-1"
+            raise UsageError(f"{param} indefinite:{j}: J must be a global column in "
+                             f"0..{last}", param=param)
         return MatrixSpec("indefinite", j)
-    raise UsageError(f"unknown --matrix {text!r}; use spd or indefinite:J (J a 0-based column)")
+    raise UsageError(f"unknown {param} {text!r}; use spd or indefinite:J (J a 0-based "
+                     f"column)", param=param)
 
 
 def _hash_uniform(seed, r, c):

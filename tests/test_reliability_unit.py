@@ -146,6 +146,13 @@ def test_generate_refusals_leave_inputs_and_folder_untouched(tmp_path, capsys):
     assert "of disk" in capsys.readouterr().err
     assert main(["generate", "--n", "50", "--output", f"{tmp_path}/no/x.h5:/A"]) == 2
     assert "does not exist" in capsys.readouterr().err
+    for kind, words in (("foo", "unknown --kind 'foo'; use spd or indefinite:J"),
+                        ("indefinite:200", "--kind indefinite:200: J must be a global "
+                                           "column in 0..49")):
+        assert main(["generate", "--n", "50", "--output", f"{tmp_path}/k.h5:/A",
+                     "--kind", kind]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"starchol generate: error: {words}") and "--matrix" not in err
     assert {p: sha(tmp_path / p) for p in os.listdir(tmp_path)} == before
 
 

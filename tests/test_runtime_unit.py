@@ -109,10 +109,15 @@ def test_indefinite_fails_exactly_at_j(j):
 
 
 def test_matrix_spec_errors():
-    with pytest.raises(UsageError, match="0..9"):
+    from starchol.cli import flag_message
+
+    with pytest.raises(UsageError, match="^matrix indefinite:10: J must be a global column "
+                                         "in 0..9$") as exc:
         matrices.parse_matrix_spec("indefinite:10", 10)
-    with pytest.raises(UsageError):
-        matrices.parse_matrix_spec("hermitian", 10)
+    assert flag_message(exc.value).startswith("--matrix indefinite:10: ")
+    with pytest.raises(UsageError, match="^unknown kind 'hermitian'; use spd") as exc:
+        matrices.parse_matrix_spec("hermitian", 10, param="kind")
+    assert flag_message(exc.value).startswith("unknown --kind 'hermitian'")
 
 
 def _run_py(code, starpu_home, timeout=120):
