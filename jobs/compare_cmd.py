@@ -1,9 +1,14 @@
 """``starchol compare``: every map that fits P nodes or fewer, by predicted bytes."""
+import logging
+import time
+
 from ..distributions.base import nodes_text
 from ..linalg.volume_summary import format_bytes, volume_summary
 from .options import add_size_args, candidates_for, sizes_from_args
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
+
+log = logging.getLogger("starchol.compare")
 
 
 def register(sub):
@@ -27,6 +32,9 @@ def run(args):
     nt, n, nb = sizes_from_args(args)
     maps = candidates_for(args.nodes, nt=nt)
     json_file(args)
+    log.info("counting the transfers of %d maps for up to %s, N = %d, NB = %d, NT = %d, "
+             "cache %s", len(maps), nodes_text(args.nodes), n, nb, nt, args.cache)
+    t0 = time.perf_counter()
     progress = Progress("comparing maps", unit="maps", enabled=None if not args.quiet else False)
     rows = []
     for k, tile_map in enumerate(maps):
@@ -41,7 +49,9 @@ def run(args):
             "flops_max_over_avg": doc["load"]["flops_max_over_avg"],
             "tiles_per_node_max": int(max(doc["load"]["tiles"])),
         })
+        log.debug("%s: %d transfers", tile_map, doc["transfers_tiles"])
         progress(k + 1, len(maps))
+    log.info("counted in %.2f s", time.perf_counter() - t0)
     rows.sort(key=lambda row: (row["bytes"], row["nodes"]))
     doc = {"nodes": args.nodes, "nt": nt, "n": n, "nb": nb, "cache": args.cache == "on",
            "rows": rows}

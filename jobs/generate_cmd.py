@@ -1,8 +1,12 @@
 """``starchol generate``: write a reproducible test matrix to an HDF5 file."""
+import logging
+
 from .. import __version__
 from ..errors import UsageError
 from ..linalg import matrices
 from ..linalg.hdf5_io import now_iso, parse_target, write_matrix
+
+log = logging.getLogger("starchol.generate")
 
 
 def register(sub):
@@ -26,6 +30,8 @@ def run(args):
         raise UsageError(f"--n must be >= 1, got {args.n}")
     spec = matrices.parse_matrix_spec(args.kind, args.n, param="kind")
     path, dataset = parse_target(args.output, "--output")
+    log.info("writing the %d x %d %s matrix (seed %d) to %s:%s", args.n, args.n, spec,
+             args.seed, path, dataset)
     attrs = {"kind": str(spec), "seed": args.seed, "n": args.n,
              "generator": f"starchol {__version__}", "date": now_iso()}
     write_matrix(path, dataset, args.n,

@@ -1,4 +1,6 @@
 """``starchol map``: show, save or export a tile map."""
+import logging
+
 import numpy as np
 
 from ..distributions import node_load, write_chameleon_text
@@ -7,6 +9,8 @@ from .options import add_map_args, map_from_args
 from ..files import check_distinct, check_folder_writable
 from .output import add_json_arg, json_file, publish
 from .preflight import check_table_memory
+
+log = logging.getLogger("starchol.map")
 
 #: the text view prints tile owners up to this NT
 TEXT_MAX_NT = 40
@@ -38,6 +42,7 @@ def run(args):
     json_file(args)
     check_distinct([("--png", args.png), ("--chameleon", args.chameleon),
                     ("--json", None if args.json == "-" else args.json)])
+    log.info("owners of %s, NT = %d", tile_map, args.nt)
     owners = tile_map.owner_maps(args.nt)
     if args.chameleon:
         write_chameleon(tile_map, args.nt, args.chameleon)

@@ -13,6 +13,9 @@ MIN_PERIODS times in NT cannot balance its load and is picked only if nothing el
 The pick is the fitting, balanced map with the smallest estimate. With ample memory,
 the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
 """
+import logging
+import time
+
 from ..errors import UsageError
 from ..distributions import node_load
 from ..distributions.base import MIN_PERIODS, nodes_text
@@ -21,6 +24,8 @@ from ..linalg.volume_summary import format_bytes, format_seconds, volume_summary
 from .options import candidates_for, check_positive_finite
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
+
+log = logging.getLogger("starchol.plan")
 
 
 def register(sub):
@@ -77,13 +82,21 @@ def run(args):
     check_positive_finite(args.node_bandwidth, "--node-bandwidth")
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
     json_file(args)
+    log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
+             nodes_text(args.nodes), args.n, args.nb)
+    t0 = time.perf_counter()
     progress = Progress("scoring maps", unit="maps", enabled=False if args.quiet else None)
     rows = []
     for k, tile_map in enumerate(maps):
         row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth)
         row["fits"] = row["memory_per_node_bytes"] <= args.memory_per_node
         rows.append(row)
+        log.debug("%s: estimate %s, %s per node, fits %s", tile_map,
+                  format_seconds(row["estimate_s"]), format_bytes(row["memory_per_node_bytes"]),
+                  row["fits"])
         progress(k + 1, len(maps))
+    log.info("scored in %.2f s; %d of %d fit the memory", time.perf_counter() - t0,
+             sum(r["fits"] for r in rows), len(rows))
     rows.sort(key=lambda r: (not r["fits"], not r["balanced"], r["estimate_s"], r["bytes"]))
     fitting = [r for r in rows if r["fits"]]
     pick = fitting[0] if fitting else None

@@ -1,9 +1,14 @@
 """``starchol volume``: predicted inter-node traffic of a map, without running it."""
+import logging
+import time
+
 from ..linalg.volume_summary import format_bytes, volume_summary
 from .options import add_map_args, add_size_args, map_from_args, sizes_from_args
 from .output import add_json_arg, json_file, publish
 from .preflight import check_table_memory
 from .progress import Progress
+
+log = logging.getLogger("starchol.volume")
 
 #: show progress from this many tile rows on
 PROGRESS_MIN_NT = 400
@@ -28,10 +33,15 @@ def run(args):
     tile_map = map_from_args(args, nt=nt)
     check_table_memory(nt, tile_map.slices)
     json_file(args)
+    log.info("counting the transfers of %s, N = %d, NB = %d, NT = %d, cache %s",
+             tile_map, n, nb, nt, args.cache)
     progress = None
     if nt >= PROGRESS_MIN_NT and not args.quiet:
         progress = Progress("counting transfers", unit="tile rows")
+    t0 = time.perf_counter()
     doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", progress=progress)
+    log.info("counted %d transfers in %.2f s", doc["transfers_tiles"],
+             time.perf_counter() - t0)
     publish(args, doc, text_report(doc))
     return 0
 

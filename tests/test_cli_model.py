@@ -186,3 +186,19 @@ def test_json_is_file_or_stdout_in_every_command(argv, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"starchol {argv[0]}: error: --json ") and "does not exist" in err
     assert os.listdir(tmp_path) == ["d.json"]
+
+
+def test_v_logs_the_steps_of_the_model_commands(tmp_path):
+    out = tmp_path / "v.json"
+    p = subprocess.run([sys.executable, "-m", "starchol", "-v", "volume", "--dist", "sbc",
+                        "--nodes", "6", "--nt", "10", "--json", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "INFO: counting the transfers of sbc r=4 (extended, 6 nodes), N = 5000" in p.stderr
+    assert "INFO: counted 103 transfers in " in p.stderr and f"INFO: wrote {out}" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "starchol", "plan", "--nodes", "6", "--n",
+                        "1000", "--nb", "100", "--memory-per-node", "1e9", "-vv"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "INFO: scored in " in p.stderr and "DEBUG: sbc r=4 (extended, 6 nodes): " \
+        "estimate " in p.stderr
