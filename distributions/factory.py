@@ -210,8 +210,7 @@ def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
         return _sbc_2d(name, nodes)
     # 2.5D maps
     if nodes % slices:
-        valid = [d for d in range(1, nodes + 1) if nodes % d == 0 and (
-            name != "sbc25d" or sbc_extended_r(nodes // d) or sbc_basic_r(nodes // d))]
+        valid = _slice_counts(name, nodes)
         raise UsageError(f"{name} with slices={slices} needs a node count divisible by "
                          f"{slices}; nodes={nodes} is not (valid slice counts for {name} on "
                          f"{nodes} nodes: {', '.join(map(str, valid)) or 'none'})")
@@ -230,13 +229,23 @@ def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
         hints = sorted({v * slices for v in _neighbours(ext, per)[0][-1:]
                         + _neighbours(ext, per)[1][:1] + _neighbours(bas, per)[0][-1:]
                         + _neighbours(bas, per)[1][:1]})
+        fixes = [" or ".join(f"nodes={h}" for h in hints)]
+        other = [c for c in _slice_counts(name, nodes) if c != slices]
+        if other:   # the slice counts that fit these nodes
+            fixes.append(" or ".join(f"slices={c}" for c in other))
         raise UsageError(
             f"sbc25d needs P/c nodes per slice equal to r(r-1)/2 (extended SBC: "
             f"{_count_list(ext, per)}) or r^2/2, r even (basic SBC: {_count_list(bas, per)}); "
             f"{nodes}/{slices} = {per} is neither; with slices={slices} use "
-            f"{' or '.join(f'nodes={h}' for h in hints)}, another slice count, or dist=sym25d "
-            f"(any node count per slice)")
+            f"{', '.join(fixes)}, or dist=sym25d (any node count per slice)")
     return Sliced25D("sbc25d", [_sbc_2d(kind, per, offset=s * per) for s in range(slices)])
+
+
+def _slice_counts(name, nodes):
+    """The slice counts c of the 2.5D map ``name`` on ``nodes`` nodes: c divides P and,
+    for sbc25d, P/c is an SBC node count."""
+    return [d for d in range(1, nodes + 1) if nodes % d == 0 and (
+        name != "sbc25d" or sbc_extended_r(nodes // d) or sbc_basic_r(nodes // d))]
 
 
 def candidate_maps(nodes, exact=False, nt=None, families=None):

@@ -53,8 +53,8 @@ def register(sub):
     p.add_argument("--grid", metavar="PxQ",
                    help="2dbc grid, or one slice's grid for 2dbc25d (default: most square)")
     p.add_argument("--slices", type=int, default=None, metavar="C",
-                   help="2.5D maps (sbc25d, 2dbc25d): number of slices c (default 1); "
-                        "c copies of the matrix, P/c ranks per slice")
+                   help=f"2.5D maps ({', '.join(MAPS_25D)}): number of slices c (default "
+                        "1); c copies of the matrix, P/c ranks per slice")
     p.add_argument("--map-file", metavar="FILE", help="custom map file (Chameleon text or .npy)")
     p.add_argument("--n", type=int, metavar="N",
                    help="matrix order (required unless --input gives the matrix)")

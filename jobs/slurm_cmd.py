@@ -57,7 +57,7 @@ def register(sub):
                         "optional for --dist custom")
     g.add_argument("--grid", metavar="PxQ", help="2dbc grid (one slice's grid for 2dbc25d)")
     g.add_argument("--slices", type=int, default=None, metavar="C",
-                   help="slices of a 2.5D map (2dbc25d, sbc25d)")
+                   help=f"slices of a 2.5D map ({', '.join(MAPS_25D)})")
     g.add_argument("--map-file", metavar="FILE", help="custom map file (--dist custom)")
     g.add_argument("--n", metavar="N",
                    help="matrix order (with --sweep, a comma list); optional with --input")

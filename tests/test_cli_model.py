@@ -102,6 +102,11 @@ BAD = [
     (["volume", "--dist", "2dbc", "--nodes", "6", "--grid", "4x4", "--nt", "5"], ["16 nodes"]),
     (["volume", "--dist", "sbc", "--nodes", "6", "--grid", "2x3", "--nt", "5"], ["--grid applies"]),
     (["volume", "--dist", "sbc25d", "--nodes", "7", "--slices", "2", "--nt", "5"], ["divisible"]),
+    (["volume", "--dist", "sbc25d", "--nodes", "12", "--nt", "5"],
+     ["with --slices 1 use --nodes 8 or", "--slices 2 or --slices 4 or --slices 6, or --dist "
+                                          "sym25d"]),
+    (["volume", "--dist", "sbc25d", "--nodes", "7", "--nt", "5"],
+     ["--nodes 10, or --dist sym25d"]),
     (["volume", "--dist", "custom", "--nt", "5"], ["--map-file"]),
     (["volume", "--dist", "custom", "--map-file", "/nonexistent.txt", "--nt", "5"], ["not found"]),
     (["map", "--dist", "sbc25d", "--nodes", "12", "--slices", "2", "--nt", "5",

@@ -221,6 +221,18 @@ def test_validators():
                  "--memory-per-node", "nan"]) == 2
 
 
+def test_run_names_the_slice_count_that_fits():
+    from starchol.cli import build_parser, flag_message
+    from starchol.jobs.run_cmd import validate
+
+    args = build_parser().parse_args(["run", "--dist", "sbc25d", "--n", "400", "--nb", "100"])
+    with pytest.raises(UsageError) as exc:
+        validate(args, 4)      # 4 ranks, 1 slice by default: 2 slices of SBC(2) fit
+    text = flag_message(exc.value)
+    assert "with --slices 1 use mpirun -np 2 or mpirun -np 3 or mpirun -np 6 or " \
+           "mpirun -np 8, --slices 2, or --dist sym25d" in text and "--nodes" not in text
+
+
 def test_command_argv_check_uses_public_parsers():
     assert check_command_argv("run", ["--dist", "sbc", "--n", "10", "--nb", "5"]) is None
     assert "--bogus" in check_command_argv("run", ["--dist", "sbc", "--nb", "5", "--bogus"])
