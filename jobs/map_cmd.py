@@ -40,7 +40,8 @@ def run(args):
         if path:
             check_folder_writable(path, role)
     json_file(args)
-    check_distinct([("--png", args.png), ("--chameleon", args.chameleon),
+    check_distinct([("--map-file", args.map_file), ("--png", args.png),
+                    ("--chameleon", args.chameleon),
                     ("--json", None if args.json == "-" else args.json)])
     log.info("owners of %s, NT = %d", tile_map, args.nt)
     owners = tile_map.owner_maps(args.nt)

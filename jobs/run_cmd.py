@@ -205,14 +205,17 @@ def preflight(args, rank, size, host_ranks):
         args.n = n
     tile_map, spec = validate(args, size)
     json_path = None if args.json in (None, "-") else args.json
-    check_distinct([("--input", plan.input_path), ("--output", plan.output_path),
-                    ("--json", json_path), ("--gather", args.gather)])
+    check_distinct([("--input", plan.input_path), ("--map-file", args.map_file),
+                    ("--output", plan.output_path), ("--json", json_path),
+                    ("--gather", args.gather)])
     for role, path in (("--json", json_path), ("--gather", args.gather)):
         if path:
             check_folder_writable(path, role)
     if getattr(args, "trace", None):
-        _check_trace_dir(args.trace, [plan.input_path, plan.output_path, json_path,
-                                      args.gather])
+        _check_trace_dir(args.trace, [("--input", plan.input_path),
+                                      ("--map-file", args.map_file),
+                                      ("--output", plan.output_path), ("--json", json_path),
+                                      ("--gather", args.gather)])
     if args.output:
         problem = check_output(plan.output_path, plan.output_dataset, args.overwrite,
                                plan.input_path)
@@ -233,11 +236,12 @@ def preflight(args, rank, size, host_ranks):
 
 
 def _check_trace_dir(folder, files):
-    """--trace DIR: a folder (existing, or creatable in a writable parent) that holds
-    none of the run's files."""
+    """--trace DIR: a folder (existing, or creatable in a writable parent) where none of
+    the run's files has a name the trace writes (``traces.TRACE_FILES``)."""
     import os
 
     from ..files import check_folder_writable, resolve
+    from ..runtime.traces import is_trace_file
 
     target = resolve(folder)
     if os.path.exists(target) and not os.path.isdir(target):
@@ -246,11 +250,11 @@ def _check_trace_dir(folder, files):
         check_folder_writable(target, "--trace")
     elif not os.access(target, os.W_OK | os.X_OK):
         raise UsageError(f"--trace {folder} is not writable")
-    for path in files:
+    for role, path in files:
         if path and os.path.dirname(resolve(path)) == target and \
-                os.path.basename(resolve(path)) == "run.json":
-            raise UsageError(f"--trace {folder} receives run.json; {path} would be "
-                             f"overwritten: choose another name")
+                is_trace_file(os.path.basename(resolve(path))):
+            raise UsageError(f"{role} {path}: the trace writes a file of that name in "
+                             f"--trace {folder}; choose another name or folder")
 
 
 # -- the command --------------------------------------------------------------------------

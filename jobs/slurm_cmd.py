@@ -11,8 +11,9 @@ ranks on each Slurm node (``--ranks-per-node``; by default derived from
 ``--cpus-per-node``, see :func:`plan_ranks`), so it asks Slurm for ceil(P / R) nodes.
 
 Everything is checked before anything is written: the map (so a node count the map
-cannot use fails now, not in the queue), the sizes, the time limit, and the
-``starchol run`` command line itself against this installation's ``run`` parser.
+cannot use fails now, not in the queue), the sizes, the time limit, the files (no output
+on an input, an input that exists here is inspected), and the ``starchol run`` command
+line itself against this installation's ``run`` parser.
 """
 import argparse
 import math
@@ -470,6 +471,38 @@ def _check_common(args):
         raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
 
 
+def _check_files(args):
+    """The job's files, as far as this machine can see them: no output on an input or on
+    another output, and an input that exists here is inspected as ``starchol run`` would
+    (HDF5, square, float, N >= NB, N = --n). An input that does not exist here only warns:
+    it may be made, or visible, on the compute nodes only."""
+    from ..files import check_distinct
+    from ..linalg.hdf5_io import inspect_file
+
+    def path_of(spec):
+        return None if spec is None else spec.rpartition(":")[0]
+
+    inp, out = path_of(args.input), path_of(args.output)
+    if out is not None and "$" in out:
+        out = None                                   # one file per job (${SLURM_JOB_ID})
+    script = None if args.sweep else args.out
+    check_distinct([("--input", inp), ("--map-file", args.map_file), ("--output", out),
+                    ("-o", script)])
+    if inp is None:
+        return
+    if not os.path.exists(inp):
+        print(f"warning: --input {inp} does not exist on this machine; the job will fail "
+              f"unless it exists when the job starts", file=sys.stderr)
+        return
+    n, _ = inspect_file(inp, args.input.rpartition(":")[2])
+    for given in ([] if args.n is None else _int_list(args.n, "--n")):
+        if given != n:
+            raise UsageError(f"--n {given} does not match the input matrix, which is {n} x "
+                             f"{n}; drop --n")
+    if args.nb is not None:
+        sizes_from_args(argparse.Namespace(nt=None, n=n, nb=args.nb))
+
+
 def _check_with_run(args, plan, strict=True):
     """The run line must parse with this installation's ``starchol run``."""
     problem = check_run_argv(run_argv(args, plan))
@@ -484,6 +517,7 @@ def _check_with_run(args, plan, strict=True):
 def plans_from_args(args, validate_run=True):
     """Every :class:`JobPlan` the options describe (one without --sweep)."""
     _check_common(args)
+    _check_files(args)
     if not args.sweep:
         for flag, value in (("--dist", args.dist), ("--nodes", args.nodes), ("--n", args.n)):
             if value is not None and "," in str(value):

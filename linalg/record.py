@@ -39,7 +39,8 @@ class RunRecord:
         Wall time from a barrier to the last rank's end (registration, submission,
         execution) and the longest submission, in seconds.
     tasks : int
-        Tasks of the graph, summed over the ranks.
+        Tasks of the graph, each counted once (on the rank that runs it), summed over
+        the ranks.
     bytes_measured_pairs, bytes_predicted_pairs : list of list of int, or None
         Bytes sent from rank (row) to rank (column): measured by StarPU-MPI
         (``STARPU_COMM_STATS``; None when statistics are off) and counted by the model.

@@ -235,6 +235,10 @@ cdef int ins1(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
     return rc
 
 
+cdef inline bint _writes(int mode) noexcept nogil:
+    return (mode & STARPU_W) != 0
+
+
 cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
               int m1, starpu_data_handle_t h1, int64_t o1, int me,
               int64_t *count) noexcept nogil:
@@ -246,7 +250,8 @@ cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
         rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
     else:
         return 0
-    if rc == 0:
+    # count the task on the rank that runs it (the owner of the tile it writes) only
+    if rc == 0 and (o0 if _writes(m0) else o1) == me:
         count[0] += 1
     return rc
 
@@ -263,7 +268,7 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
                                     m2, h2, <int>0)
     else:
         return 0
-    if rc == 0:
+    if rc == 0 and (o0 if _writes(m0) else (o1 if _writes(m1) else o2)) == me:
         count[0] += 1
     return rc
 

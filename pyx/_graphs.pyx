@@ -50,7 +50,7 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     column in order and the tile L[n][k] they all read stays in its cache: the mean
     256 x 256 GEMM went from 0.69-0.70 ms to 0.66-0.67 ms on 2 workers
     (benchmarks/small_sizes.py, N = 4096).
-    LAPACK's info of tile k lands in ``info[k]``. Returns the tasks this rank inserted.
+    LAPACK's info of tile k lands in ``info[k]``. Returns the tasks that run on this rank.
     Collective.
 
     ``k_begin``/``k_end`` submit only iterations k_begin <= k < k_end (k_end = -1: to
@@ -191,7 +191,7 @@ def solve(TileHandles L, TileHandles B):
     B[k] = L[k][k]^-1 B[k] (TRSM), then B[m] -= L[m][k] B[k] for m > k (GEMM);
     backward, k = nt-1..0: B[k] = L[k][k]^-T B[k], then B[m] -= L[k][m]^T B[k] for
     m < k. Between the passes B's received copies are flushed (B[k] changes
-    value), after the backward pass L's and B's. Returns the tasks this rank inserted.
+    value), after the backward pass L's and B's. Returns the tasks that run on this rank.
     """
     if L.h == NULL or B.h == NULL or B.mt != L.nt or B.elemsize != L.elemsize:
         raise ValueError("solve: the factor and the right-hand sides do not match")
@@ -255,8 +255,8 @@ cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_
 # ---------------------------------------------------------------------------
 def llt_residual(TileHandles L, TileHandles R):
     """Submit R := R - L L^T on the lower triangle (L's diagonal tiles get their strict
-    upper triangle zeroed first). R must have L's owners. Returns the tasks this rank
-    inserted. Collective."""
+    upper triangle zeroed first). R must have L's owners. Returns the tasks that run on
+    this rank. Collective."""
     if L.h == NULL or R.h == NULL or R.nt != L.nt or R.elemsize != L.elemsize:
         raise ValueError("llt_residual: the factor and the matrix do not match")
     cdef Codelets *cl = codelets(_single(L))

@@ -323,7 +323,8 @@ class Session:
         if self.trace is not None:
             from .traces import prepare
 
-            self.trace = prepare(self.trace, self.user_comm.Get_rank())
+            self.trace = prepare(self.trace, self.user_comm.Get_rank(),
+                                 self.user_comm.Get_size())
         else:
             env["STARPU_FXT_TRACE"] = "0"
         env.setdefault("STARPU_MPI_NOBIND", "1")

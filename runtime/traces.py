@@ -19,6 +19,7 @@ built with FxT otherwise records by default).
 Units: times in milliseconds from the earliest task start, bytes for communications;
 workers are ``(rank, worker id)`` pairs.
 """
+import fnmatch
 import glob
 import json
 import os
@@ -32,6 +33,11 @@ from ..errors import StarcholError, UsageError
 RAW_PATTERN = "prof_file_*"
 #: the summary written next to the tool's outputs
 SUMMARY = "trace.json"
+
+#: what a traced run writes in its folder (the tool's outputs, the raw traces, the
+#: summary, the run document): glob patterns on file names
+TRACE_FILES = ("prof_file_*", "*.rec", "*.data", "paje.trace", "dag.dot", "trace.html",
+               SUMMARY, "run.json")
 
 _INTERNAL = re.compile(r"^(_starpu|starpu_)")
 
@@ -62,15 +68,30 @@ def check_supported():
                          f"{d['prefix']}/bin", param="trace")
 
 
-def prepare(folder, rank):
+def is_trace_file(name):
+    """True when a traced run writes a file of this name (no folder) in its folder."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in TRACE_FILES)
+
+
+def _raw_rank(path):
+    """The rank of a raw trace ``prof_file_USER_RANK``, or None."""
+    tail = path.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def prepare(folder, rank, size=None):
     """Before StarPU starts, on every rank: create ``folder``, remove this rank's raw
-    trace of an earlier run there, set ``STARPU_FXT_TRACE``/``STARPU_FXT_PREFIX``, and
-    calibrate the bus if needed (under the start lock). Not collective."""
+    trace of an earlier run there (rank 0 also those of ranks >= ``size``, left by an
+    earlier run on more ranks), set ``STARPU_FXT_TRACE``/``STARPU_FXT_PREFIX``, and
+    calibrate the bus if needed (under the start lock). The tool's outputs of an earlier
+    run are replaced by the conversion. Not collective."""
     check_supported()
     folder = os.path.abspath(folder)
     os.makedirs(folder, exist_ok=True)
-    for path in glob.glob(os.path.join(folder, f"prof_file_*_{rank}")):
-        os.unlink(path)
+    for path in glob.glob(os.path.join(folder, RAW_PATTERN)):
+        r = _raw_rank(path)
+        if r == rank or (rank == 0 and size is not None and r is not None and r >= size):
+            os.unlink(path)
     env = os.environ
     env["STARPU_FXT_TRACE"] = "1"
     env["STARPU_FXT_PREFIX"] = folder + os.sep

@@ -62,23 +62,34 @@ def same_file(a, b):
     return ia is not None and ia == ib
 
 
+#: the roles of files starchol reads (never writes): a matrix and a custom map
+INPUT_ROLES = ("--input", "--map-file")
+
+
 def check_distinct(named_paths):
     """Refuse two roles on one file. ``named_paths`` is a list of ``(role, path)``, e.g.
-    ``[("--input", "a.h5"), ("--json", "a.h5")]``; ``None`` paths are skipped.
+    ``[("--input", "a.h5"), ("--json", "a.h5")]``; ``None`` paths are skipped. Roles in
+    :data:`INPUT_ROLES` are files that are read: an output on one of them is refused as
+    "the input file", whatever the order of the list.
 
     Raises :class:`UsageError` naming both roles.
     """
     items = [(role, p) for role, p in named_paths if p]
     for k, (role_a, a) in enumerate(items):
         for role_b, b in items[k + 1:]:
-            if same_file(a, b):
-                if role_a == "--input":
-                    raise UsageError(f"{role_b} {b} is the input file ({role_a} {a}); "
-                                     f"starchol never modifies its input: choose another "
-                                     f"name for {role_b}")
-                raise UsageError(f"{role_b} {b} is also the {role_a} file ({a}); two "
-                                 f"results cannot share one file: choose another name for "
-                                 f"{role_b}")
+            if not same_file(a, b):
+                continue
+            if role_b in INPUT_ROLES and role_a not in INPUT_ROLES:
+                (role_a, a), (role_b, b) = (role_b, b), (role_a, a)
+            if role_a in INPUT_ROLES and role_b not in INPUT_ROLES:
+                raise UsageError(f"{role_b} {b} is the input file ({role_a} {a}); "
+                                 f"starchol never modifies its input: choose another "
+                                 f"name for {role_b}")
+            if role_a in INPUT_ROLES:
+                continue            # two inputs may be one file (read twice)
+            raise UsageError(f"{role_b} {b} is also the {role_a} file ({a}); two "
+                             f"results cannot share one file: choose another name for "
+                             f"{role_b}")
 
 
 def check_folder_writable(path, role):

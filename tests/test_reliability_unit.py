@@ -70,6 +70,29 @@ def test_outputs_must_differ_from_input_and_each_other(tmp_path):
         check_distinct([("--output", str(tmp_path / "o")), ("--gather", str(tmp_path / "o"))])
     check_distinct([("--input", str(a)), ("--json", str(tmp_path / "b.json")),
                     ("--gather", None)])
+    # a map file is an input too, whatever the order of the roles; two inputs may share
+    with pytest.raises(UsageError, match=r"--png .* is the input file \(--map-file "):
+        check_distinct([("--png", str(a)), ("--map-file", str(link))])
+    check_distinct([("--input", str(a)), ("--map-file", str(hard))])
+
+
+def test_map_and_run_never_write_over_the_map_file(tmp_path, capsys):
+    import numpy as np
+
+    from starchol.cli import main
+
+    m = tmp_path / "m.npy"
+    np.save(m, np.zeros((1, 1), dtype=int))
+    before = m.read_bytes()
+    for argv in (["map", "--dist", "custom", "--map-file", str(m), "--nt", "4", "--png",
+                  str(m)],
+                 ["run", "--dist", "custom", "--map-file", str(m), "--n", "64", "--nb",
+                  "32", "--json", str(m)],
+                 ["run", "--dist", "custom", "--map-file", str(m), "--n", "64", "--nb",
+                  "32", "--gather", str(m)]):
+        assert main(argv) == 2
+        assert f"is the input file (--map-file {m})" in capsys.readouterr().err
+    assert m.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["m.npy"]
 
 
 def test_parse_target_refuses_empty_dataset():

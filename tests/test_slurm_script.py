@@ -232,6 +232,40 @@ def test_2p5d_and_hdf5_through_the_cli(capsys):
         assert "--input" in usage_error(capsys, *argv)
 
 
+def test_job_files_checked_when_the_script_is_written(capsys, tmp_path, monkeypatch):
+    """No output on an input (the matrix, the map file) or on the script; an input that
+    exists here is inspected like `starchol run` would; a missing one only warns."""
+    import h5py
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    with h5py.File("a.h5", "w") as f:
+        f["A"] = np.eye(400)
+    before = (tmp_path / "a.h5").read_bytes()
+    (tmp_path / "m.txt").write_text("2 2\n0 1\n2 0\n")
+    base = ["slurm", "--dist", "sbc", "--nodes", "6", "--nb", "100", "--max-workers", "4",
+            "--input", "a.h5:/A"]
+    a = tmp_path / "a.h5"
+    assert f"-o a.h5 is the input file (--input {a})" in usage_error(capsys, *base, "-o",
+                                                                         "a.h5")
+    assert f"--output {a} is the input file (--input {a})" in usage_error(
+        capsys, *base, "--output", "a.h5:/L", "-o", "job.sbatch")
+    assert "--n 300 does not match the input matrix, which is 400 x 400" in usage_error(
+        capsys, *base, "--n", "300", "-o", "job.sbatch")
+    assert "--nb 500 is larger than" in usage_error(
+        capsys, *base[:6], "500", *base[7:], "-o", "job.sbatch")
+    assert "-o m.txt is the input file (--map-file m.txt)" in usage_error(
+        capsys, "slurm", "--dist", "custom", "--map-file", "m.txt", "--n", "400", "--nb",
+        "100", "--max-workers", "4", "-o", "m.txt")
+    assert a.read_bytes() == before and (tmp_path / "m.txt").read_text() == "2 2\n0 1\n2 0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5", "m.txt"]
+    missing = ["slurm", "--dist", "sbc", "--nodes", "6", "--nb", "100", "--max-workers",
+               "4", "--input", "later.h5:/A", "-o", "job.sbatch"]
+    assert main(missing) == 0
+    assert f"warning: --input {tmp_path / 'later.h5'} does not exist on this machine" in \
+        capsys.readouterr().err
+
+
 def _namespace(argv):
     parser = argparse.ArgumentParser()
     slurm_cmd.register(parser.add_subparsers())

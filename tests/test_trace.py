@@ -29,6 +29,9 @@ def graph_counts(nt):
 @needs_fxt
 def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
     trace_dir = tmp_path / "t"
+    trace_dir.mkdir()    # an earlier trace on 8 ranks: its raw files must not stay
+    (trace_dir / "prof_file_starchol_7").write_bytes(b"stale")
+    (trace_dir / "run.json").write_text("{}")
     p = mpirun(4, "run", "--dist", "2dbc", "--grid", "2x2", "--n", "1024", "--nb", "128",
                "--trace", trace_dir, "--json", tmp_path / "r.json", "--quiet", timeout=240)
     assert p.rank_exits == [0] * 4, p.stderr
@@ -51,6 +54,9 @@ def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
         assert w["busy_ms"] + w["idle_ms"] == pytest.approx(trace["span_ms"])
     for name in ("tasks.rec", "paje.trace", "run.json"):
         assert (trace_dir / name).is_file(), name
+    assert sorted(x.name for x in trace_dir.glob("prof_file_*")) == \
+        [f"prof_file_starchol_{r}" for r in range(4)]
+    assert json.loads((trace_dir / "run.json").read_text())["nodes"] == 4
     # the report draws the Gantt chart from the trace folder
     out = tmp_path / "out"
     assert main(["report", str(trace_dir), "-o", str(out)]) == 0, capsys.readouterr().err
@@ -72,3 +78,21 @@ def test_run_without_trace_records_nothing(mpirun, tmp_path):
         del os.environ["STARPU_FXT_PREFIX"]
     assert p.rank_exits == [0, 0], p.stderr
     assert list(prefix.iterdir()) == []
+
+
+@pytest.mark.parametrize("role,name", [("--json", "trace.json"), ("--json", "run.json"),
+                                       ("--json", "tasks.rec"), ("--json", "paje.trace"),
+                                       ("--output", "dag.dot")])
+def test_outputs_cannot_take_a_trace_file_name(tmp_path, capsys, role, name):
+    """The trace folder's files belong to the trace: an output there under one of their
+    names is refused before the run (it would be overwritten, or overwrite the trace)."""
+    trace_dir = tmp_path / "t"
+    trace_dir.mkdir()
+    target = str(trace_dir / name) + (":/L" if role == "--output" else "")
+    rc = main(["run", "--dist", "2dbc", "--n", "64", "--nb", "32", "--trace",
+               str(trace_dir), role, target, "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert f"{role} {trace_dir / name}: the trace writes a file of that name in " \
+           f"--trace {trace_dir}; choose another name or folder" in err
+    assert list(trace_dir.iterdir()) == []

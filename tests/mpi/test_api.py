@@ -13,6 +13,7 @@ from starchol import (DistributedMatrix, NotPositiveDefiniteError, Session, Usag
                       cholesky)
 from starchol.distributions import get_map
 from starchol.distributions.custom import CustomMap
+from starchol.linalg.cholesky import local_task_count, solve_task_count, task_count
 
 N, NB, K = 256, 64, 3          # NT = 4
 P = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
@@ -81,6 +82,12 @@ def test_factor_solve_logdet(session, comm, name, tile_map):
     assert f.record.match is True and f.solve_record.match is True
     assert f.record.slices == tile_map.slices and f.record.ranks == P
     assert f.solve_record.operation == "solve" and f.solve_record.nrhs == K
+    # each task counted once, on the rank that runs it (the graph's size, not insertions)
+    so = tile_map.owner_maps(a.nt)
+    assert f.record.tasks == sum(local_task_count(so, r) for r in range(P))
+    if tile_map.slices == 1:
+        assert f.record.tasks == task_count(a.nt) == 20
+    assert f.solve_record.tasks == solve_task_count(a.nt, 1) == 20
     if comm.Get_rank() == 0:
         c = sl.cho_factor(A_FULL, lower=True)
         assert np.allclose(L, np.tril(c[0]), rtol=0, atol=1e-12)
