@@ -46,14 +46,15 @@ def add_json_arg(parser, what="the result document"):
 
 
 def json_file(args):
-    """The ``--json`` file to write, None for none or stdout; its folder is checked
-    (call before the work)."""
+    """The ``--json`` file to write, None for none or stdout; its folder is checked, and
+    it may not be the command's ``--map-file`` (call before the work)."""
     path = getattr(args, "json", None)
     if path in (None, "-"):
         return None
-    from ..files import check_folder_writable
+    from ..files import check_distinct, check_folder_writable
 
     check_folder_writable(path, "--json")
+    check_distinct([("--map-file", getattr(args, "map_file", None)), ("--json", path)])
     return path
 
 

@@ -89,7 +89,9 @@ def test_map_and_run_never_write_over_the_map_file(tmp_path, capsys):
                  ["run", "--dist", "custom", "--map-file", str(m), "--n", "64", "--nb",
                   "32", "--json", str(m)],
                  ["run", "--dist", "custom", "--map-file", str(m), "--n", "64", "--nb",
-                  "32", "--gather", str(m)]):
+                  "32", "--gather", str(m)],
+                 ["volume", "--dist", "custom", "--map-file", str(m), "--nt", "8", "--json",
+                  str(m)]):
         assert main(argv) == 2
         assert f"is the input file (--map-file {m})" in capsys.readouterr().err
     assert m.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["m.npy"]
