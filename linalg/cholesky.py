@@ -308,12 +308,9 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
                 h.unregister()
             home.unregister()
         elapsed = time.perf_counter() - t0
-    # the first failing global column (LAPACK info is 1-based inside tile k)
-    bad = np.nonzero(info > 0)[0]
-    local = int(L.offsets[bad[0]] + info[bad[0]] - 1) if len(bad) else L.n
-    first = allreduce_min(comm, local)
+    first, finite = _first_failure(L, info, comm)
     if first < L.n:
-        raise NotPositiveDefiniteError(first, L.n)
+        raise NotPositiveDefiniteError(first, L.n, finite=finite)
     predicted = None
     if session.stats:
         predicted = transfer_pairs_bytes(tile_map, L.n, L.nb, cache=session.cache,
@@ -321,6 +318,32 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     record = _record(session, "cholesky", tile_map, L, elapsed, t_sub, tasks, before,
                      predicted)
     return Factor(L, tile_map, session, record)
+
+
+def _first_failure(L, info, comm):
+    """The first global column where the factorization failed, on every rank, and whether
+    its pivot was finite: ``(L.n, True)`` when none did. Collective.
+
+    A failure is LAPACK's ``info`` of a POTRF (1-based inside tile k: a pivot <= 0), or
+    a diagonal entry of a local factor tile that is NaN or Inf: OpenBLAS's ``?potrf``
+    (and cuSOLVER's) passes NaN pivots without an error, and a NaN or Inf anywhere in A's
+    lower triangle reaches the diagonal of a later tile through TRSM and SYRK. Costs
+    one pass over NB entries per local diagonal tile.
+    """
+    local = 2 * L.n
+    bad = np.nonzero(info > 0)[0]
+    if len(bad):
+        local = 2 * int(L.offsets[bad[0]] + info[bad[0]] - 1)
+    for k in range(L.nt):
+        tile = L.tiles.get((k, k))
+        if tile is None:
+            continue
+        off = np.nonzero(~np.isfinite(np.diagonal(tile)))[0]
+        if len(off):
+            local = min(local, 2 * int(L.offsets[k] + off[0]) + 1)
+            break
+    first = allreduce_min(comm, local)
+    return first // 2, not first % 2
 
 
 def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, predicted,

@@ -175,7 +175,24 @@ def test_not_positive_definite_is_linalgerror(session, comm):
     a = DistributedMatrix.from_function(block(bad), (N, N), NB, tile_map)
     err = raises_everywhere(comm, np.linalg.LinAlgError, "global column 150",
                             lambda: cholesky(a, tile_map))
-    assert isinstance(err, NotPositiveDefiniteError) and err.column == 150
+    assert isinstance(err, NotPositiveDefiniteError) and err.column == 150 and err.finite
+
+
+@pytest.mark.parametrize("where,value,column", [((200, 70), np.nan, 200),
+                                                ((70, 70), np.inf, 70),
+                                                ((130, 3), -np.inf, 130)])
+def test_nan_or_inf_in_a_is_reported(session, comm, where, value, column):
+    """OpenBLAS's potrf passes a NaN pivot without an error: the first non-finite
+    diagonal entry of L is reported instead, as reference LAPACK would."""
+    tile_map = MAPS[-1][1]
+    bad = A_FULL.copy()
+    bad[where] = bad[where[::-1]] = value
+    a = DistributedMatrix.from_function(block(bad), (N, N), NB, tile_map)
+    err = raises_everywhere(comm, NotPositiveDefiniteError, f"global column {column} ",
+                            lambda: cholesky(a, tile_map))
+    assert err.column == column
+    if value != -np.inf:          # -Inf meets the pivot as -Inf (<= 0) or as NaN
+        assert not err.finite and "is not finite; the matrix holds NaN or Inf" in str(err)
     # the session is still usable
     f = cholesky(make(tile_map)[0], tile_map)
     assert f.record.match
