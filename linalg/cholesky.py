@@ -326,7 +326,7 @@ def _first_failure(L, info, comm):
 
     A failure is LAPACK's ``info`` of a POTRF (1-based inside tile k: a pivot <= 0), or
     a diagonal entry of a local factor tile that is NaN or Inf: OpenBLAS's ``?potrf``
-    (and cuSOLVER's) passes NaN pivots without an error, and a NaN or Inf anywhere in A's
+    passes NaN pivots without an error (cuSOLVER's is not relied on either), and a NaN or Inf anywhere in A's
     lower triangle reaches the diagonal of a later tile through TRSM and SYRK. Costs
     one pass over NB entries per local diagonal tile.
     """
