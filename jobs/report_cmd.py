@@ -156,7 +156,7 @@ def run_model(args):
 def run_runs(args):
     from . import report_figures as figs
     from .report_markdown import run_markdown
-    from .report_runs import file_stem, load_run
+    from .report_runs import file_stem, load_run, settle_bytes
 
     from .report_trace import gantt_figure, load_trace, trace_markdown
 
@@ -170,15 +170,14 @@ def run_runs(args):
     sections = []
     for k, run in enumerate(runs, start=1):
         stem = file_stem(run["path"], k)
-        notes, out = [], []
-        meas, pred = run["bytes_measured_pairs"], run["bytes_predicted_pairs"]
-        if meas is None:
-            notes.append("no `bytes_measured_pairs` in the document: measured bytes not shown")
-        if pred is None:
-            notes.append("no `bytes_predicted_pairs` in the document: predicted bytes not shown")
-        if meas is not None and pred is not None and run.get("match") is None:
-            run["match"] = bool((meas == pred).all())
-        if meas is not None or pred is not None:
+        out = []
+        notes = settle_bytes(run)
+        if run.get("match_conflict"):
+            print(f"starchol report: warning: {run['path']}: the document says match "
+                  f"{str(run['match_stored']).lower()}, but its measured and predicted byte "
+                  f"matrices {'are equal' if run['match'] else 'differ'}; the report shows "
+                  f"what the matrices say", file=sys.stderr)
+        if run["bytes_measured_pairs"] is not None or run["bytes_predicted_pairs"] is not None:
             name = f"{stem}_pairs.png"
             figs.pairs_figure(run, os.path.join(folder, name))
             out.append((name, _pairs_caption(run) + " White cells: no bytes."))
@@ -231,8 +230,9 @@ def _trace_folder(run):
 def _pairs_caption(run):
     parts = ["Bytes sent from each node (row) to each node (column)"]
     if run["bytes_measured_pairs"] is not None and run["bytes_predicted_pairs"] is not None:
-        parts.append(": measured by StarPU-MPI (left), predicted by the exact model (middle), "
-                     "and their difference (right)")
+        parts.append(": measured by StarPU-MPI (left), predicted by the exact model (middle"
+                     + (", computed by this report" if run.get("predicted_by_report") else "")
+                     + "), and their difference (right)")
         if run.get("match") is True:
             parts.append("; they are equal byte for byte")
         elif run.get("match") is False:

@@ -125,6 +125,15 @@ def _bytes_or_dash(value):
     return "-" if value is None else format_bytes(value)
 
 
+def _match_cell(run):
+    """'yes', '**NO**', or '-'; a stored ``match`` that the matrices contradict is named."""
+    match = run.get("match")
+    text = "-" if match is None else ("yes" if match else "**NO**")
+    if run.get("match_conflict"):
+        text += f" (document says {'yes' if run['match_stored'] else 'no'})"
+    return text
+
+
 def _kernel_blas_short(run):
     """'OpenBLAS 0.3.21 (system)' from the run's ``kernel_blas`` (files left out), or
     '-' for documents from before it was recorded."""
@@ -147,7 +156,6 @@ def run_markdown(runs, sections, comparison, command):
     rows = []
     for k, run in enumerate(runs, start=1):
         rt = run["runtime"]
-        match = run.get("match")
         rows.append([
             k, run["path"], map_label(run),
             run["nodes"], run["n"], run["nb"], run["nt"],
@@ -155,7 +163,7 @@ def run_markdown(runs, sections, comparison, command):
             _num(run.get("residual"), ".2e"),
             _bytes_or_dash(run.get("bytes_measured_total")),
             _bytes_or_dash(run.get("bytes_predicted_total")),
-            "-" if match is None else ("yes" if match else "**NO**"),
+            _match_cell(run),
             rt.get("scheduler", "-"), rt.get("workers_per_rank", "-"),
             rt.get("starpu_version", "-"), _kernel_blas_short(run),
         ])
@@ -167,6 +175,11 @@ def run_markdown(runs, sections, comparison, command):
     if mismatched:
         lines += [f"**Measured bytes differ from the model in run(s) "
                   f"{', '.join(map(str, mismatched))}.**", ""]
+    conflicts = [k for k, r in enumerate(runs, start=1) if r.get("match_conflict")]
+    if conflicts:
+        lines += [f"**The stored `match` of run(s) {', '.join(map(str, conflicts))} "
+                  f"disagrees with the run's own byte matrices; the match column shows what "
+                  f"the matrices say.**", ""]
     number = 1
     for k, (run, figs) in enumerate(zip(runs, sections), start=1):
         lines += [f"## Run {k}: {run['label']}", ""]

@@ -11,10 +11,16 @@ workers_per_rank, starpu_version``), maybe ``grid`` and ``slices``. Only ``dist,
 nb`` are required here; every other key is optional and the report leaves out what it
 cannot draw. Keys that are present are checked (types, P x P shapes) so that a damaged
 document gives an error naming the file and the key, never a traceback.
+
+:func:`settle_bytes` then makes the byte figures follow from the pair matrices: the
+totals are their sums, ``match`` is whether they are equal (a stored ``match`` that
+disagrees is flagged), and a missing prediction is computed with the exact model
+(:func:`model_pairs`) when the document has what it needs.
 """
 import json
 import math
 import os
+import re
 
 import numpy as np
 
@@ -156,3 +162,140 @@ def file_stem(path, index):
     base = os.path.splitext(os.path.basename(str(path)))[0]
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in base)[:40]
     return f"run{index}-{safe}" if safe else f"run{index}"
+
+
+# -- the bytes of a run: match derived from the matrices, prediction from the model ------
+_GRID_RE = re.compile(r"\b2dbc (\d+)x(\d+) \(")
+_ITEMSIZE = {"float64": 8, "float32": 4}
+
+
+def document_map(run):
+    """The tile map a run document describes, rebuilt from ``dist, nodes, slices`` and
+    (2dbc, 2dbc25d) the grid, from the ``grid`` key or the ``map`` description.
+
+    Returns ``(map, None)``, or ``(None, reason)`` saying what is missing. When the
+    document has a ``map`` description, the rebuilt map must have the same one.
+    """
+    from ..distributions import get_map
+
+    dist, text = run["dist"], run.get("map")
+    text = text.strip() if isinstance(text, str) else ""
+    if dist == "custom":
+        return None, "its map is a custom map, whose file the document does not hold"
+    grid = run.get("grid")
+    if isinstance(grid, (list, tuple)) and len(grid) == 2:
+        grid = f"{grid[0]}x{grid[1]}"
+    if dist in ("2dbc", "2dbc25d") and not grid:
+        m = _GRID_RE.search(text)
+        if m is None:
+            return None, (f"its {dist} grid is unknown (no `grid` key, and no `map` "
+                          f"description naming it)")
+        grid = f"{m.group(1)}x{m.group(2)}"
+    slices = run.get("slices", 1)
+    try:
+        tile_map = get_map(dist, run["nodes"], grid=grid if dist in ("2dbc", "2dbc25d")
+                           else None, slices=slices, nt=run["nt"])
+    except (UsageError, ValueError, TypeError) as exc:
+        return None, f"its map cannot be rebuilt ({exc})"
+    if text and str(tile_map) != text:
+        return None, (f"the map rebuilt from its keys, '{tile_map}', is not the one it "
+                      f"names, '{text}'")
+    return tile_map, None
+
+
+def model_pairs(run):
+    """Bytes the exact model predicts between every pair of nodes for this run document:
+    :func:`starchol.linalg.volume.transfer_pairs_bytes` (a factorization) or
+    :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes` (a solve), the functions
+    ``starchol run`` records ``bytes_predicted_pairs`` with, on the document's map, N, NB,
+    receive-cache setting and element size.
+
+    Returns ``(pairs, what)`` with ``pairs`` an int64 (P, P) array (sender row) and
+    ``what`` the inputs in words, or ``(None, reason)`` naming what the document lacks.
+    """
+    from ..linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+
+    operation = run.get("operation", "cholesky")
+    if operation not in ("cholesky", "solve"):
+        return None, f"its operation {operation!r} has no volume model"
+    cache = run.get("cache")
+    if not isinstance(cache, bool):
+        return None, ("it has no `cache` key (true/false), and the model needs the "
+                      "receive-cache setting")
+    dtype = run.get("dtype", "float64")
+    if dtype not in _ITEMSIZE:
+        return None, f"its dtype {dtype!r} is neither float64 nor float32"
+    nrhs = run.get("nrhs", 0)
+    if operation == "solve" and (not isinstance(nrhs, int) or isinstance(nrhs, bool)
+                                 or nrhs < 1):
+        return None, f"it is a solve without a valid `nrhs` (got {nrhs!r})"
+    tile_map, reason = document_map(run)
+    if tile_map is None:
+        return None, reason
+    itemsize = _ITEMSIZE[dtype]
+    if operation == "solve":
+        pairs = solve_transfer_pairs_bytes(tile_map, run["n"], run["nb"], nrhs, cache=cache,
+                                           itemsize=itemsize)
+    else:
+        pairs = transfer_pairs_bytes(tile_map, run["n"], run["nb"], cache=cache,
+                                     itemsize=itemsize)
+    what = (f"{tile_map}, N = {run['n']}, NB = {run['nb']}, receive cache "
+            f"{'on' if cache else 'off'}, {dtype}"
+            + ("" if "dtype" in run else " (no `dtype` key: the default)")
+            + (f", solve of {nrhs} right-hand sides" if operation == "solve" else ""))
+    return pairs, what
+
+
+def settle_bytes(run):
+    """Make a run's byte figures follow from its pair matrices; return notes (Markdown).
+
+    - No ``bytes_predicted_pairs``: computed with the exact model (:func:`model_pairs`)
+      when the document has what it needs, else a note says precisely why not.
+    - ``bytes_*_total``: the sums of the matrices; a stored total that differs is noted.
+    - ``match``: whether the two matrices are equal entry by entry; a stored ``match``
+      that says otherwise is kept in ``match_stored`` and flagged (``match_conflict``).
+    """
+    notes = []
+    if run["bytes_measured_pairs"] is None:
+        notes.append("no `bytes_measured_pairs` in the document: measured bytes not shown")
+    if run["bytes_predicted_pairs"] is None:
+        pairs, what = model_pairs(run)
+        if pairs is None:
+            notes.append(f"no `bytes_predicted_pairs` in the document, and the report cannot "
+                         f"compute them: {what}; predicted bytes not shown")
+        else:
+            run["bytes_predicted_pairs"] = pairs.astype(float)
+            run["predicted_by_report"] = True
+            notes.append(f"no `bytes_predicted_pairs` in the document: the predicted bytes "
+                         f"were computed by this report with the exact model ({what})")
+    for key, pairs_key, word in (("bytes_measured_total", "bytes_measured_pairs", "measured"),
+                                 ("bytes_predicted_total", "bytes_predicted_pairs",
+                                  "predicted")):
+        arr = run[pairs_key]
+        if arr is None:
+            continue
+        total = int(arr.sum())
+        stored = run.get(key)
+        if stored is not None and stored != total:
+            source = (f"what the model gives ({total} B)" if run.get("predicted_by_report")
+                      and word == "predicted" else f"the sum of its `{pairs_key}` ({total} B)")
+            notes.append(f"**the document's `{key}` ({stored:.0f} B) is not {source}; the "
+                         f"report uses the matrix**")
+        run[key] = total
+    meas, pred = run["bytes_measured_pairs"], run["bytes_predicted_pairs"]
+    stored = run.get("match")
+    if meas is not None and pred is not None:
+        derived = bool(np.array_equal(meas, pred))
+        if stored is not None and stored != derived:
+            run["match_stored"], run["match_conflict"] = stored, True
+            notes.append(f"**the document says `match: {str(stored).lower()}` but its "
+                         f"measured and predicted byte matrices "
+                         f"{'are equal' if derived else 'differ'}; the report shows what the "
+                         f"matrices say**")
+        run["match"] = derived
+    elif stored is not None:
+        run["match_stored"] = stored
+        run["match"] = None
+        notes.append(f"the document says `match: {str(stored).lower()}`, but without both "
+                     f"byte matrices the report cannot check it: match not shown")
+    return notes

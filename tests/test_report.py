@@ -295,6 +295,17 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     doc = json.load(open(run_json))
     pred = transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100)
     assert np.array_equal(np.array(doc["bytes_measured_pairs"]), pred)
+    # the same real document without its prediction: the report computes it from the
+    # document's map, N, NB and cache setting, and it matches what StarPU-MPI measured
+    from starchol.jobs.report_runs import load_run, settle_bytes
+
+    for key in ("bytes_predicted_pairs", "bytes_predicted_total", "match"):
+        del doc[key]
+    run = load_run(write(tmp_path / "nopred.json", doc))
+    notes = settle_bytes(run)
+    assert run["match"] is True and np.array_equal(run["bytes_predicted_pairs"], pred)
+    assert any("computed by this report with the exact model (2dbc 2x2 (4 nodes), N = 400, "
+               "NB = 100, receive cache on, float64)" in n for n in notes), notes
 
 
 def test_kernel_blas_column_of_ranks_that_chose_differently():
