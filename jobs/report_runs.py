@@ -255,6 +255,8 @@ def settle_bytes(run):
     - ``match``: whether the two matrices are equal entry by entry; a stored ``match``
       that says otherwise is kept in ``match_stored`` and flagged (``match_conflict``).
     """
+    from .report_markdown import bytes_text
+
     notes = []
     if run["bytes_measured_pairs"] is None:
         notes.append("no `bytes_measured_pairs` in the document: measured bytes not shown")
@@ -277,10 +279,11 @@ def settle_bytes(run):
         total = int(arr.sum())
         stored = run.get(key)
         if stored is not None and stored != total:
-            source = (f"what the model gives ({total} B)" if run.get("predicted_by_report")
-                      and word == "predicted" else f"the sum of its `{pairs_key}` ({total} B)")
-            notes.append(f"**the document's `{key}` ({stored:.0f} B) is not {source}; the "
-                         f"report uses the matrix**")
+            source = (f"what the model gives, {bytes_text(total)}"
+                      if run.get("predicted_by_report") and word == "predicted"
+                      else f"the sum of its `{pairs_key}`, {bytes_text(total)}")
+            notes.append(f"**the document's `{key}`, {bytes_text(stored)}, is not {source}; "
+                         f"the report uses the matrix**")
         run[key] = total
     meas, pred = run["bytes_measured_pairs"], run["bytes_predicted_pairs"]
     stored = run.get("match")

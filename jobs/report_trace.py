@@ -106,7 +106,7 @@ def gantt_figure(trace, path, title):
 
 def trace_markdown(trace, folder):
     """Markdown lines: tasks per kernel, idle time per worker, communications."""
-    from .report_markdown import table
+    from .report_markdown import bytes_text, table
 
     lines = [f"Execution trace from `{folder}` (StarPU FxT, converted by starpu_fxt_tool): "
              f"{len(trace['tasks'])} tasks on {len(trace['workers'])} worker(s) of "
@@ -125,9 +125,10 @@ def trace_markdown(trace, folder):
             p = pairs.setdefault((src, dst), [0, 0])
             p[0] += 1
             p[1] += size
-        rows = [[s, d, c, b] for (s, d), (c, b) in sorted(pairs.items())]
-        lines.append(f"MPI communications: {len(trace['comms'])} transfers, "
-                     f"{trace.get('comm_bytes', 0)} bytes in all. A transfer starts on the "
+        rows = [[s, d, c, bytes_text(b)] for (s, d), (c, b) in sorted(pairs.items())]
+        count = len(trace["comms"])
+        lines.append(f"MPI communications: {count} transfer{'s' if count != 1 else ''}, "
+                     f"{bytes_text(trace.get('comm_bytes', 0))} in all. A transfer starts on the "
                      f"sender's clock and ends on the receiver's; StarPU aligns the ranks' "
                      f"clocks at one barrier, so on oversubscribed cores the lines in the "
                      f"chart can be off by milliseconds.")

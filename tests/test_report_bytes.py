@@ -7,6 +7,7 @@ from starchol.cli import main
 from starchol.distributions import get_map
 from starchol.jobs.report_runs import load_run, model_pairs, settle_bytes
 from starchol.linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from starchol.linalg.volume_summary import format_bytes
 
 from test_report import model_run_doc, write
 
@@ -36,8 +37,8 @@ def test_stored_match_true_is_checked_against_the_matrices(tmp_path, capsys):
     assert "**The stored `match` of run(s) 1 disagrees with the run's own byte matrices" in md
     assert "they DIFFER" in md and "equal byte for byte" not in md
     total = int(np.sum(doc["bytes_measured_pairs"]))
-    assert (f"`bytes_measured_total` ({total - 10**6} B) is not the sum of its "
-            f"`bytes_measured_pairs` ({total} B)") in md
+    assert (f"`bytes_measured_total`, {format_bytes(total - 10**6)} ({total - 10**6} B), is "
+            f"not the sum of its `bytes_measured_pairs`, {format_bytes(total)} ({total} B)") in md
 
 
 def test_stored_match_false_with_equal_matrices(tmp_path):
@@ -107,3 +108,19 @@ def test_why_predicted_bytes_are_not_shown(tmp_path, doc, reason):
     assert run["bytes_predicted_pairs"] is None and run.get("match") is None
     assert model_pairs(run)[1].startswith(reason), model_pairs(run)[1]
     assert any(f"the report cannot compute them: {reason}" in n for n in notes), notes
+
+
+def test_trace_communications_in_decimal_units_with_exact_counts():
+    from starchol.jobs.report_trace import trace_markdown
+
+    # hand-made: rank 0 sends two 80 kB tiles and a 512 B one to rank 1, which sends one
+    comms = [[0, 1, 0.0, 1.0, 80000], [0, 1, 1.0, 2.0, 80000], [0, 1, 2.0, 3.0, 512],
+             [1, 0, 3.0, 4.0, 80000]]
+    trace = {"tasks": [], "workers": [], "kernels": {}, "span_ms": 4.0, "ranks": 2,
+             "comms": comms, "comm_bytes": 240512}
+    md = "\n".join(trace_markdown(trace, "t"))
+    assert "MPI communications: 4 transfers, 240.51 kB (240512 B) in all." in md
+    assert "| 0 | 1 | 3 | 160.51 kB (160512 B) |" in md
+    assert "| 1 | 0 | 1 | 80.00 kB (80000 B) |" in md
+    one = dict(trace, comms=comms[2:3], comm_bytes=512)
+    assert "MPI communications: 1 transfer, 512 B in all." in "\n".join(trace_markdown(one, "t"))

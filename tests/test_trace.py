@@ -65,6 +65,10 @@ def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
     md = (out / "report.md").read_text()
     assert png.name in md and "idle (ms)" in md and "MPI communications" in md
     assert "| gemm | 56 |" in md
+    from starchol.linalg.volume_summary import format_bytes
+
+    total = doc["bytes_measured_total"]
+    assert f"{format_bytes(total)} ({total} B) in all" in md
 
 
 def test_run_without_trace_records_nothing(mpirun, tmp_path):
