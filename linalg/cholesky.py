@@ -29,7 +29,8 @@ import numpy as np
 
 from ..errors import UsageError
 from ..runtime.collective import agree, allreduce_min
-from ..runtime.errors import NotPositiveDefiniteError
+from ..runtime.errors import NotPositiveDefiniteError, SessionError
+from ..runtime.session import agree_callback_error
 from .distributed import DistributedMatrix, check_map
 from .record import RunRecord, describe_job
 from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
@@ -99,10 +100,21 @@ def local_task_count(slice_owners, rank):
 
 def get_session(comm, session=None):
     """``session`` if given, else this process's running Session, else a new one started
-    on ``comm`` (kept until the interpreter exits). Collective when it starts one."""
+    on ``comm`` (kept until the interpreter exits). Collective when it starts one.
+
+    Raises :class:`SessionError` when the given session is not running (never started,
+    or shut down): a session is started by its owner (``with Session(...)``), not here.
+    """
     from ..runtime import Session
 
     if session is not None:
+        if not session.started:
+            raise SessionError(
+                "the session given to cholesky " + (
+                    "was shut down; StarPU-MPI cannot start again in this process: do the "
+                    "computations inside one `with Session(...)` block" if session.closed
+                    else "is not started: use `with Session(comm) as session:` or "
+                    "Session(comm).start() before cholesky"))
         return session
     return Session.current() or Session(comm).start()
 
@@ -135,13 +147,29 @@ class Factor:
         self.record = record
         self.solve_record = None
 
+    def _running_session(self, method):
+        """The factor's session, or SessionError (the same on every rank: a session
+        starts and stops collectively) when it no longer runs."""
+        session = self.session
+        if not session.started:
+            raise SessionError(
+                f"Factor.{method} runs tasks on the StarPU session that computed the "
+                f"factor, and that session " + (
+                    "was shut down: call it inside the `with Session(...)` block"
+                    if session.closed else "is not running")
+                + " (Factor.logdet, Factor.L and the records need no session)")
+        return session
+
     def logdet(self):
-        """log det A = 2 sum log L[i, i]. Collective (one reduction)."""
+        """log det A = 2 sum log L[i, i]. Collective (one reduction on L's communicator).
+
+        Needs no StarPU session: it works after the session is shut down too.
+        """
         local = 0.0
         for (i, j), t in self.L.tiles.items():
             if i == j:
                 local += float(np.sum(np.log(np.diag(t).astype(np.float64))))
-        return 2.0 * self.session.comm.allreduce(local)
+        return 2.0 * self.L.comm.allreduce(local)
 
     def solve(self, B, overwrite_b=False):
         """X with A X = B, by the tiled forward (L Y = B) and backward (L^T X = Y)
@@ -161,7 +189,7 @@ class Factor:
             X, laid out like B. The solve's record (bytes measured and predicted per
             pair) is :attr:`solve_record`.
         """
-        session, L = self.session, self.L
+        session, L = self._running_session("solve"), self.L
         comm = session.comm
         error = None
         try:
@@ -183,7 +211,7 @@ class Factor:
             try:
                 tasks = _graphs().solve(hl, hb)
                 t_sub = time.perf_counter() - t0
-                session.wait()
+                session.wait_local()   # no callback: nothing to agree on
             finally:
                 session.wake()
                 hb.unregister()
@@ -200,7 +228,7 @@ class Factor:
     def residual(self, A):
         """||A - L L^T||_F / ||A||_F, computed where the tiles live (the update as
         SYRK/GEMM tasks, the norms with one reduction). Collective."""
-        session, L = self.session, self.L
+        session, L = self._running_session("residual"), self.L
         comm = session.comm
         agree(comm, A.local_error(self.tile_map, kind="symmetric", n=L.n, nb=L.nb,
                                   dtype=L.dtype), same=A.signature())
@@ -212,7 +240,7 @@ class Factor:
             hr = session.register_tiles(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
             try:
                 _graphs().llt_residual(hl, hr)
-                session.wait()
+                session.wait_local()   # no callback: nothing to agree on
             finally:
                 session.wake()
                 hr.unregister()
@@ -232,12 +260,14 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         2D (2dbc, sbc, sbc-basic, custom) or 2.5D (sbc25d, 2dbc25d: the slices come
         from the map); one node per MPI rank.
     session : Session, optional
-        Default: the running session of this process, or a new one on A's communicator.
+        A running session. Default: the running session of this process, or a new one
+        on A's communicator.
     overwrite_a : bool
         Factor in place in A's tiles (no copy; A then holds L).
     progress : callable, optional
         ``progress(done, total)`` on this rank while its tasks run (every 0.25 s, and
-        once at the end; it adds no wait).
+        once at the end; it adds no wait). If it raises, it is not called again, the
+        factorization goes on, and every rank then raises :class:`~starchol.runtime.errors.CallbackError`.
     flush : bool
         Drop StarPU-MPI's received copies once read (as the volume model assumes).
 
@@ -253,6 +283,12 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         dtype, or ranks given different sizes or maps.
     NotPositiveDefiniteError
         On every rank, with the first failing global column.
+    CallbackError
+        On every rank, after the factorization, when ``progress`` raised on some rank
+        (naming it, the rank and the original exception, which is the ``__cause__`` on
+        that rank); the session stays usable. A failed factorization takes precedence.
+    SessionError
+        ``session`` is not running (never started, or shut down).
     """
     comm = A.comm if isinstance(A, DistributedMatrix) else None
     session = get_session(comm, session)
@@ -301,14 +337,15 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
                 tasks += graphs.cholesky(home, partials, so, info, flush, split, nt,
                                          writeback)
             t_sub = time.perf_counter() - t0
-            session.wait(progress, local_task_count(so, rank) if progress else None)
+            failed = session.wait_local(progress,
+                                        local_task_count(so, rank) if progress else None)
         finally:
             session.wake()
             for h in partials:
                 h.unregister()
             home.unregister()
         elapsed = time.perf_counter() - t0
-    first, finite = _first_failure(L, info, comm)
+    first, finite = _first_failure(L, info, comm, failed)
     if first < L.n:
         raise NotPositiveDefiniteError(first, L.n, finite=finite)
     predicted = None
@@ -320,9 +357,14 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     return Factor(L, tile_map, session, record)
 
 
-def _first_failure(L, info, comm):
+def _first_failure(L, info, comm, failed=None):
     """The first global column where the factorization failed, on every rank, and whether
     its pivot was finite: ``(L.n, True)`` when none did. Collective.
+
+    ``failed``: this rank's :class:`~starchol.runtime.errors.CallbackError` (its
+    ``progress`` callback raised), or None. When no column failed and some rank's
+    callback raised, every rank raises that rank's error (the lowest one's): a failed
+    factorization takes precedence.
 
     A failure is LAPACK's ``info`` of a POTRF (1-based inside tile k: a pivot <= 0), or
     a diagonal entry of a local factor tile that is NaN or Inf: OpenBLAS's ``?potrf``
@@ -342,7 +384,13 @@ def _first_failure(L, info, comm):
         if len(off):
             local = min(local, 2 * int(L.offsets[k] + off[0]) + 1)
             break
-    first = allreduce_min(comm, local)
+    # one reduction, in which a rank whose callback raised sends -1; then (rarely, on
+    # every rank alike) the column again, and the callback's error if none failed
+    first = allreduce_min(comm, -1 if failed is not None else local)
+    if first < 0:
+        first = allreduce_min(comm, local)
+        if first >= 2 * L.n:
+            agree_callback_error(comm, failed)
     return first // 2, not first % 2
 
 

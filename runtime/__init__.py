@@ -8,12 +8,12 @@
 - StarPU error codes become :class:`StarPUError`; a failed factorization becomes
   :class:`NotPositiveDefiniteError` on every rank.
 """
-from .errors import (NotPositiveDefiniteError, RuntimeUnavailableError, SessionError,
-                     StarPUError)
+from .errors import (CallbackError, NotPositiveDefiniteError, RuntimeUnavailableError,
+                     SessionError, StarPUError)
 from .session import (DEFAULT_SCHEDULER, Session, available_schedulers, default_workers,
                       starpu_version)
 
 __all__ = [
-    "Session", "SessionError", "StarPUError", "NotPositiveDefiniteError", "RuntimeUnavailableError",
+    "Session", "SessionError", "CallbackError", "StarPUError", "NotPositiveDefiniteError", "RuntimeUnavailableError",
     "available_schedulers", "default_workers", "starpu_version", "DEFAULT_SCHEDULER",
 ]

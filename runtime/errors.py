@@ -45,6 +45,43 @@ class SessionError(StarcholError):
     """A Session used out of order: not started, already running, or already stopped."""
 
 
+class CallbackError(StarcholError):
+    """A callback given to starchol (``progress``) raised an exception on some rank.
+
+    The callback is not called again on that rank; the computation runs to its end on
+    every rank, then every rank raises this error with the same message (the lowest
+    failing rank's), so no rank waits for another and the session stays usable. On the
+    rank where the callback raised, ``__cause__`` is the original exception (with its
+    traceback); elsewhere only its description travels.
+
+    Attributes:
+        callback: the parameter that held the callback (``"progress"``).
+        name: the callback's qualified name (or repr).
+        rank: the rank where it raised (the lowest one if several did).
+        error: the original exception as text, ``"RuntimeError: boom"``.
+    """
+
+    def __init__(self, callback, name, rank, error):
+        self.callback, self.name, self.rank, self.error = callback, name, int(rank), error
+        super().__init__(f"the {callback} callback {name} raised on rank {self.rank}: "
+                         f"{error}; it was not called again, the computation finished on "
+                         f"every rank and the session is still usable")
+
+    @classmethod
+    def wrap(cls, callback, function, exc, rank):
+        """The error for ``exc``, raised by ``function`` (given as ``callback``) on
+        ``rank``; its ``__cause__`` is ``exc``."""
+        from ..collective import describe
+
+        name = getattr(function, "__qualname__", None) or repr(function)
+        err = cls(callback, name, rank, describe(exc))
+        err.__cause__ = exc
+        return err
+
+    def __reduce__(self):  # travels between ranks (collective agreement)
+        return (type(self), (self.callback, self.name, self.rank, self.error))
+
+
 class NotPositiveDefiniteError(StarcholError, np.linalg.LinAlgError):
     """The Cholesky factorization met a non-positive, or a non-finite, pivot.
 

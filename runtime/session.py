@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from ..errors import UsageError
-from .errors import RuntimeUnavailableError, SessionError
+from .errors import CallbackError, RuntimeUnavailableError, SessionError
 from .workers import affinity_cores
 
 log = logging.getLogger("starchol.runtime")
@@ -104,6 +104,20 @@ def check_workers(workers):
                             "; use more ranks per node for more cores" if w > limit else ""),
                          param="workers")
     return w
+
+
+def agree_callback_error(comm, error):
+    """Raise on every rank the :class:`CallbackError` of the lowest rank whose callback
+    raised (``error``: this rank's, or None); return if none did. Collective. On the
+    rank where the callback raised, the error raised keeps the original as its cause."""
+    from .collective import agree
+
+    try:
+        agree(comm, error)
+    except CallbackError as exc:
+        if error is not None and exc is not error and exc.rank == error.rank:
+            exc.__cause__ = error.__cause__
+        raise
 
 
 #: seconds a rank waits for another process's StarPU start (bus calibration) before
@@ -547,9 +561,25 @@ class Session:
         this rank's ``total`` tasks run (done = total - tasks still pending), and once at
         the end. The wait itself returns as soon as the tasks are done: it blocks in
         StarPU on a helper thread, so a progress display adds no delay.
+
+        Raises
+        ------
+        CallbackError
+            On every rank, after the wait, when ``progress`` raised on some rank: that
+            rank stopped calling it and finished the wait like the others (see
+            :meth:`wait_local`); the session stays usable.
         """
+        agree_callback_error(self.comm, self.wait_local(progress, total, interval))
+
+    def wait_local(self, progress=None, total=None, interval=0.25):
+        """:meth:`wait` without the final agreement: returns this rank's
+        :class:`CallbackError` (``progress`` raised here: it is not called again and the
+        wait goes on to its end) or None. Collective (the wait for the communications);
+        the caller must agree on the result (:func:`agree_callback_error`, or within a
+        reduction of its own, as :func:`starchol.linalg.cholesky.cholesky` does)."""
         self._require()
         self.wake()
+        failed = None
         if progress is not None and total:
             import threading
 
@@ -564,17 +594,26 @@ class Session:
                 finally:
                     done.set()
 
+            def report(count):
+                nonlocal failed
+                try:
+                    progress(count, total)
+                except Exception as exc:  # noqa: BLE001 - the user's code: any type
+                    failed = CallbackError.wrap("progress", progress, exc, self.rank)
+
             waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
             waiter.start()
-            while not done.wait(interval):
-                progress(max(0, total - self._backend.tasks_pending()), total)
+            while failed is None and not done.wait(interval):
+                report(max(0, total - self._backend.tasks_pending()))
             waiter.join()
             if status:
                 raise status[0]
-            progress(total, total)
+            if failed is None:
+                report(total)
         else:
             self._backend.wait_tasks()
         self._backend.wait_mpi()
+        return failed
 
     @contextlib.contextmanager
     def running(self, deferred=False):

@@ -25,9 +25,9 @@ except ImportError as _exc:  # pragma: no cover - only in a raw, uninstalled che
 
 from .errors import StarcholError, UsageError  # noqa: E402
 from .linalg import DistributedMatrix, Factor, RunRecord, cholesky  # noqa: E402
-from .runtime import (NotPositiveDefiniteError, Session, SessionError,  # noqa: E402
-                      StarPUError)
+from .runtime import (CallbackError, NotPositiveDefiniteError, Session,  # noqa: E402
+                      SessionError, StarPUError)
 
 __all__ = ["__version__", "StarcholError", "UsageError", "DistributedMatrix", "cholesky",
            "Factor", "RunRecord", "Session", "NotPositiveDefiniteError", "StarPUError",
-           "SessionError"]
+           "SessionError", "CallbackError"]

@@ -235,3 +235,60 @@ def test_lone_exception_in_a_session_aborts_instead_of_hanging(starpu_home, tmp_
         pytest.fail("a lone exception inside a Session hung the job")
     assert proc.returncode == 1, err
     assert "rank 1: error: KeyError: 'missing tile'; ending the job on every rank" in err
+
+
+AFTER_SHUTDOWN = """
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, SessionError, cholesky
+from starchol.distributions import get_map
+comm = MPI.COMM_WORLD
+tm = get_map("2dbc", comm.Get_size())
+m = np.random.default_rng(0).standard_normal((200, 200))
+full = m @ m.T / 200 + np.eye(200)
+A = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 200),
+                                    50, tm)
+B = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 2),
+                                    50, tm, kind="rhs")
+with Session(comm, workers=1) as s:
+    F = cholesky(A, tm)
+    before = F.logdet()
+print(f"logdet {F.logdet() == before}", flush=True)
+for name, call in (("solve", lambda: F.solve(B)), ("residual", lambda: F.residual(A)),
+                   ("cholesky", lambda: cholesky(A, tm, session=s))):
+    try:
+        call()
+        print(f"{name}: no error", flush=True)
+    except SessionError as exc:
+        print(f"{name}: SessionError: {exc}", flush=True)
+"""
+
+
+def test_factor_after_shutdown_raises_session_error(starpu_home, tmp_path):
+    """After the session: logdet works (L's communicator, no StarPU), solve, residual
+    and cholesky(session=closed) raise SessionError on every rank, no hang."""
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+    import sys
+
+    script = tmp_path / "after.py"
+    script.write_text(AFTER_SHUTDOWN)
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "2", sys.executable,
+                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("using a factor after its session hung the job")
+    assert proc.returncode == 0, err
+    assert out.count("logdet True") == 2, out
+    for method in ("solve", "residual"):
+        assert out.count(f"{method}: SessionError: Factor.{method} runs tasks on the StarPU "
+                         "session that computed the factor, and that session was shut "
+                         "down") == 2, out
+    assert out.count("cholesky: SessionError: the session given to cholesky was shut "
+                     "down") == 2, out

@@ -9,8 +9,8 @@ import pytest
 import scipy.linalg as sl
 from volume_reference import cholesky_bytes, solve_bytes
 
-from starchol import (DistributedMatrix, NotPositiveDefiniteError, Session, UsageError,
-                      cholesky)
+from starchol import (CallbackError, DistributedMatrix, NotPositiveDefiniteError, Session,
+                      SessionError, UsageError, cholesky)
 from starchol.distributions import get_map
 from starchol.distributions.custom import CustomMap
 from starchol.linalg.cholesky import local_task_count, solve_task_count, task_count
@@ -233,3 +233,59 @@ def test_from_numpy_and_hdf5(session, comm):
     assert c.tiles.keys() == a.tiles.keys()
     assert all(c.tiles[k] is not a.tiles[k] and np.array_equal(c.tiles[k], a.tiles[k])
                for k in a.tiles)
+
+
+def _failing_progress(comm, tile_map, nt):
+    """A progress callback that raises on the last rank that has tasks (the same rank
+    everywhere), once; ``calls`` counts its calls on this rank."""
+    so = tile_map.owner_maps(nt)
+    bad = max(r for r in range(comm.Get_size()) if local_task_count(so, r) > 0)
+    calls = []
+
+    def progress(done, total):
+        calls.append(done)
+        if comm.Get_rank() == bad:
+            raise KeyError(f"display gone at {done}/{total}")
+    return progress, calls, bad
+
+
+def test_progress_callback_error_on_one_rank(session, comm):
+    """A progress callback raising on one rank: not called again there, the
+    factorization finishes, every rank raises CallbackError; the session goes on."""
+    tile_map = MAPS[0][1]
+    a, b = make(tile_map)
+    progress, calls, bad = _failing_progress(comm, tile_map, a.nt)
+    err = raises_everywhere(comm, CallbackError,
+                            f"the progress callback {progress.__qualname__} raised on rank "
+                            f"{bad}: KeyError: 'display gone at ",
+                            lambda: cholesky(a, tile_map, progress=progress))
+    assert err.callback == "progress" and err.rank == bad
+    if comm.Get_rank() == bad:
+        assert len(calls) == 1                      # never called after it raised
+        assert isinstance(err.__cause__, KeyError)  # the original, with its traceback
+    # the session is still usable, and so is the public wait
+    f = cholesky(a, tile_map, progress=lambda done, total: None)
+    assert f.record.match is True and f.residual(a) < 1e-14
+    progress, calls, _ = _failing_progress(comm, tile_map, a.nt)
+    raises_everywhere(comm, CallbackError, "KeyError: 'display gone at 1/1'",
+                      lambda: session.wait(progress, total=1))
+    f.solve(b)
+    assert f.solve_record.match is True
+
+
+def test_failed_factorization_takes_precedence_over_the_callback(session, comm):
+    tile_map = MAPS[0][1]
+    bad = A_FULL.copy()
+    bad[100, 100] = -1.0
+    a = DistributedMatrix.from_function(block(bad), (N, N), NB, tile_map)
+    progress, _, _ = _failing_progress(comm, tile_map, a.nt)
+    raises_everywhere(comm, NotPositiveDefiniteError, "global column 100",
+                      lambda: cholesky(a, tile_map, progress=progress))
+
+
+def test_unstarted_session_given_to_cholesky(session, comm):
+    tile_map = MAPS[0][1]
+    a, _ = make(tile_map)
+    raises_everywhere(comm, SessionError, "the session given to cholesky is not started: "
+                      "use `with Session(comm) as session:`",
+                      lambda: cholesky(a, tile_map, session=Session(comm, workers=1)))
