@@ -257,8 +257,10 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     A : DistributedMatrix
         Symmetric (lower triangle used), float64 or float32, laid out by ``tile_map``.
     tile_map : starchol.distributions.TileMap
-        2D (2dbc, sbc, sbc-basic, custom) or 2.5D (sbc25d, 2dbc25d: the slices come
-        from the map); one node per MPI rank.
+        Any map of :func:`starchol.distributions.get_map`: 2D (2dbc, sbc, sbc-basic,
+        pplane, aplane, sym) or 2.5D (2dbc25d, sbc25d, sym25d:
+        :data:`~starchol.distributions.MAPS_25D`; the slices come from the map), or a
+        :class:`~starchol.distributions.custom.CustomMap`; one node per MPI rank.
     session : Session, optional
         A running session. Default: the running session of this process, or a new one
         on A's communicator.

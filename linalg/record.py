@@ -126,7 +126,7 @@ class RunRecord:
         for f in fields(self):
             if f.name != "extra":
                 doc[f.name] = _plain(getattr(self, f.name))
-        doc.update(gflops=self.gflops, bytes_measured_total=self.bytes_measured_total,
+        doc.update(flops=self.flops, gflops=self.gflops, bytes_measured_total=self.bytes_measured_total,
                    bytes_predicted_total=self.bytes_predicted_total, match=self.match,
                    runtime={"scheduler": self.scheduler, "workers_per_rank": self.workers,
                             "starpu_version": self.starpu_version})
@@ -144,7 +144,7 @@ class RunRecord:
         if not isinstance(doc, dict):
             raise ValueError(f"a run record is a JSON object, got {type(doc).__name__}")
         known = {f.name: f for f in fields(cls)}
-        derived = {"gflops", "bytes_measured_total", "bytes_predicted_total", "match",
+        derived = {"flops", "gflops", "bytes_measured_total", "bytes_predicted_total", "match",
                    "runtime"}
         values, extra = {}, dict(doc.get("extra") or {})
         for key, value in doc.items():

@@ -241,6 +241,7 @@ AFTER_SHUTDOWN = """
 import numpy as np
 from mpi4py import MPI
 from starchol import DistributedMatrix, Session, SessionError, cholesky
+from starchol.collective import run_everywhere
 from starchol.distributions import get_map
 comm = MPI.COMM_WORLD
 tm = get_map("2dbc", comm.Get_size())
@@ -250,9 +251,15 @@ A = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (
                                     50, tm)
 B = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 2),
                                     50, tm, kind="rhs")
-with Session(comm, workers=1) as s:
-    F = cholesky(A, tm)
-    before = F.logdet()
+def fails():
+    raise ValueError("the same error on every rank")
+try:
+    with Session(comm, workers=1) as s:
+        F = cholesky(A, tm)
+        before = F.logdet()
+        run_everywhere(comm, fails)   # agreed: leaves the block without MPI_Abort
+except ValueError as exc:
+    print(f"left the session with {exc!r}", flush=True)
 print(f"logdet {F.logdet() == before}", flush=True)
 for name, call in (("solve", lambda: F.solve(B)), ("residual", lambda: F.residual(A)),
                    ("cholesky", lambda: cholesky(A, tm, session=s))):
@@ -265,8 +272,10 @@ for name, call in (("solve", lambda: F.solve(B)), ("residual", lambda: F.residua
 
 
 def test_factor_after_shutdown_raises_session_error(starpu_home, tmp_path):
-    """After the session: logdet works (L's communicator, no StarPU), solve, residual
-    and cholesky(session=closed) raise SessionError on every rank, no hang."""
+    """An exception raised through run_everywhere leaves ``with Session`` normally on
+    every rank (docs/api.md). After the session: logdet works (L's communicator, no
+    StarPU), solve, residual and cholesky(session=closed) raise SessionError on every
+    rank, no hang."""
     if MPIRUN is None:
         pytest.skip("mpirun not found")
     import sys
@@ -285,6 +294,8 @@ def test_factor_after_shutdown_raises_session_error(starpu_home, tmp_path):
         proc.communicate()
         pytest.fail("using a factor after its session hung the job")
     assert proc.returncode == 0, err
+    assert out.count("left the session with ValueError('the same error on every rank')") \
+        == 2, out
     assert out.count("logdet True") == 2, out
     for method in ("solve", "residual"):
         assert out.count(f"{method}: SessionError: Factor.{method} runs tasks on the StarPU "

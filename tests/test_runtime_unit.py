@@ -62,6 +62,7 @@ def test_record_json_round_trip():
                   hosts=["a", "a"], extra={"residual": 1e-16})
     doc = r.to_dict()
     assert doc["match"] is True and doc["bytes_measured_total"] == 16
+    assert doc["flops"] == 300 ** 3 / 3 and doc["gflops"] == doc["flops"] / 0.5 / 1e9
     assert doc["runtime"] == {"scheduler": "prio", "workers_per_rank": 2,
                               "starpu_version": ""}
     assert doc["residual"] == 1e-16
