@@ -15,6 +15,7 @@ Every file is written atomically (temporary file in DIR, then rename).
 import os
 import re
 import shlex
+import shutil
 import sys
 
 from ..errors import UsageError
@@ -83,16 +84,61 @@ def parse_slices(text):
     return values
 
 
-def prepare_output(folder):
-    """Create the output folder if missing; refuse a path that is a file."""
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise UsageError(f"-o {folder}: exists and is not a folder")
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"-o {folder}: cannot create the folder ({exc.strerror or exc})") \
-            from None
-    return folder
+class OutputFolder:
+    """The ``-o`` folder: checked before the work, created only at the first write.
+
+    A folder this command creates (with any missing parents) is registered with
+    :mod:`starchol.faults` while the report is written, so an interruption (a signal,
+    or an error in the ``with`` block) removes it with what it holds: no empty or
+    half-written folder is left. A folder that already existed is kept; each file in it
+    is written atomically.
+
+    Use as ``with OutputFolder(path) as out: write(out.path("report.md"), ...)``.
+    """
+
+    def __init__(self, folder):
+        self.folder = folder
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise UsageError(f"-o {folder}: exists and is not a folder")
+        # the topmost folder this command would create, and the folder that would hold it
+        target = os.path.abspath(folder)
+        self.root = None
+        while not os.path.isdir(target):
+            if os.path.lexists(target):
+                raise UsageError(f"-o {folder}: {target} exists and is not a folder")
+            self.root, target = target, os.path.dirname(target)
+        if self.root is not None and not os.access(target, os.W_OK | os.X_OK):
+            raise UsageError(f"-o {folder}: cannot create the folder ({target} is not "
+                             f"writable)")
+        self.made = False
+
+    def path(self, name):
+        """``folder/name``, creating the folder first if this is the first write."""
+        if self.root is not None and not self.made:
+            from .. import faults
+
+            with faults.creating():  # a signal either finds it registered or stops this
+                faults.track(self.root)
+                try:
+                    os.makedirs(self.folder, exist_ok=True)
+                except OSError as exc:
+                    faults.untrack(self.root)
+                    raise UsageError(f"-o {self.folder}: cannot create the folder "
+                                     f"({exc.strerror or exc})") from None
+            self.made = True
+        return os.path.join(self.folder, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.made:
+            from .. import faults
+
+            if exc_type is not None:  # interrupted or failed: leave nothing behind
+                shutil.rmtree(self.root, ignore_errors=True)
+            faults.untrack(self.root)
+        return False
 
 
 def _write_text(path, text):
@@ -130,35 +176,65 @@ def run_model(args):
     first, last = parse_range(args.nodes_range)
     nt, n, nb = sizes_from_args(args)
     slices = parse_slices(args.slices)
-    folder = prepare_output(args.output)
-    progress = Progress("model report", unit="node counts",
-                        enabled=False if args.quiet else None)
-    doc = model_document(first, last, n, nb, slices=slices, cache=args.cache == "on",
-                         progress=progress)
-    doc["command"] = command_line()
-    _write_text(os.path.join(folder, "model.json"), dumps(doc) + "\n")
-    vol_caption, gain_caption = model_figure_captions(doc)
-    figures = [("model_volume.png", vol_caption)]
-    figs.model_volume_figure(doc, os.path.join(folder, "model_volume.png"))
-    g = gains(doc)
-    if any(g.values()):
-        figs.model_gain_figure(doc, g, os.path.join(folder, "model_gain.png"))
-        figures.append(("model_gain.png", gain_caption))
-    text = model_markdown(doc, figures, doc["command"], "model.json")
-    _write_text(os.path.join(folder, "report.md"), text)
+    check_model_memory(first, last)
+    with OutputFolder(args.output) as out:
+        progress = Progress("model report", unit="node counts",
+                            enabled=not args.quiet)
+        doc = model_document(first, last, n, nb, slices=slices, cache=args.cache == "on",
+                             progress=progress)
+        doc["command"] = command_line()
+        _write_text(out.path("model.json"), dumps(doc) + "\n")
+        vol_caption, gain_caption = model_figure_captions(doc)
+        figures = [("model_volume.png", vol_caption)]
+        figs.model_volume_figure(doc, out.path("model_volume.png"))
+        g = gains(doc)
+        if any(g.values()):
+            figs.model_gain_figure(doc, g, out.path("model_gain.png"))
+            figures.append(("model_gain.png", gain_caption))
+        text = model_markdown(doc, figures, doc["command"], "model.json")
+        _write_text(out.path("report.md"), text)
+    folder = args.output
     print(f"wrote {os.path.join(folder, 'report.md')}, model.json and "
           f"{', '.join(name for name, _ in figures)} in {folder}")
     print(sbc_statement(doc).replace("**", ""))
     return 0
 
 
+def check_model_memory(first, last):
+    """Refuse a node range whose largest count cannot fit in memory (see
+    :func:`starchol.jobs.report_model.model_memory_bytes`), before any work."""
+    from .preflight import memory_available
+    from .report_model import model_memory_bytes
+    from ..linalg.volume_summary import format_bytes
+
+    need = model_memory_bytes(last)
+    avail, source = memory_available()
+    if avail is None or need <= avail:
+        return
+    hint = f"the largest node count that fits is {max_nodes_in_memory(avail)}"
+    raise UsageError(f"--nodes-range {first}..{last}: the exact model holds P x P matrices "
+                     f"of byte counts; at P = {last} they need about {format_bytes(need)} of "
+                     f"memory but {format_bytes(avail)} is available ({source}); {hint}")
+
+
+def max_nodes_in_memory(avail):
+    """The largest node count whose model fits in ``avail`` bytes."""
+    from .report_model import model_memory_bytes
+
+    lo, hi = 1, 2
+    while model_memory_bytes(hi) <= avail:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if model_memory_bytes(mid) <= avail else (lo, mid)
+    return lo
+
+
 # -- run report ----------------------------------------------------------------------------
 def run_runs(args):
-    from . import report_figures as figs
-    from .report_markdown import run_markdown
-    from .report_runs import file_stem, load_run, settle_bytes
+    from .report_runs import load_run
 
-    from .report_trace import gantt_figure, load_trace, trace_markdown
+    from .report_trace import load_trace
 
     # a trace folder of `starchol run --trace DIR` holds its run document, DIR/run.json
     paths = [os.path.join(p, "run.json") if os.path.isdir(p) and
@@ -166,7 +242,21 @@ def run_runs(args):
     runs = [load_run(path) for path in paths]
     traces = [_trace_folder(run) for run in runs]
     loaded = [load_trace(t) if t else None for t in traces]
-    folder = prepare_output(args.output)
+    with OutputFolder(args.output) as folder:
+        count = _write_run_report(runs, traces, loaded, folder)
+    print(f"wrote {os.path.join(args.output, 'report.md')} and {count} figure"
+          f"{'s' if count != 1 else ''} for {len(runs)} run{'s' if len(runs) != 1 else ''}")
+    return 0
+
+
+def _write_run_report(runs, traces, loaded, folder):
+    """Figures and report.md of the run report in ``folder`` (an :class:`OutputFolder`);
+    returns the number of figures."""
+    from . import report_figures as figs
+    from .report_markdown import run_markdown
+    from .report_runs import file_stem, settle_bytes
+    from .report_trace import gantt_figure, trace_markdown
+
     sections = []
     for k, run in enumerate(runs, start=1):
         stem = file_stem(run["path"], k)
@@ -179,15 +269,15 @@ def run_runs(args):
                   f"what the matrices say", file=sys.stderr)
         if run["bytes_measured_pairs"] is not None or run["bytes_predicted_pairs"] is not None:
             name = f"{stem}_pairs.png"
-            figs.pairs_figure(run, os.path.join(folder, name))
+            figs.pairs_figure(run, folder.path(name))
             out.append((name, _pairs_caption(run) + " White cells: no bytes."))
             name = f"{stem}_per_node.png"
-            figs.per_node_figure(run, os.path.join(folder, name))
+            figs.per_node_figure(run, folder.path(name))
             out.append((name, f"Bytes sent (left) and received (right) by each node, "
                               f"measured by StarPU-MPI beside the exact model: {run['label']}."))
         if loaded[k - 1] is not None:
             name = f"{stem}_gantt.png"
-            gantt_figure(loaded[k - 1], os.path.join(folder, name), run["label"])
+            gantt_figure(loaded[k - 1], folder.path(name), run["label"])
             out.append((name, "Execution trace: one row per StarPU CPU worker, grouped by "
                               "rank (host), tasks coloured by kernel; grey lines are MPI "
                               "transfers from the sending rank to the receiving one; right: "
@@ -198,20 +288,17 @@ def run_runs(args):
     comparison = []  # drawn when at least two runs have the numbers
     if len(runs) > 1:
         if sum(r.get("gflops") is not None for r in runs) >= 2:
-            figs.runs_gflops_figure(runs, os.path.join(folder, "runs_gflops.png"))
+            figs.runs_gflops_figure(runs, folder.path("runs_gflops.png"))
             comparison.append(("runs_gflops.png", "GFlop/s of each run (N^3/3 flops divided "
                                                   "by the factorization time), by map."))
         if sum(r.get("bytes_measured_total") is not None
                or r.get("bytes_predicted_total") is not None for r in runs) >= 2:
-            figs.runs_bytes_figure(runs, os.path.join(folder, "runs_bytes.png"))
+            figs.runs_bytes_figure(runs, folder.path("runs_bytes.png"))
             comparison.append(("runs_bytes.png", "Total bytes sent between nodes in each run, "
                                                  "measured beside predicted, by map."))
     text = run_markdown(runs, sections, comparison, command_line())
-    _write_text(os.path.join(folder, "report.md"), text)
-    count = sum(len(s) for s in sections) + len(comparison)
-    print(f"wrote {os.path.join(folder, 'report.md')} and {count} figure"
-          f"{'s' if count != 1 else ''} for {len(runs)} run{'s' if len(runs) != 1 else ''}")
-    return 0
+    _write_text(folder.path("report.md"), text)
+    return sum(len(sec) for sec in sections) + len(comparison)
 
 
 def _trace_folder(run):

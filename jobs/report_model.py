@@ -83,6 +83,14 @@ def _near_best(cands, margin=BEST_C_MARGIN):
     return [m for (_, m), f in zip(cands, factors) if f <= least + margin]
 
 
+def model_memory_bytes(nodes):
+    """Peak bytes of the exact model at ``nodes`` nodes, beyond the owner tables: the
+    node-pair matrices of :func:`starchol.linalg.volume.transfer_pairs`, P x P 8-byte
+    counts, up to 4 at once (the pairs, and for a 2.5D map the partial-sum reduction's
+    flat counts, its weighted bincount and that one's integer copy)."""
+    return 4 * DOUBLE_BYTES * int(nodes) ** 2
+
+
 def series_names(slices):
     """Names of the series drawn for ``slices`` ("best" or a list of fixed c)."""
     names = ["2dbc", "sbc", "sbc-basic", "sym"]
@@ -115,6 +123,8 @@ def model_document(first, last, n, nb, slices="best", cache=True, progress=None)
     names = series_names(slices)
     series = {name: [] for name in names}
     counts = list(range(first, last + 1))
+    if progress:
+        progress(0, len(counts))
     for k, p in enumerate(counts):
         p_rows, q_cols = square_grid(p)
         pt = _point(get_map("2dbc", p, grid=(p_rows, q_cols)), n, nb, nt, cache, s_bytes)

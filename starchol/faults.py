@@ -157,15 +157,17 @@ def end_diverged(exc, comm=None):
 def _on_signal(signum):
     name = signal.Signals(signum).name
     comm = _world()
-    if signum == signal.SIGTERM:
-        abort_job("stopped by SIGTERM (the job is being ended: a rank failed or was "
-                  "interrupted, or mpirun/Slurm ended it); temporary files removed",
-                  128 + signum, comm, mpi_abort=False)
     several = False
     try:
         several = comm is not None and comm.Get_size() > 1
     except Exception:  # noqa: BLE001
         pass
+    if signum == signal.SIGTERM:
+        why = ("the job is being ended: a rank failed or was interrupted, or mpirun/Slurm "
+               "ended it" if several else
+               "sent by another process: kill, timeout, or a job manager ending the job")
+        abort_job(f"stopped by SIGTERM ({why}); temporary files removed", 128 + signum, comm,
+                  mpi_abort=False)
     abort_job(f"interrupted by {name}" + ("; ending the job on every rank" if several else ""),
               128 + signum, comm)
 

@@ -225,7 +225,7 @@ def test_bad_input(tmp_path, capsys, case, message):
     err = capsys.readouterr().err
     assert message in err, err
     assert "Traceback" not in err
-    assert not os.path.exists(tmp_path / "o" / "report.md")
+    assert not os.path.exists(tmp_path / "o")  # refused before any folder is made
 
 
 def test_bad_input_exit_status_from_the_shell(tmp_path):
