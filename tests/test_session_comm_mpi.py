@@ -1,0 +1,80 @@
+"""A Session on a sub-communicator: the other ranks of MPI_COMM_WORLD do not take part,
+and its shutdown does not wait for them (starpu-1.3.10-mpi-shutdown-comm.patch)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import MPIRUN
+
+pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
+pytestmark = pytest.mark.mpi
+
+HALF = """
+import json
+import time
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+
+world = MPI.COMM_WORLD
+sub = world.Split(0 if world.rank < 2 else 1, world.rank)
+n, nb = 200, 50
+a = np.random.default_rng(0).standard_normal((n, n))
+a = a @ a.T / n + np.eye(n)
+if world.rank < 2:                       # ranks 0, 1: starchol on their sub-communicator
+    tile_map = get_map("2dbc", 2)
+    with Session(sub, workers=1, stats=True):
+        d = DistributedMatrix.from_function(lambda r0, r1, c0, c1: a[r0:r1, c0:c1],
+                                            (n, n), nb, tile_map, comm=sub)
+        f = cholesky(d, tile_map)
+        low = f.L.gather()
+        t0 = time.monotonic()
+    took = time.monotonic() - t0
+    if sub.rank == 0:
+        print("RESULT", json.dumps({"residual": float(np.abs(low @ low.T - a).max()),
+                         "match": f.record.match, "ranks": f.record.ranks,
+                         "shutdown_s": took}), flush=True)
+else:                                    # ranks 2, 3: other MPI work, for a while
+    sub.Barrier()
+    time.sleep(6)
+world.Barrier()                          # everyone meets at the end
+"""
+
+
+def _patched():
+    from starchol.runtime import starpu_build
+
+    build = starpu_build.describe()
+    return "mpi-shutdown-comm" in json.dumps(build)
+
+
+def test_session_on_half_of_the_world(starpu_home, tmp_path):
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+    if not _patched():
+        pytest.skip("this StarPU lacks starpu-1.3.10-mpi-shutdown-comm.patch: its "
+                    "shutdown waits for every rank of MPI_COMM_WORLD")
+    script = tmp_path / "half.py"
+    script.write_text(HALF)
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "4", sys.executable,
+                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a Session on a sub-communicator hung the job")
+    assert proc.returncode == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    assert result["residual"] < 1e-12 and result["match"] is True and result["ranks"] == 2
+    # the shutdown did not wait for ranks 2 and 3 (busy for 6 s)
+    assert result["shutdown_s"] < 4, result
