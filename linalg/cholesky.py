@@ -31,7 +31,7 @@ from ..errors import UsageError
 from ..runtime.collective import agree, allreduce_min
 from ..runtime.errors import NotPositiveDefiniteError, SessionError
 from ..runtime.session import agree_callback_error
-from .distributed import DistributedMatrix, check_map
+from .distributed import DistributedMatrix, check_map, map_key
 from .record import RunRecord, describe_job
 from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 
@@ -199,7 +199,7 @@ class Factor:
             error = B.local_error(self.tile_map, kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
         except Exception as exc:  # noqa: BLE001
             error = exc
-        agree(comm, error, same=getattr(B, "signature", lambda: None)())
+        agree(comm, error, same=B.signature() if isinstance(B, DistributedMatrix) else {})
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
         comm.Barrier()
@@ -307,8 +307,10 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         error = A.local_error(tile_map, kind="symmetric")
     except Exception as exc:  # noqa: BLE001
         error = exc
-    same = (getattr(A, "signature", lambda: None)(), str(tile_map))
-    agree(comm, error, same=same)
+    signature = A.signature() if isinstance(A, DistributedMatrix) else {}
+    # the map by its owners, not only its description (two custom maps may share one)
+    agree(comm, error, same={**signature,
+                             "tile_map": map_key(tile_map, getattr(A, "nt", 0))})
 
     L = A if overwrite_a else A.copy()
     nt = L.nt

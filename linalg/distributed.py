@@ -16,11 +16,16 @@ Two kinds, with the map rules:
   where L's diagonal tile (i, i) lives, for every tile column (so the solve moves only
   L's off-diagonal tiles and the finished B[k]).
 """
+import hashlib
+import operator
+import os
+import posixpath
+
 import numpy as np
 
 from ..distributions.base import nodes_text
 from ..errors import UsageError
-from ..runtime.collective import agree
+from ..runtime.collective import Keyed, agree
 from .tile_arena import arena_views, packed
 from .tiled import check_sizes
 from .volume import factor_owners, tile_extents
@@ -191,25 +196,34 @@ class DistributedMatrix:
         """Scatter a dense array held by rank ``root`` (ignored elsewhere). Collective.
 
         For ``symmetric`` only the lower triangle is read. The dtype is the array's
-        (float64 or float32)."""
+        (float64 or float32). ``root`` (0 <= root < ranks), ``nb``, ``kind`` and the map
+        must be the same on every rank (else the same UsageError on every rank)."""
         comm = _comm_or_world(comm)
         error, meta = _map_error(tile_map, comm), None
-        if error is None and kind not in KINDS:
-            error = UsageError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}",
-                               param="kind")
-        if comm.Get_rank() == root and error is None:
-            try:
+        try:
+            root = check_root(root, comm)
+            if error is None and kind not in KINDS:
+                raise UsageError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}",
+                                 param="kind")
+            if comm.Get_rank() == root and error is None:
                 a = np.asarray(array)
                 check_dtype(a.dtype)
                 if a.ndim != 2 or (kind == "symmetric" and a.shape[0] != a.shape[1]):
                     raise UsageError(f"array must be {'square' if kind == 'symmetric' else '2D'}"
                                      f", got shape {a.shape}", param="array")
                 meta = (a.shape, a.dtype.str)
-            except Exception as exc:  # noqa: BLE001
-                error = exc
-        agree(comm, error, same=_same(None, nb, kind, None, tile_map))
+        except Exception as exc:  # noqa: BLE001
+            error = error or exc
+        agree(comm, error, same={**_same(None, nb, kind, None, tile_map),
+                                 "root": _plain(root)})
         shape, dtype = comm.bcast(meta, root=root)
-        out = cls(shape, nb, tile_map, kind, np.dtype(dtype), comm)
+        out, error = None, None
+        try:
+            out = cls(shape, nb, tile_map, kind, np.dtype(dtype), comm)
+        except Exception as exc:  # noqa: BLE001 - nb against the size: same everywhere
+            error = exc
+        # the map's owners, now that the size is known (same description is not enough)
+        agree(comm, error, same={"tile_map": map_key(tile_map, out.nt if out else 0)})
         parts = None
         if comm.Get_rank() == root:
             parts = [{} for _ in range(comm.Get_size())]
@@ -224,16 +238,32 @@ class DistributedMatrix:
                   symmetry_tol=None):
         """Read a symmetric matrix from ``path:dataset`` (each rank reads its tiles).
         Collective. Checks (every rank, same error): the file, the dataset (square,
-        float), finite entries, symmetry within ``symmetry_tol``. ``dtype`` defaults to
+        float), finite entries, symmetry within ``symmetry_tol`` (a finite number >= 0,
+        default :data:`~starchol.linalg.hdf5_io.SYMMETRY_TOL`), and that every rank was
+        given the same path, dataset, nb, map, dtype and tolerance. ``dtype`` defaults to
         the dataset's."""
         from . import hdf5_io
 
         comm = _comm_or_world(comm)
-        agree(comm, _map_error(tile_map, comm))
+        error, tol = _map_error(tile_map, comm), None
+        try:
+            if dtype is not None:
+                check_dtype(dtype)
+            tol = hdf5_io.check_symmetry_tol(symmetry_tol)
+        except Exception as exc:  # noqa: BLE001
+            error = error or exc
+        agree(comm, error, same={"path": _path_text(path),
+                                 "dataset": _dataset_text(dataset),
+                                 **_same(None, nb, None, dtype, tile_map),
+                                 "symmetry_tol": tol})
         n, file_dtype = hdf5_io.inspect_input(path, dataset, comm)
         # file_dtype is a name: "float32", "float64 (big-endian)", ...
-        out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype.split()[0], comm)
-        tol = hdf5_io.SYMMETRY_TOL if symmetry_tol is None else symmetry_tol
+        out, error = None, None
+        try:
+            out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype.split()[0], comm)
+        except Exception as exc:  # noqa: BLE001 - nb against n: the same everywhere
+            error = exc
+        agree(comm, error, same={"tile_map": map_key(tile_map, out.nt if out else 0)})
         out.input_info = hdf5_io.read_tiles(path, dataset, out, comm, symmetry_tol=tol)
         return out
 
@@ -251,7 +281,15 @@ class DistributedMatrix:
 
     def gather(self, root=0):
         """The dense matrix on ``root`` (None elsewhere): the lower triangle (zeros
-        above) for ``symmetric``, every entry for ``rhs``. Collective."""
+        above) for ``symmetric``, every entry for ``rhs``. Collective: ``root`` (0 <=
+        root < ranks) must be the same on every rank (else the same UsageError on every
+        rank)."""
+        error = None
+        try:
+            root = check_root(root, self.comm)
+        except UsageError as exc:
+            error = exc
+        agree(self.comm, error, same={"root": _plain(root)})
         parts = self.comm.gather(self.tiles, root=root)
         if self.comm.Get_rank() != root:
             return None
@@ -293,8 +331,11 @@ class DistributedMatrix:
             if tile_map is not None:
                 owners, _ = layout(tile_map, self.n, self.nb, self.kind, self.ncols)
                 if not np.array_equal(owners[self.stored], self.owners[self.stored]):
+                    built = (f"it was built for another map of the same description, "
+                             f"with different owners" if str(tile_map) == str(self.tile_map)
+                             else f"it was built for {self.tile_map}")
                     return UsageError(f"the matrix is not laid out by the map {tile_map} "
-                                      f"(it was built for {self.tile_map})", param="tile_map")
+                                      f"({built})", param="tile_map")
             for key in self.local_keys():
                 t = self.tiles.get(key)
                 r0, r1, c0, c1 = self.tile_bounds(*key)
@@ -316,8 +357,10 @@ class DistributedMatrix:
         return None
 
     def signature(self):
-        """What every rank must agree on (shape, tile size, kind, dtype)."""
-        return (self.shape, self.nb, self.kind, str(self.dtype))
+        """What every rank must agree on, by name (shape, nb, kind, dtype), for
+        :func:`~starchol.runtime.collective.agree`."""
+        return {"shape": self.shape, "nb": self.nb, "kind": self.kind,
+                "dtype": str(self.dtype)}
 
     def frobenius_sq_local(self):
         """Sum of squares of the entries held here; for ``symmetric``, of the whole
@@ -344,16 +387,79 @@ def _comm_or_world(comm):
 
 
 def _same(shape, nb, kind, dtype, tile_map):
-    """The inputs every rank must share, as plain comparable values (never raises)."""
+    """The inputs every rank must share, by parameter name, as plain comparable values
+    (never raises; for :func:`~starchol.runtime.collective.agree`). The map is compared
+    by its owners when the size is known (:func:`map_key`), else by its description."""
     try:
         dtype = None if dtype is None else str(np.dtype(dtype))
     except TypeError:
         dtype = repr(dtype)
+    nt = None
     try:
         shape = None if shape is None else tuple(int(x) for x in shape)
-    except (TypeError, ValueError):
+        nt = -(-shape[0] // int(nb)) if shape and int(nb) > 0 else None
+    except (TypeError, ValueError, IndexError):
         shape = repr(shape)
-    return (shape, repr(nb), kind, dtype, str(tile_map))
+    return {"shape": shape, "nb": _plain(nb), "kind": kind, "dtype": dtype,
+            "tile_map": map_key(tile_map, nt)}
+
+
+def _plain(value):
+    """An int as an int (so numpy and Python integers compare alike), else its repr."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        return repr(value)
+
+
+#: tile counts up to which :func:`map_key` digests the owners (beyond: the description)
+KEY_MAX_NT = 1 << 14
+
+
+def map_key(tile_map, nt):
+    """The map as :func:`~starchol.runtime.collective.agree` compares it: shown by its
+    description, compared by a digest (SHA-1) of its owners on ``nt`` x ``nt`` tiles too,
+    so two custom maps of the same description and different owners differ. Never
+    raises (an unusable map, or nt > :data:`KEY_MAX_NT`, is compared by its
+    description)."""
+    try:
+        if not 0 < int(nt) <= KEY_MAX_NT:
+            raise ValueError(nt)
+        owners = np.ascontiguousarray(tile_map.owner_maps(int(nt)), dtype=np.int64)
+        digest = hashlib.sha1(repr(owners.shape).encode() + owners.tobytes()).hexdigest()
+    except Exception:  # noqa: BLE001 - not a map, or no tiles: the description only
+        digest = None
+    return Keyed(str(tile_map), digest, "owners")
+
+
+def check_root(root, comm):
+    """``root`` as an int, if it is a rank of ``comm``; else UsageError naming ``root``."""
+    size = comm.Get_size()
+    try:
+        if isinstance(root, bool):
+            raise TypeError
+        r = operator.index(root)
+    except TypeError:
+        raise UsageError(f"root must be an integer rank, got {root!r}", param="root") from None
+    if not 0 <= r < size:
+        raise UsageError(f"root must be a rank of the communicator, 0 to {size - 1}, "
+                         f"got {r}", param="root")
+    return r
+
+
+def _path_text(path):
+    """A file name as the ranks compare it (``a.h5`` and ``./a.h5`` alike)."""
+    try:
+        return os.path.normpath(os.fspath(path))
+    except TypeError:
+        return repr(path)
+
+
+def _dataset_text(dataset):
+    """A dataset name as the ranks compare it (``A`` and ``/A`` alike)."""
+    if not isinstance(dataset, str):
+        return repr(dataset)
+    return posixpath.normpath("/" + dataset.lstrip("/"))
 
 
 def _map_error(tile_map, comm):

@@ -25,13 +25,32 @@ from ..errors import StarcholError, UsageError
 from ..runtime.collective import allreduce_max
 from ..files import check_folder_writable, fingerprint, parse_target, resolve, same_file
 
-__all__ = ["SYMMETRY_TOL", "parse_target", "inspect_input", "read_tiles", "check_output",
+__all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input", "read_tiles", "check_output",
            "FactorWriter", "write_matrix", "now_iso"]
 
 log = logging.getLogger("starchol.hdf5")
 
 #: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
 SYMMETRY_TOL = 1e-10
+
+
+def check_symmetry_tol(symmetry_tol):
+    """The tolerance of the symmetry check (:data:`SYMMETRY_TOL` for None), if it is a
+    finite number >= 0; else UsageError naming ``symmetry_tol``."""
+    import math
+
+    if symmetry_tol is None:
+        return SYMMETRY_TOL
+    try:
+        if isinstance(symmetry_tol, bool):
+            raise TypeError
+        tol = float(symmetry_tol)
+    except (TypeError, ValueError):
+        tol = None
+    if tol is None or not math.isfinite(tol) or tol < 0:
+        raise UsageError(f"symmetry_tol must be a finite number >= 0, got {symmetry_tol!r}",
+                         param="symmetry_tol")
+    return tol
 
 
 def _h5py():
@@ -156,7 +175,8 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     if rel > symmetry_tol:
         raise UsageError(f"{path}:{dataset} is not symmetric: max |A - A^T| / max |A| = "
                          f"{rel:.3e} > tolerance {symmetry_tol:.1e} (the lower triangle would "
-                         f"be used; symmetrize the matrix or raise --symmetry-tol)")
+                         f"be used; symmetrize the matrix or raise symmetry_tol)",
+                         param="symmetry_tol")
     return {"max_abs": max_abs, "max_asymmetry": max_asym, "relative_asymmetry": rel,
             "symmetry_tol": symmetry_tol, "dtype": dtype}
 

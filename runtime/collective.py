@@ -32,11 +32,16 @@ def agree(comm, error, same=None):
     comm : mpi4py communicator
     error : BaseException or None
         This rank's verdict: an exception instance, or None when its checks passed.
+    same : dict, optional
+        What every rank must have been given alike, by parameter name (``{"shape": (n,
+        n), "nb": nb, "tile_map": ...}``); values are plain comparable objects (a
+        :class:`Keyed` shows a text and compares a key too). When no rank found an error
+        and the ranks' values differ, a :class:`~starchol.errors.UsageError` naming each
+        differing parameter, with the lowest rank whose value differs from rank 0's, is
+        raised everywhere (``params``: those names)::
 
-    same : object, optional
-        What every rank must have been given alike (sizes, map, dtype...): when the
-        ranks' values differ and no rank found an error, a UsageError naming the first
-        differing rank is raised everywhere.
+            the ranks were given different inputs: shape: rank 0 has (130, 130), rank 1
+            has (120, 120)
 
     Every rank calls this at the same point, whatever its own verdict, so a check that
     fails on one rank only never leaves the others waiting. The exception raised is a
@@ -51,17 +56,75 @@ def agree(comm, error, same=None):
     if same is None:    # every rank calls agree the same way: same is None everywhere
         found = [(exc, None) for exc in comm.allgather(mine)]
     else:
-        found = comm.allgather((mine, same))
+        found = comm.allgather((mine, dict(same)))
     for rank, (exc, _) in enumerate(found):
         if exc is not None:
             mark_agreed(exc)
             raise exc
-    for rank, (_, value) in enumerate(found):
-        if value != found[0][1]:
-            from ..errors import UsageError
+    if same is not None:
+        mismatch = differences([value for _, value in found])
+        if mismatch is not None:
+            raise mismatch
 
-            raise UsageError(f"the ranks were given different inputs: rank 0 has "
-                             f"{found[0][1]!r}, rank {rank} has {value!r}")
+
+class Keyed(tuple):
+    """A value for :func:`agree` shown by its ``text`` and compared by ``(text, key)``:
+    a map is shown by its description and compared by a digest of its owners too, so two
+    maps of the same description and different owners differ (``what``: what the key
+    stands for, said when only the key differs)."""
+
+    def __new__(cls, text, key, what="content"):
+        return super().__new__(cls, (str(text), key, what))
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+    text = property(lambda self: self[0])
+    key = property(lambda self: self[1])
+    what = property(lambda self: self[2])
+
+    def __repr__(self):
+        return self.text
+
+
+def differences(values):
+    """The :class:`~starchol.errors.UsageError` of :func:`agree` for the ranks' ``same``
+    dicts (rank order), or None when they are all alike."""
+    from ..errors import UsageError
+
+    names = list(values[0])
+    for v in values[1:]:
+        names += [k for k in v if k not in names]
+    parts, params, key_only = [], [], []
+    for name in names:
+        first = values[0].get(name)
+        for rank, v in enumerate(values[1:], 1):
+            other = v.get(name)
+            if _equal(other, first):
+                continue
+            if isinstance(first, Keyed) and isinstance(other, Keyed) and \
+                    first.text == other.text:
+                # said only when nothing else differs (the key may follow from a size)
+                key_only.append((name, f"{name}: rank 0 and rank {rank} both have "
+                                       f"{first.text}, but with different {other.what}"))
+            else:
+                parts.append(f"{name}: rank 0 has {first!r}, rank {rank} has {other!r}")
+                params.append(name)
+            break
+    if not parts:
+        parts = [text for _, text in key_only]
+        params = [name for name, _ in key_only]
+    if not parts:
+        return None
+    return UsageError("the ranks were given different inputs: " + "; ".join(parts),
+                      params=params)
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an ambiguous comparison (arrays): unlike
+        return False
 
 
 def mark_agreed(exc):

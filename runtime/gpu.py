@@ -71,25 +71,26 @@ def visible_gpus():
 
 
 def check_gpus(gpus):
-    """Validate ``--gpus`` (None: every visible GPU). Returns the CUDA worker count.
-    Same verdict on every rank of a node."""
+    """Validate ``gpus`` (None: every visible GPU). Returns the CUDA worker count.
+    Same verdict on every rank of a node. Messages name the parameter ``gpus``."""
     if gpus is None:
         return visible_gpus()
     try:
         k = int(gpus)
     except (TypeError, ValueError):
-        raise UsageError(f"--gpus must be an integer, got {gpus!r}") from None
+        raise UsageError(f"gpus must be an integer, got {gpus!r}", param="gpus") from None
     if k < 0:
-        raise UsageError(f"--gpus must be >= 0, got {k}")
+        raise UsageError(f"gpus must be >= 0, got {k}", param="gpus")
     if k == 0:
         return 0
     if not cuda_built():
-        raise UsageError(f"--gpus {k}: this starchol has no CUDA support (StarPU or "
-                         f"starchol was built without CUDA; see docs/gpu.md)")
+        raise UsageError(f"gpus {k}: this starchol has no CUDA support (StarPU or "
+                         f"starchol was built without CUDA; see docs/gpu.md)", param="gpus")
     seen = visible_gpus()
     if k > seen:
-        raise UsageError(f"--gpus {k}: this rank sees {seen} GPU(s) "
-                         f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})")
+        raise UsageError(f"gpus {k}: this rank sees {seen} GPU(s) "
+                         f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')})",
+                         param="gpus")
     return k
 
 
@@ -141,8 +142,8 @@ def plan(backend, scheduler, gpus):
         kwargs["ncuda"] = ncuda
     if g is None:
         if scheduler == "heteroprio":
-            raise UsageError("--sched heteroprio needs starchol's GPU/scheduler layer "
-                             "(starchol.runtime._gpu), which is not built")
+            raise UsageError("scheduler heteroprio needs starchol's GPU/scheduler layer "
+                             "(starchol.runtime._gpu), which is not built", param="scheduler")
         return p, kwargs
     addresses = _codelets(backend)
     p.models = bool(ncuda) or _uses_models(scheduler)

@@ -70,7 +70,8 @@ def check_scheduler(name):
     names = available_schedulers()
     if name not in names:
         raise UsageError(f"unknown scheduler {name!r}; StarPU {starpu_version()} has: "
-                         f"{', '.join(names)} (default {DEFAULT_SCHEDULER})")
+                         f"{', '.join(names)} (default {DEFAULT_SCHEDULER})",
+                         param="scheduler")
     return name
 
 
@@ -231,6 +232,28 @@ class bus_calibration_lock:
         return False
 
 
+def _plain(value):
+    """A value as the ranks compare it: bools, ints and strings as they are, others by
+    their repr (so any argument can travel and be compared)."""
+    if isinstance(value, (bool, int, str, type(None))):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return repr(value)
+
+
+def _path_text(path, param):
+    """A folder name as the ranks compare it (normalised); with ``param``, a UsageError
+    naming it when ``path`` is no file name, else its repr."""
+    try:
+        return os.path.normpath(os.fspath(path))
+    except TypeError:
+        if param:
+            raise UsageError(f"{param} must be a folder name, got {path!r}",
+                             param=param) from None
+        return repr(path)
+
+
 class Session:
     """StarPU + StarPU-MPI running on one MPI communicator. Collective.
 
@@ -246,6 +269,12 @@ class Session:
         gpus: CUDA workers on this rank (default: every GPU it sees; 0 without CUDA
             support). GPU codelets, models and heteroprio: :mod:`starchol.runtime.gpu`.
 
+    The arguments are checked by :meth:`start`, collectively, before anything starts: a
+    bad value on one rank (an unknown scheduler, ``workers=0``, ``gpus`` this rank
+    cannot have, ``trace`` without FxT), or ``scheduler``, ``stats``, ``cache`` or
+    ``trace`` not the same on every rank, raises the same :class:`UsageError` on every
+    rank (``workers`` and ``gpus`` are per rank: they may differ).
+
     Once started, ``kernel_blas`` names the BLAS/LAPACK the tile kernels call
     (:mod:`starchol.runtime.kernel_blas`, ``STARCHOL_KERNEL_BLAS``).
     """
@@ -257,15 +286,13 @@ class Session:
         MPI = _mpi()
         self._backend = _backend()
         self.user_comm = MPI.COMM_WORLD if comm is None else comm
-        self.scheduler = check_scheduler(scheduler)
-        self.workers = None if workers is None else check_workers(workers)
-        self.stats = bool(stats)
-        self.cache = bool(cache)
+        # checked by start, collectively (a check failing here, on one rank, would leave
+        # the other ranks waiting in start)
+        self.scheduler = scheduler
+        self.workers = workers
+        self.stats = stats
+        self.cache = cache
         self.trace = trace
-        if trace is not None:
-            from .traces import check_supported
-
-            check_supported()
         self.gpus = gpus
         self.gpu_plan = None
         self.kernel_blas = None   # the kernels' BLAS (runtime.kernel_blas), once started
@@ -291,24 +318,16 @@ class Session:
         """
         if self.started:
             return self
-        live = Session._live
-        if live is not None and live is not self:
-            raise SessionError(
-                "a StarPU session is already running in this process "
-                f"({live.workers} worker(s), scheduler {live.scheduler}); StarPU-MPI runs "
-                "once per process: use that session (Session.current()) or shut it down")
-        if self.closed or self._backend.was_started():
-            raise SessionError(
-                "StarPU-MPI already ran and was shut down in this process; it cannot be "
-                "started again in the same process (keep one Session open for all the "
-                "work, or start a new process)")
         MPI = _mpi()
         if not MPI.Is_initialized():
             MPI.Init_thread(MPI.THREAD_MULTIPLE)
+        self._agree_arguments()
+        from ..collective import run_everywhere
+
+        run_everywhere(self.user_comm, self._check_state)
         self._check_environment()
         # the BLAS/LAPACK of the kernels, before StarPU starts and before _limit_blas
         # (which then limits that library to one thread too)
-        from ..collective import run_everywhere
         from . import kernel_blas
 
         self.kernel_blas = run_everywhere(self.user_comm, kernel_blas.activate)
@@ -324,8 +343,9 @@ class Session:
         local.Free()
         from . import gpu
         # CUDA workers, codelets' CUDA variants and models, heteroprio (before the CPU
-        # worker count: each CUDA worker keeps a core)
-        self.gpu_plan, extra = gpu.plan(self._backend, self.scheduler, self.gpus)
+        # worker count: each CUDA worker keeps a core); the same verdict on every rank
+        self.gpu_plan, extra = run_everywhere(self.user_comm, gpu.plan, self._backend,
+                                              self.scheduler, self.gpus)
         if self.workers is None:
             self.workers = default_workers(sharing, self.gpu_plan.ncuda)
         env = os.environ
@@ -337,8 +357,8 @@ class Session:
         if self.trace is not None:
             from .traces import prepare
 
-            self.trace = prepare(self.trace, self.user_comm.Get_rank(),
-                                 self.user_comm.Get_size())
+            self.trace = run_everywhere(self.user_comm, prepare, self.trace,
+                                        self.user_comm.Get_rank(), self.user_comm.Get_size())
         else:
             env["STARPU_FXT_TRACE"] = "0"
         env.setdefault("STARPU_MPI_NOBIND", "1")
@@ -375,6 +395,52 @@ class Session:
             log.warning("asked for %d CPU workers, StarPU started %d", self.workers, got)
             self.workers = got
         return self
+
+    def check_arguments(self):
+        """Check this rank's arguments; normalise them (``workers`` an int, ``stats`` and
+        ``cache`` bools). Local: :meth:`start` runs it on every rank and agrees on the
+        verdict. Raises :class:`UsageError` naming the parameter."""
+        from .gpu import check_gpus
+
+        scheduler = check_scheduler(self.scheduler)
+        workers = None if self.workers is None else check_workers(self.workers)
+        if self.trace is not None:
+            from .traces import check_supported
+
+            _path_text(self.trace, "trace")
+            check_supported()
+        check_gpus(self.gpus)
+        self.scheduler, self.workers = scheduler, workers
+        self.stats, self.cache = bool(self.stats), bool(self.cache)
+
+    def _agree_arguments(self):
+        # every rank checks its own arguments, then all agree on the verdict and on the
+        # arguments that must be the same everywhere (one collective, before anything
+        # starts)
+        from .collective import agree
+
+        error = None
+        try:
+            self.check_arguments()
+        except Exception as exc:  # noqa: BLE001 - every type takes the same path
+            error = exc
+        agree(self.user_comm, error, same={
+            "scheduler": _plain(self.scheduler), "stats": _plain(self.stats),
+            "cache": _plain(self.cache),
+            "trace": None if self.trace is None else _path_text(self.trace, None)})
+
+    def _check_state(self):
+        live = Session._live
+        if live is not None and live is not self:
+            raise SessionError(
+                "a StarPU session is already running in this process "
+                f"({live.workers} worker(s), scheduler {live.scheduler}); StarPU-MPI runs "
+                "once per process: use that session (Session.current()) or shut it down")
+        if self.closed or self._backend.was_started():
+            raise SessionError(
+                "StarPU-MPI already ran and was shut down in this process; it cannot be "
+                "started again in the same process (keep one Session open for all the "
+                "work, or start a new process)")
 
     def shutdown(self):
         """Wait for the tasks, unregister remaining tiles, stop StarPU-MPI. Idempotent.

@@ -60,11 +60,11 @@ def check_supported():
     d = starpu_build.describe()
     if "STARPU_USE_FXT" not in d["config"]:
         raise UsageError(
-            f"--trace needs a StarPU built with FxT; the StarPU in {d['prefix']} "
+            f"trace needs a StarPU built with FxT; the StarPU in {d['prefix']} "
             f"({d['kind']}) has none. scripts/setup.sh builds one (the default; not with "
             f"STARCHOL_STARPU=system)", param="trace")
     if fxt_tool(d["prefix"]) is None:
-        raise UsageError(f"--trace needs starpu_fxt_tool, which is not in "
+        raise UsageError(f"trace needs starpu_fxt_tool, which is not in "
                          f"{d['prefix']}/bin", param="trace")
 
 

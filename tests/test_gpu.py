@@ -83,12 +83,13 @@ def test_cpu_path_unchanged_by_default():
 
 def test_gpus_option_checked():
     assert gpu.check_gpus(0) == 0
-    with pytest.raises(UsageError, match="--gpus must be >= 0"):
+    with pytest.raises(UsageError, match="^gpus must be >= 0") as info:
         gpu.check_gpus(-1)
+    assert info.value.params == ("gpus",)
     with pytest.raises(UsageError, match="integer"):
         gpu.check_gpus("two")
     if not HAS_GPU:
-        with pytest.raises(UsageError, match="--gpus 1: "):
+        with pytest.raises(UsageError, match="^gpus 1: "):
             gpu.check_gpus(1)
     assert gpu.check_gpus(None) == gpu.visible_gpus()
 

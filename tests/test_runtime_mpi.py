@@ -96,7 +96,7 @@ def test_not_positive_definite_all_ranks(mpirun, np_, dist):
     (2, ["--dist", "2dbc", "--n", 100, "--nb", 200], "larger than --n"),
     (2, ["--dist", "2dbc", "--n", 0, "--nb", 10], "--n must be positive"),
     (2, ["--dist", "2dbc", "--n", 100, "--nb", -4], "--nb must be positive"),
-    (2, ["--dist", "2dbc", "--n", 100, "--nb", 10, "--sched", "fastest"], "unknown scheduler"),
+    (2, ["--dist", "2dbc", "--n", 100, "--nb", 10, "--sched", "fastest"], "unknown --sched 'fastest'"),
 ], ids=["ranks-vs-sbc", "ranks-vs-grid", "nb>n", "n<=0", "nb<=0", "sched"])
 def test_usage_errors_all_ranks(mpirun, np_, args, msg):
     p = mpirun(np_, "run", *args, timeout=60)

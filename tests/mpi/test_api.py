@@ -163,9 +163,12 @@ def test_different_sizes_on_one_rank(session, comm):
     n = N - 1 if comm.Get_rank() == comm.Get_size() - 1 and P > 1 else N
     if P == 1:
         pytest.skip("needs two ranks")
-    raises_everywhere(comm, UsageError, "the ranks were given different inputs",
-                      lambda: DistributedMatrix.from_function(block(A_FULL), (n, n), NB,
-                                                              tile_map))
+    last = comm.Get_size() - 1
+    err = raises_everywhere(
+        comm, UsageError, f"the ranks were given different inputs: shape: rank 0 has "
+                          f"({N}, {N}), rank {last} has ({N - 1}, {N - 1})",
+        lambda: DistributedMatrix.from_function(block(A_FULL), (n, n), NB, tile_map))
+    assert err.params == ("shape",)
 
 
 def test_not_positive_definite_is_linalgerror(session, comm):
@@ -289,3 +292,108 @@ def test_unstarted_session_given_to_cholesky(session, comm):
     raises_everywhere(comm, SessionError, "the session given to cholesky is not started: "
                       "use `with Session(comm) as session:`",
                       lambda: cholesky(a, tile_map, session=Session(comm, workers=1)))
+
+
+# -- every input of a collective call is agreed: a bad or different value on ONE rank ----
+def _one(comm, bad, good):
+    """``bad`` on the last rank, ``good`` elsewhere."""
+    return bad if comm.Get_rank() == comm.Get_size() - 1 else good
+
+
+def test_session_arguments_are_checked_collectively(session, comm):
+    """A bad Session argument on one rank: the same UsageError on every rank from
+    start(), before anything starts (the running session is left alone)."""
+    last = comm.Get_size() - 1
+    cases = [({"scheduler": "bogus"}, "unknown scheduler 'bogus'"),
+             ({"workers": 0}, "workers must be between 1 and"),
+             ({"gpus": -1}, "gpus must be >= 0")]
+    if P > 1:
+        cases += [({"scheduler": "lws"}, f"scheduler: rank 0 has 'prio', rank {last} has 'lws'"),
+                  ({"stats": False}, f"stats: rank 0 has True, rank {last} has False"),
+                  ({"cache": False}, f"cache: rank 0 has True, rank {last} has False"),
+                  ({"trace": "/nonexistent/starchol-trace"}, "trace")]
+    for bad, words in cases:
+        given = {"workers": 1, "stats": True, **_one(comm, bad, {})}
+        raises_everywhere(comm, UsageError, words,
+                          lambda: Session(comm, **given).start())
+    assert Session.current() is session and session.started
+    assert not os.path.exists("/nonexistent")
+    # good arguments while a session runs: the same SessionError everywhere
+    from starchol import SessionError
+
+    raises_everywhere(comm, SessionError, "already running",
+                      lambda: Session(comm, workers=1).start())
+
+
+def test_custom_maps_of_one_description_are_compared_by_owners(session, comm):
+    if P == 1:
+        pytest.skip("a 1-node custom map has one owner")
+    last = comm.Get_size() - 1
+    m1 = CustomMap(np.arange(P).reshape(1, P))
+    m2 = CustomMap(np.roll(np.arange(P), 1).reshape(1, P))
+    assert str(m1) == str(m2)
+    mine = _one(comm, m2, m1)
+    raises_everywhere(comm, UsageError,
+                      f"tile_map: rank 0 and rank {last} both have {m1}, but with different "
+                      f"owners", lambda: DistributedMatrix.from_function(
+                          block(A_FULL), (N, N), NB, mine))
+    a = DistributedMatrix.from_function(block(A_FULL), (N, N), NB, m1)
+    raises_everywhere(comm, UsageError, f"(it was built for another map of the same "
+                                        f"description, with different owners)",
+                      lambda: cholesky(a, m2))
+    raises_everywhere(comm, UsageError, "with different owners",
+                      lambda: cholesky(a, mine))
+
+
+def test_root_is_checked_and_agreed(session, comm):
+    tile_map = MAPS[0][1]
+    rank, last = comm.Get_rank(), comm.Get_size() - 1
+    err = raises_everywhere(comm, UsageError, f"root must be a rank of the communicator, "
+                                              f"0 to {last}, got {P}",
+                            lambda: DistributedMatrix.from_numpy(A_FULL, NB, tile_map, root=P))
+    assert err.params == ("root",)
+    raises_everywhere(comm, UsageError, "root must be an integer rank, got 'zero'",
+                      lambda: DistributedMatrix.from_numpy(A_FULL, NB, tile_map,
+                                                           root=_one(comm, "zero", 0)))
+    a, _ = make(tile_map)
+    raises_everywhere(comm, UsageError, "got -1", lambda: a.gather(root=_one(comm, -1, 0)))
+    if P > 1:
+        raises_everywhere(comm, UsageError, f"root: rank 0 has 0, rank {last} has {last}",
+                          lambda: DistributedMatrix.from_numpy(
+                              A_FULL, NB, tile_map, root=_one(comm, last, 0)))
+        raises_everywhere(comm, UsageError, f"root: rank 0 has 0, rank {last} has 1",
+                          lambda: a.gather(root=_one(comm, 1, 0)))
+    dense = a.gather(root=last)          # still usable, any valid root
+    assert (dense is not None) == (rank == last)
+
+
+def test_from_hdf5_inputs_are_agreed(session, comm, tmp_path_factory):
+    h5py = pytest.importorskip("h5py")
+    tile_map = MAPS[0][1]
+    rank, last = comm.Get_rank(), comm.Get_size() - 1
+    folder = comm.bcast(tempfile.mkdtemp(prefix="starchol-api-") if rank == 0 else None)
+    path = os.path.join(folder, "a.h5")
+    if rank == 0:
+        with h5py.File(path, "w") as fh:
+            fh["A"] = A_FULL
+            fh["A2"] = 2 * A_FULL
+    comm.Barrier()
+    raises_everywhere(comm, UsageError, "symmetry_tol must be a finite number >= 0",
+                      lambda: DistributedMatrix.from_hdf5(
+                          path, "/A", NB, tile_map, symmetry_tol=_one(comm, float("nan"), None)))
+    if P > 1:
+        err = raises_everywhere(comm, UsageError,
+                                f"dataset: rank 0 has '/A', rank {last} has '/A2'",
+                                lambda: DistributedMatrix.from_hdf5(
+                                    path, _one(comm, "A2", "/A"), NB, tile_map))
+        assert err.params == ("dataset",)
+        raises_everywhere(comm, UsageError, f"nb: rank 0 has {NB}, rank {last} has 32",
+                          lambda: DistributedMatrix.from_hdf5(path, "/A", _one(comm, 32, NB),
+                                                              tile_map))
+    b = DistributedMatrix.from_hdf5(path, _one(comm, "A", "/A"), NB, tile_map)  # one dataset
+    ref, _ = make(tile_map)
+    assert all(np.array_equal(b.tiles[k], ref.tiles[k]) for k in b.tiles)
+    comm.Barrier()
+    if rank == 0:
+        import shutil
+        shutil.rmtree(folder)
