@@ -140,11 +140,11 @@ def validate(args, nranks):
                              slices=1 if args.slices is None else args.slices,
                              nt=-(-args.n // args.nb))
     except UsageError as exc:
-        raise UsageError(_run_words(f"{exc} (the run has {nranks} MPI rank(s): one per map "
+        raise UsageError(_run_words(f"{exc} (the run has {count_text(nranks, 'MPI rank')}: one per map "
                                     f"node; change mpirun -np or the map)")) from None
     if tile_map.nodes != nranks:
         raise UsageError(f"the map {tile_map} has {nodes_text(tile_map.nodes)} but the run has "
-                         f"{nranks} MPI rank(s); launch mpirun -np {tile_map.nodes}")
+                         f"{count_text(nranks, 'MPI rank')}; launch mpirun -np {tile_map.nodes}")
     return tile_map, spec
 
 
@@ -421,8 +421,8 @@ def _publish_rank0(args, doc, full, appeared):
 def summary(doc):
     res = "not checked (add --check)" if doc["residual"] is None else f"{doc['residual']:.3e}"
     return "\n".join([
-        f"starchol run: {doc['map']}, {doc['nodes']} rank(s), "
-        f"{doc['runtime']['workers_per_rank']} worker(s)/rank, scheduler "
+        f"starchol run: {doc['map']}, {count_text(doc['nodes'], 'rank')}, "
+        f"{count_text(doc['runtime']['workers_per_rank'], 'worker')}/rank, scheduler "
         f"{doc['runtime']['scheduler']}, StarPU {doc['runtime']['starpu_version']}",
         f"  kernels' BLAS: {doc['runtime'].get('kernel_blas') or 'not recorded'}",
         f"  N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} (elements, tiles), matrix "
@@ -482,8 +482,9 @@ def _memory_lines(doc):
     if not mem:
         return []
     rss = mem.get("peak_rss_bytes_per_rank") or []
-    line = (f"  memory: tile storage per node (model, {doc.get('slices', 1)} "
-            f"slice(s)) max {format_bytes(mem['tile_bytes_max'])}")
+    line = (f"  memory: tile storage per node (model, "
+            f"{count_text(doc.get('slices', 1), 'slice')}) max "
+            f"{format_bytes(mem['tile_bytes_max'])}")
     if rss:
         line += f"; peak RSS per rank max {format_bytes(max(rss))}"
     return [line]
