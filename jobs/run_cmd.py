@@ -218,9 +218,9 @@ def preflight(args, rank, size, host_ranks):
                                       ("--gather", args.gather)])
     if args.output:
         problem = check_output(plan.output_path, plan.output_dataset, args.overwrite,
-                               plan.input_path)
+                               plan.input_path, role="--output")
         if problem:
-            raise UsageError(problem)
+            raise problem
     plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
                                     check=args.check, gather=bool(args.gather))
     if rank == 0:
@@ -279,7 +279,7 @@ def run(args):
 
             args.writer = FactorWriter(plan.output_path, plan.output_dataset, args.n, comm,
                                        overwrite=args.overwrite, input_path=plan.input_path,
-                                       nb=args.nb)
+                                       nb=args.nb, role="--output")
         return _run(args, comm, plan.tile_map, plan.spec)
     except StarcholError:
         raise  # raised identically on every rank (agreed or validated)

@@ -2,7 +2,8 @@
 
 Targets are written ``FILE.h5:/dataset``. Conventions:
 
-- Input: a square float64 or float32 (upcast) dataset holding a symmetric matrix; each
+- Input: a square float64 or float32 dataset holding a symmetric matrix (read in its
+  own dtype unless another is asked: ``starchol run`` reads float64); each
   rank reads only the tiles it owns (and, for the symmetry check, their mirror images in
   the upper triangle). The lower triangle is what the factorization uses.
 - Output: the factor L (lower triangular, zeros above) as a float64 dataset with
@@ -119,7 +120,7 @@ def inspect_file(path, dataset):
             raise UsageError(f"{path}:{dataset} must be a square matrix, it has shape {d.shape}")
         if d.dtype.kind != "f" or d.dtype.itemsize not in (4, 8):
             raise UsageError(f"{path}:{dataset} has dtype {d.dtype}; starchol reads float64 "
-                             f"or float32, either byte order (float32 is upcast to float64)")
+                             f"or float32, either byte order")
         if d.shape[0] == 0:
             raise UsageError(f"{path}:{dataset} is empty")
         name = "float64" if d.dtype.itemsize == 8 else "float32"
@@ -183,33 +184,38 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
 
 
 
-def check_output(path, dataset, overwrite=False, input_path=None):
-    """Why ``path:dataset`` cannot be written (a message), or None if it can. Local."""
+def check_output(path, dataset, overwrite=False, input_path=None, role="path"):
+    """Why ``path:dataset`` cannot be written (a :class:`UsageError`), or None if it can.
+    Local. ``role`` names the file in the messages: the caller's parameter (``path``,
+    the default, for the library; ``--output`` for the command line)."""
     try:
-        _check_output(path, dataset, overwrite, input_path)
+        _check_output(path, dataset, overwrite, input_path, role)
     except UsageError as exc:
-        return str(exc)
+        return exc
     return None
 
 
-def _check_output(path, dataset, overwrite=False, input_path=None):
+def _check_output(path, dataset, overwrite=False, input_path=None, role="path"):
     h5py = _h5py()
+    params = (role,) if role.isidentifier() else ()
     if input_path and same_file(path, input_path):
-        raise UsageError(f"--output {path} is the input file; starchol never modifies its "
-                         f"input: write the factor to another file")
-    check_folder_writable(path, "--output")
+        raise UsageError(f"{role} {path} is the input file; starchol never modifies its "
+                         f"input: write the factor to another file", params=params)
+    check_folder_writable(path, role)
     target = resolve(path)
     if os.path.exists(target):
         if not os.access(target, os.R_OK):
-            raise UsageError(f"--output {path} exists and is not readable (its other "
-                             f"datasets are kept, so it is read); choose another name")
+            raise UsageError(f"{role} {path} exists and is not readable (its other "
+                             f"datasets are kept, so it is read); choose another name",
+                             params=params)
         if not h5py.is_hdf5(target):
-            raise UsageError(f"--output {path} exists and is not an HDF5 file; choose "
-                             f"another name")
-        with _open(target, "--output (an existing file)", path) as fh:
+            raise UsageError(f"{role} {path} exists and is not an HDF5 file; choose "
+                             f"another name", params=params)
+        with _open(target, f"{role} (an existing file)", path) as fh:
             if dataset in fh and not overwrite:
-                raise UsageError(f"{path}:{dataset} already exists; pass --overwrite to "
-                                 f"replace it, or choose another dataset name")
+                raise UsageError(f"{path}:{dataset} already exists; pass overwrite=True to "
+                                 f"replace it, or choose another dataset name",
+                                 param="overwrite")
 
 
 def _chunks(n, nb=None):
@@ -312,7 +318,8 @@ def publish(tmp, path, before, overwrite=False, what="--output"):
     os.replace(tmp, kept)
     raise OutputAppeared(
         f"{what} {path} {'appeared' if before is None else 'changed'} while this run was "
-        f"working (another program or run wrote it); it was not replaced (no --overwrite). "
+        f"working (another program or run wrote it); it was not replaced (overwrite was "
+        f"not asked). "
         f"The result is kept in {kept}", kept)
 
 
@@ -327,14 +334,18 @@ class FactorWriter:
 
     The checks run at construction, before any work: the output must not be the input
     file, an existing dataset is kept unless ``overwrite``, the folder must be writable.
+    ``role`` names the file in messages (the caller's parameter: ``path`` for
+    :meth:`~starchol.linalg.distributed.DistributedMatrix.to_hdf5`, ``--output`` for
+    the command line).
     The state of the output file is noted then; :func:`publish` refuses to replace a file
     that appeared or changed during the run (unless ``overwrite``) and keeps the factor
     under a reported name. ``nb`` (the tile size) sets the chunk shape.
     """
 
     def __init__(self, path, dataset, n, comm=None, overwrite=False, input_path=None,
-                 nb=None):
+                 nb=None, role="path"):
         self.comm = _comm(comm)
+        self.role = role
         self.path, self.dataset, self.n = path, dataset, int(n)
         self.nb = nb
         self.overwrite = bool(overwrite)
@@ -343,7 +354,7 @@ class FactorWriter:
         self.before = run_on_root(self.comm, self._check, input_path)
 
     def _check(self, input_path):
-        _check_output(self.path, self.dataset, self.overwrite, input_path)
+        _check_output(self.path, self.dataset, self.overwrite, input_path, self.role)
         return fingerprint(resolve(self.path))
 
     def write(self, tiled, attrs=None):
@@ -375,7 +386,8 @@ class FactorWriter:
             result = None
             if rank == 0:
                 try:
-                    result = ("ok", publish(self.tmp, self.path, self.before, self.overwrite))
+                    result = ("ok", publish(self.tmp, self.path, self.before, self.overwrite,
+                                            what=self.role))
                 except OutputAppeared as exc:
                     result = ("appeared", (str(exc), exc.kept))
                 except OSError as exc:
@@ -402,7 +414,7 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
     """
     from ..files import check_disk_space
 
-    _check_output(path, dataset, overwrite)
+    _check_output(path, dataset, overwrite, role="--output")
     target = resolve(path)
     existing = os.path.getsize(target) if os.path.exists(target) else 0
     check_disk_space(path, n * n * 8 + existing, "--output")

@@ -94,8 +94,8 @@ def check_environment(environ=None, schedulers=None):
     sched = env.get("STARPU_SCHED")
     if sched is not None and schedulers is not None and sched not in schedulers:
         raise UsageError(f"environment variable STARPU_SCHED={sched!r} is not a StarPU "
-                         f"scheduler (known: {', '.join(schedulers)}); unset it or use "
-                         f"--sched")
+                         f"scheduling policy (known: {', '.join(schedulers)}); unset it (scheduler "
+                         f"chooses the policy)", param="scheduler")
     if "STARPU_HOME" in env:
         _check_folder("STARPU_HOME", env["STARPU_HOME"])
     elif env.get("HOME"):

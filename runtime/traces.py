@@ -112,7 +112,8 @@ def _calibrate_bus():
         calibrate = os.path.join(os.path.dirname(tool), "starpu_calibrate_bus") if tool else ""
         if not os.access(calibrate, os.X_OK):
             raise StarcholError("the StarPU bus is not calibrated on this host and "
-                                "starpu_calibrate_bus is missing: run once without --trace")
+                                "starpu_calibrate_bus is missing: start StarPU once without a "
+                                "trace first (it calibrates the bus)")
         env = dict(os.environ, STARPU_FXT_TRACE="0", STARPU_SILENT="1")
         subprocess.run([calibrate], env=env, capture_output=True, timeout=600, check=False)
         if not bus_calibrated():

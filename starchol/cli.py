@@ -123,13 +123,17 @@ def flag_text(text, params=()):
 
     ``name=value`` (the map library's wording: ``use nodes=15 or dist=sym``) becomes
     ``--name value``; the bare parameter names listed in ``params`` (a
-    :class:`UsageError`'s ``params``: ``n must be positive``) become their flags.
+    :class:`UsageError`'s ``params``: ``n must be positive``) become their flags, and
+    ``name=True`` of a switch among them (``pass overwrite=True``) the bare flag. A name
+    inside a file name (``/data/output/x.h5``, ``trace.h5``) is left alone.
     """
     names = "|".join(MAP_PARAMS)
     text = re.sub(rf"\b({names})=(?=\S)", lambda m: _flag(m.group(1)) + " ", text)
     text = re.sub(rf"\b({names})=", lambda m: _flag(m.group(1)), text)
     for param in params or ():
-        text = re.sub(rf"(?<![\w-]){re.escape(param)}(?![\w-])", _flag(param), text)
+        word = rf"(?<![\w/.-]){re.escape(param)}"
+        text = re.sub(rf"{word}=True\b", _flag(param), text)
+        text = re.sub(rf"{word}(?![\w/-]|\.\w)", _flag(param), text)
     return text
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from starchol import UsageError
-from starchol.cli import main
+from starchol.cli import flag_message, main
 from starchol.linalg import matrices
 from starchol.linalg.hdf5_io import (FactorWriter, inspect_input, parse_target, read_tiles,
                                      write_matrix)
@@ -94,8 +94,10 @@ def test_non_finite_and_non_symmetric_are_refused(tmp_path):
     m[5, 1] = 1.0
     with h5py.File(f, "w") as fh:
         fh["A"] = m
-    with pytest.raises(UsageError, match=r"not symmetric.*2\.500e-01"):
+    with pytest.raises(UsageError, match=r"not symmetric.*2\.500e-01.*raise symmetry_tol\)$") \
+            as info:
         read_tiles(str(f), "/A", tiled(8, 3))
+    assert flag_message(info.value).endswith("raise --symmetry-tol)")
 
 
 def test_factor_writer_is_atomic_and_keeps_other_data(tmp_path):
@@ -113,8 +115,11 @@ def test_factor_writer_is_atomic_and_keeps_other_data(tmp_path):
         assert fh["keep"][...].tolist() == [0, 1, 2]
     assert np.all(np.triu(L, 1) == 0) and L[9, 0] == 3.0 and L[0, 0] == 1.0
     assert [p.name for p in tmp_path.iterdir()] == ["l.h5"]  # no temporary left
-    with pytest.raises(UsageError, match="already exists; pass --overwrite"):
+    with pytest.raises(UsageError, match="already exists; pass overwrite=True") as info:
         FactorWriter(str(out), "/L", 10)
+    assert info.value.params == ("overwrite",)
+    assert flag_message(info.value).endswith(      # the command line's words
+        "already exists; pass --overwrite to replace it, or choose another dataset name")
     FactorWriter(str(out), "/L", 10, overwrite=True).write(a)
 
 
@@ -125,8 +130,10 @@ def test_output_never_overwrites_input(tmp_path):
     with pytest.raises(UsageError, match="never modifies its input"):
         FactorWriter(str(f), "/L", 6, input_path=str(f))
     assert sha(f) == before
-    with pytest.raises(UsageError, match="does not exist"):
+    with pytest.raises(UsageError, match=r"^path .*/no/l.h5: the folder .* does not exist"):
         FactorWriter(str(tmp_path / "no" / "l.h5"), "/L", 6)
+    with pytest.raises(UsageError, match=r"^--output .*/no/l.h5: the folder"):
+        FactorWriter(str(tmp_path / "no" / "l.h5"), "/L", 6, role="--output")
 
 
 def test_generate_errors(tmp_path, capsys):

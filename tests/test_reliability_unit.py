@@ -221,7 +221,7 @@ def test_map_refusals(tmp_path, capsys):
     ({"STARPU_HOME": "/nonexistent/x"}, "does not exist"),
     ({"STARPU_HOME": "/proc/x"}, "does not exist"),
     ({"HOME": "/proc"}, "not writable"),
-    ({"STARPU_SCHED": "bogus"}, "not a StarPU scheduler"),
+    ({"STARPU_SCHED": "bogus"}, "not a StarPU scheduling policy"),
 ])
 def test_starpu_environment_is_refused_before_start(env, words, tmp_path):
     full = {"HOME": str(tmp_path), **env}

@@ -1,5 +1,6 @@
 """Runtime layer and matrices without mpirun (fast)."""
 import os
+import pickle
 import subprocess
 import sys
 
@@ -47,11 +48,39 @@ def test_error_names():
 
 
 def test_cli_translates_parameters_to_flags():
-    from starchol.cli import flag_message
+    from starchol.cli import flag_message, flag_text
     with pytest.raises(UsageError) as info:
         check_sizes(100, 200)
     assert str(info.value).startswith("nb 200 is larger than n 100")
     assert flag_message(info.value).startswith("--nb 200 is larger than --n 100")
+    # a parameter's name inside a file name stays; a switch's name=True is its flag
+    text = flag_text("/data/output/trace.h5:/L already exists; pass overwrite=True; trace "
+                     "needs FxT (see /opt/trace/bin)", ("overwrite", "trace", "output"))
+    assert text == ("/data/output/trace.h5:/L already exists; pass --overwrite; --trace "
+                    "needs FxT (see /opt/trace/bin)")
+
+
+def test_agreement_mismatch_is_said_field_by_field():
+    """What ranks given different inputs read (runtime.collective.differences): each
+    differing parameter with the first rank that differs from rank 0; a map shown by
+    its description and compared by its owners too."""
+    from starchol.runtime.collective import Keyed, differences
+
+    same = {"shape": (130, 130), "nb": 40, "tile_map": Keyed("2dbc 1x3 (3 nodes)", "k1")}
+    assert differences([same, dict(same), dict(same)]) is None
+    err = differences([same, same, {**same, "shape": (120, 120), "nb": 30}])
+    assert str(err) == ("the ranks were given different inputs: shape: rank 0 has "
+                        "(130, 130), rank 2 has (120, 120); nb: rank 0 has 40, rank 2 has 30")
+    assert err.params == ("shape", "nb")
+    err = differences([same, {**same, "tile_map": Keyed("2dbc 1x3 (3 nodes)", "k2")}])
+    assert str(err).endswith("tile_map: rank 0 and rank 1 both have 2dbc 1x3 (3 nodes), "
+                             "but with different content")
+    assert err.params == ("tile_map",)
+    # the owners' digest follows from the size: not said when the size differs too
+    err = differences([same, {**same, "nb": 30, "tile_map": Keyed("2dbc 1x3 (3 nodes)",
+                                                                  "k2")}])
+    assert err.params == ("nb",)
+    assert pickle.loads(pickle.dumps(same["tile_map"])) == same["tile_map"]
 
 
 def test_record_json_round_trip():
