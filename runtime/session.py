@@ -286,6 +286,9 @@ class Session:
         MPI = _mpi()
         self._backend = _backend()
         self.user_comm = MPI.COMM_WORLD if comm is None else comm
+        if not isinstance(self.user_comm, MPI.Comm):   # the same verdict on every rank
+            raise UsageError(f"comm must be an mpi4py communicator, got "
+                             f"{type(self.user_comm).__name__}", param="comm")
         # checked by start, collectively (a check failing here, on one rank, would leave
         # the other ranks waiting in start)
         self.scheduler = scheduler

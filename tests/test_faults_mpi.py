@@ -303,3 +303,60 @@ def test_factor_after_shutdown_raises_session_error(starpu_home, tmp_path):
                          "down") == 2, out
     assert out.count("cholesky: SessionError: the session given to cholesky was shut "
                      "down") == 2, out
+
+
+BAD_SESSION_ARGUMENT = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, UsageError, cholesky
+from starchol.distributions import get_map
+comm = MPI.COMM_WORLD
+try:
+    Session("world")
+except UsageError as exc:
+    print(f"rank {comm.rank}: refused: {exc}", flush=True)
+for bad in ({"scheduler": "bogus"}, {"workers": 0}, {"gpus": -1}, {"cache": False},
+            {"scheduler": "lws"}):
+    try:                             # the bad value on rank 1 only
+        Session(comm, **{"workers": 1, **(bad if comm.rank == 1 else {})}).start()
+    except UsageError as exc:
+        print(f"rank {comm.rank}: refused: {exc}", flush=True)
+    else:
+        sys.exit(f"rank {comm.rank}: started with {bad}")
+with Session(comm, workers=1) as rt:   # the refusals started nothing
+    tm = get_map("2dbc", comm.size)
+    a = DistributedMatrix.from_function(
+        lambda r0, r1, c0, c1: 2 * np.eye(100)[r0:r1, c0:c1], (100, 100), 25, tm)
+    print(f"rank {comm.rank}: logdet {cholesky(a, tm).logdet():.6f}", flush=True)
+"""
+
+
+def test_bad_session_argument_on_one_rank_is_refused_everywhere(starpu_home, tmp_path):
+    """A Session argument bad (or different) on rank 1 only used to hang the job in
+    start (rank 1 raised alone) or abort it later; now start refuses it on every rank,
+    before anything starts, and a good session can start afterwards."""
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+    import sys
+
+    script = tmp_path / "bad_session.py"
+    script.write_text(BAD_SESSION_ARGUMENT)
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "3", sys.executable,
+                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("a bad Session argument on one rank hung the job")
+    assert proc.returncode == 0, out + err
+    for words in ("comm must be an mpi4py communicator, got str",
+                  "unknown scheduler 'bogus'", "workers must be between 1 and",
+                  "gpus must be >= 0", "cache: rank 0 has True, rank 1 has False",
+                  "scheduler: rank 0 has 'prio', rank 1 has 'lws'"):
+        assert out.count(words) == 3, out
+    assert out.count(f"logdet {100 * np.log(2):.6f}") == 3, out
