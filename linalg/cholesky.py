@@ -272,6 +272,7 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         factorization goes on, and every rank then raises :class:`~starchol.runtime.errors.CallbackError`.
     flush : bool
         Drop StarPU-MPI's received copies once read (as the volume model assumes).
+        The same on every rank (StarPU-MPI's cache is flushed on all ranks or none).
 
     Returns
     -------
@@ -309,8 +310,10 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         error = exc
     signature = A.signature() if isinstance(A, DistributedMatrix) else {}
     # the map by its owners, not only its description (two custom maps may share one)
+    # flush too: StarPU-MPI's cache flush must happen on every rank or on none
     agree(comm, error, same={**signature,
-                             "tile_map": map_key(tile_map, getattr(A, "nt", 0))})
+                             "tile_map": map_key(tile_map, getattr(A, "nt", 0)),
+                             "flush": flush if isinstance(flush, bool) else repr(flush)})
 
     L = A if overwrite_a else A.copy()
     nt = L.nt

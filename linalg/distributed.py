@@ -18,8 +18,6 @@ Two kinds, with the map rules:
 """
 import hashlib
 import operator
-import os
-import posixpath
 
 import numpy as np
 
@@ -252,8 +250,7 @@ class DistributedMatrix:
             tol = hdf5_io.check_symmetry_tol(symmetry_tol)
         except Exception as exc:  # noqa: BLE001
             error = error or exc
-        agree(comm, error, same={"path": _path_text(path),
-                                 "dataset": _dataset_text(dataset),
+        agree(comm, error, same={**hdf5_io.names_compared(path, dataset),
                                  **_same(None, nb, None, dtype, tile_map),
                                  "symmetry_tol": tol})
         n, file_dtype = hdf5_io.inspect_input(path, dataset, comm)
@@ -445,21 +442,6 @@ def check_root(root, comm):
         raise UsageError(f"root must be a rank of the communicator, 0 to {size - 1}, "
                          f"got {r}", param="root")
     return r
-
-
-def _path_text(path):
-    """A file name as the ranks compare it (``a.h5`` and ``./a.h5`` alike)."""
-    try:
-        return os.path.normpath(os.fspath(path))
-    except TypeError:
-        return repr(path)
-
-
-def _dataset_text(dataset):
-    """A dataset name as the ranks compare it (``A`` and ``/A`` alike)."""
-    if not isinstance(dataset, str):
-        return repr(dataset)
-    return posixpath.normpath("/" + dataset.lstrip("/"))
 
 
 def _map_error(tile_map, comm):

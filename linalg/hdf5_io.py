@@ -35,6 +35,22 @@ log = logging.getLogger("starchol.hdf5")
 SYMMETRY_TOL = 1e-10
 
 
+def names_compared(path, dataset):
+    """``{"path": ..., "dataset": ...}`` as the ranks compare them (``a.h5`` and
+    ``./a.h5`` alike, ``A`` and ``/A`` alike; never raises)."""
+    import posixpath
+
+    try:
+        path = os.path.normpath(os.fspath(path))
+    except TypeError:
+        path = repr(path)
+    if isinstance(dataset, str):
+        dataset = posixpath.normpath("/" + dataset.lstrip("/"))
+    else:
+        dataset = repr(dataset)
+    return {"path": path, "dataset": dataset}
+
+
 def check_symmetry_tol(symmetry_tol):
     """The tolerance of the symmetry check (:data:`SYMMETRY_TOL` for None), if it is a
     finite number >= 0; else UsageError naming ``symmetry_tol``."""
@@ -351,6 +367,12 @@ class FactorWriter:
         self.overwrite = bool(overwrite)
         self.tmp = None
         self.published = None
+        # rank 0 checks and publishes, every rank writes its tiles: the ranks must name
+        # the same file and dataset
+        from ..runtime.collective import agree
+
+        agree(self.comm, None, same={**names_compared(path, dataset),
+                                     "overwrite": self.overwrite})
         self.before = run_on_root(self.comm, self._check, input_path)
 
     def _check(self, input_path):

@@ -345,6 +345,16 @@ def test_custom_maps_of_one_description_are_compared_by_owners(session, comm):
                       lambda: cholesky(a, mine))
 
 
+def test_flush_is_agreed(session, comm):
+    if P == 1:
+        pytest.skip("needs two ranks")
+    tile_map = MAPS[0][1]
+    a, _ = make(tile_map)
+    last = comm.Get_size() - 1
+    raises_everywhere(comm, UsageError, f"flush: rank 0 has True, rank {last} has False",
+                      lambda: cholesky(a, tile_map, flush=_one(comm, False, True)))
+
+
 def test_root_is_checked_and_agreed(session, comm):
     tile_map = MAPS[0][1]
     rank, last = comm.Get_rank(), comm.Get_size() - 1
@@ -393,6 +403,12 @@ def test_from_hdf5_inputs_are_agreed(session, comm, tmp_path_factory):
     b = DistributedMatrix.from_hdf5(path, _one(comm, "A", "/A"), NB, tile_map)  # one dataset
     ref, _ = make(tile_map)
     assert all(np.array_equal(b.tiles[k], ref.tiles[k]) for k in b.tiles)
+    if P > 1:   # the output too: rank 0 publishes, every rank writes its tiles
+        out = os.path.join(folder, "l.h5")
+        raises_everywhere(comm, UsageError, f"dataset: rank 0 has '/L', rank {last} has "
+                                            f"'/M'", lambda: b.to_hdf5(out, _one(comm, "M", "/L")))
+        assert not os.path.exists(out)
+        b.to_hdf5(out, _one(comm, "L", "/L"))
     comm.Barrier()
     if rank == 0:
         import shutil
