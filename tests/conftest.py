@@ -68,3 +68,31 @@ def mpirun(starpu_home):
         return res
 
     return run
+
+
+@pytest.fixture
+def mpi_python(starpu_home, tmp_path):
+    """``mpi_python(np, source, timeout=60, what="...")`` -> CompletedProcess: the Python
+    program ``source`` run by ``mpirun -np np``; on timeout the whole process group is
+    killed and the test fails, saying ``what`` hung."""
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+
+    def run(np_, source, timeout=60, what="the program"):
+        script = tmp_path / "program.py"
+        script.write_text(source)
+        env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        cmd = [MPIRUN, "--oversubscribe", "-np", str(np_), sys.executable, str(script)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"{what} hung (mpirun -np {np_}, killed after {timeout} s)\n"
+                        f"stdout:\n{out}\nstderr:\n{err}")
+        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+    return run

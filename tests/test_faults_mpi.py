@@ -213,26 +213,11 @@ with Session(MPI.COMM_WORLD, workers=1) as rt:
 """
 
 
-def test_lone_exception_in_a_session_aborts_instead_of_hanging(starpu_home, tmp_path):
+def test_lone_exception_in_a_session_aborts_instead_of_hanging(mpi_python):
     """A non-starchol exception on one rank inside ``with Session`` used to reach the
     collective starpu_mpi_shutdown and hang; now the job is aborted at once."""
-    if MPIRUN is None:
-        pytest.skip("mpirun not found")
-    import sys
-
-    script = tmp_path / "lone.py"
-    script.write_text(LONE_ERROR)
-    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "2", sys.executable,
-                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
-    try:
-        _, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("a lone exception inside a Session hung the job")
+    proc = mpi_python(2, LONE_ERROR, what="a lone exception inside a Session")
+    err = proc.stderr
     assert proc.returncode == 1, err
     assert "rank 1: error: KeyError: 'missing tile'; ending the job on every rank" in err
 
@@ -271,28 +256,13 @@ for name, call in (("solve", lambda: F.solve(B)), ("residual", lambda: F.residua
 """
 
 
-def test_factor_after_shutdown_raises_session_error(starpu_home, tmp_path):
+def test_factor_after_shutdown_raises_session_error(mpi_python):
     """An exception raised through run_everywhere leaves ``with Session`` normally on
     every rank (docs/api.md). After the session: logdet works (L's communicator, no
     StarPU), solve, residual and cholesky(session=closed) raise SessionError on every
     rank, no hang."""
-    if MPIRUN is None:
-        pytest.skip("mpirun not found")
-    import sys
-
-    script = tmp_path / "after.py"
-    script.write_text(AFTER_SHUTDOWN)
-    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "2", sys.executable,
-                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("using a factor after its session hung the job")
+    proc = mpi_python(2, AFTER_SHUTDOWN, what="using a factor after its session")
+    out, err = proc.stdout, proc.stderr
     assert proc.returncode == 0, err
     assert out.count("left the session with ValueError('the same error on every rank')") \
         == 2, out
@@ -332,27 +302,12 @@ with Session(comm, workers=1) as rt:   # the refusals started nothing
 """
 
 
-def test_bad_session_argument_on_one_rank_is_refused_everywhere(starpu_home, tmp_path):
+def test_bad_session_argument_on_one_rank_is_refused_everywhere(mpi_python):
     """A Session argument bad (or different) on rank 1 only used to hang the job in
     start (rank 1 raised alone) or abort it later; now start refuses it on every rank,
     before anything starts, and a good session can start afterwards."""
-    if MPIRUN is None:
-        pytest.skip("mpirun not found")
-    import sys
-
-    script = tmp_path / "bad_session.py"
-    script.write_text(BAD_SESSION_ARGUMENT)
-    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "3", sys.executable,
-                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("a bad Session argument on one rank hung the job")
+    proc = mpi_python(3, BAD_SESSION_ARGUMENT, what="a bad Session argument on one rank")
+    out, err = proc.stdout, proc.stderr
     assert proc.returncode == 0, out + err
     for words in ("comm must be an mpi4py communicator, got str",
                   "unknown scheduler 'bogus'", "workers must be between 1 and",

@@ -1,14 +1,8 @@
 """A Session on a sub-communicator: the other ranks of MPI_COMM_WORLD do not take part,
 and its shutdown does not wait for them (starpu-1.3.10-mpi-shutdown-comm.patch)."""
 import json
-import os
-import signal
-import subprocess
-import sys
 
 import pytest
-
-from conftest import MPIRUN
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
@@ -53,25 +47,12 @@ def _patched():
     return "mpi-shutdown-comm" in json.dumps(build)
 
 
-def test_session_on_half_of_the_world(starpu_home, tmp_path):
-    if MPIRUN is None:
-        pytest.skip("mpirun not found")
+def test_session_on_half_of_the_world(mpi_python):
     if not _patched():
         pytest.skip("this StarPU lacks starpu-1.3.10-mpi-shutdown-comm.patch: its "
                     "shutdown waits for every rank of MPI_COMM_WORLD")
-    script = tmp_path / "half.py"
-    script.write_text(HALF)
-    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
-               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    proc = subprocess.Popen([MPIRUN, "--oversubscribe", "-np", "4", sys.executable,
-                             str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        pytest.fail("a Session on a sub-communicator hung the job")
+    proc = mpi_python(4, HALF, timeout=90, what="a Session on a sub-communicator")
+    out, err = proc.stdout, proc.stderr
     assert proc.returncode == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("RESULT "))
     result = json.loads(line[len("RESULT "):])
