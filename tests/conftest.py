@@ -27,6 +27,21 @@ def _starchol_exe():
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
 
 
+def run_or_fail(cmd, env, timeout, what):
+    """Run ``cmd`` in its own process group -> CompletedProcess; on timeout kill the whole
+    group and fail the test, saying ``what`` hung (with its output)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{what} hung (killed after {timeout} s)\nstdout:\n{out}\n"
+                    f"stderr:\n{err}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 @pytest.fixture(scope="session")
 def starpu_home(tmp_path_factory):
     """A writable STARPU_HOME shared by the session's runs (bus calibration lands there)."""
@@ -53,17 +68,9 @@ def mpirun(starpu_home):
         cmd = [MPIRUN, "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0",
                "-np", str(np_), "sh", "-c", '"$@"; echo "starchol-exit=$?" >&2', "sh",
                *_starchol_exe(), *map(str, args)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            pytest.fail(f"mpirun -np {np_} starchol {' '.join(map(str, args))} hung "
-                        f"(killed after {timeout} s)\nstdout:\n{out}\nstderr:\n{err}")
-        res = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-        res.rank_exits = [int(line.split("=", 1)[1]) for line in err.splitlines()
+        res = run_or_fail(cmd, env, timeout,
+                          f"mpirun -np {np_} starchol {' '.join(map(str, args))}")
+        res.rank_exits = [int(line.split("=", 1)[1]) for line in res.stderr.splitlines()
                           if line.startswith("starchol-exit=")]
         return res
 
@@ -84,15 +91,6 @@ def mpi_python(starpu_home, tmp_path):
         env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         cmd = [MPIRUN, "--oversubscribe", "-np", str(np_), sys.executable, str(script)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            pytest.fail(f"{what} hung (mpirun -np {np_}, killed after {timeout} s)\n"
-                        f"stdout:\n{out}\nstderr:\n{err}")
-        return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        return run_or_fail(cmd, env, timeout, f"{what} (mpirun -np {np_})")
 
     return run
