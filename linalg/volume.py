@@ -158,24 +158,36 @@ def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=No
         if progress is not None:
             progress(i + 1, nt)
     if c > 1:
-        pairs += _reduction_pairs(owners, p, row_weights)
+        _reduction_pairs(owners, p, row_weights, out=pairs)
     return pairs
 
 
-def _reduction_pairs(owners, p, row_weights=None):
-    """2.5D: partial sums sent to the factoring slice, one per (tile, other updating slice)."""
+def _reduction_pairs(owners, p, row_weights=None, out=None):
+    """2.5D: partial sums sent to the factoring slice, one per (tile, other updating slice).
+
+    Returns an int64 (p, p) array, or adds into ``out`` (a C-contiguous int64 (p, p)
+    array) and returns it."""
     c, nt, _ = owners.shape
     i, j = np.tril_indices(nt)
     home = j % c
     target = owners[home, i, j]
-    w = np.ones(len(i), dtype=np.int64) if row_weights is None else row_weights[i, j]
-    flat = np.zeros(p * p, dtype=np.int64)
+    w = np.ones(len(i), dtype=np.int64) if row_weights is None else \
+        np.asarray(row_weights[i, j], dtype=np.int64)
+    keys, weights = [], []
     for s in range(c):
         sends = (s < j) & (s != home)
-        src = owners[s, i[sends], j[sends]]
-        flat += np.bincount(src * p + target[sends], weights=w[sends],
-                            minlength=p * p).astype(np.int64)
-    return flat.reshape(p, p)
+        keys.append(owners[s, i[sends], j[sends]].astype(np.int64) * p + target[sends])
+        weights.append(w[sends])
+    # at most c NT^2 / 2 (sender, receiver) keys: summed sparse, then placed, so that no
+    # dense P x P temporary is made per slice (P = 10^4: 800 MB each)
+    keys, weights = np.concatenate(keys), np.concatenate(weights)
+    uniq, inv = np.unique(keys, return_inverse=True)
+    sums = np.zeros(len(uniq), dtype=np.int64)
+    np.add.at(sums, inv, weights)
+    if out is None:
+        out = np.zeros((p, p), dtype=np.int64)
+    out.reshape(-1)[uniq] += sums      # a view: out is C-contiguous
+    return out
 
 
 def transfer_pairs_tiles(tile_map, nt, cache=True, progress=None):

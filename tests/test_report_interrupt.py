@@ -77,10 +77,10 @@ def test_node_range_whose_model_cannot_fit_is_refused_before_any_work(tmp_path, 
                  "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert ("starchol report: error: --nodes-range 3..100000000: the exact model holds P x P "
-            "matrices of byte counts; at P = 100000000 they need about 320.00 PB of memory "
+            "matrices of byte counts; at P = 100000000 they need about 160.00 PB of memory "
             "but ") in err
     assert "the largest node count that fits is" in err and not out.exists()
-    # 4 P x P matrices of 8-byte counts; the largest P that fits, by hand
-    assert model_memory_bytes(1000) == 32 * 10**6
-    assert max_nodes_in_memory(32 * 10**6) == 1000
-    assert max_nodes_in_memory(32 * 10**6 - 1) == 999
+    # 2 P x P matrices of 8-byte counts; the largest P that fits, by hand
+    assert model_memory_bytes(1000) == 16 * 10**6
+    assert max_nodes_in_memory(16 * 10**6) == 1000
+    assert max_nodes_in_memory(16 * 10**6 - 1) == 999
