@@ -232,26 +232,14 @@ class bus_calibration_lock:
         return False
 
 
-def _plain(value):
-    """A value as the ranks compare it: bools, ints and strings as they are, others by
-    their repr (so any argument can travel and be compared)."""
-    if isinstance(value, (bool, int, str, type(None))):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return repr(value)
-
-
 def _path_text(path, param):
-    """A folder name as the ranks compare it (normalised); with ``param``, a UsageError
-    naming it when ``path`` is no file name, else its repr."""
+    """A folder name as the ranks compare it (normalised); a UsageError naming ``param``
+    when ``path`` is no file name."""
     try:
         return os.path.normpath(os.fspath(path))
     except TypeError:
-        if param:
-            raise UsageError(f"{param} must be a folder name, got {path!r}",
-                             param=param) from None
-        return repr(path)
+        raise UsageError(f"{param} must be a folder name, got {path!r}",
+                         param=param) from None
 
 
 class Session:
@@ -419,18 +407,19 @@ class Session:
     def _agree_arguments(self):
         # every rank checks its own arguments, then all agree on the verdict and on the
         # arguments that must be the same everywhere (one collective, before anything
-        # starts)
+        # starts). The values are compared only when every rank's checks passed, so a
+        # failing rank sends none (its arguments may be anything); a passing rank's are
+        # normalised by check_arguments.
         from .collective import agree
 
-        error = None
+        error, same = None, {}
         try:
             self.check_arguments()
+            same = {"scheduler": self.scheduler, "stats": self.stats, "cache": self.cache,
+                    "trace": None if self.trace is None else _path_text(self.trace, "trace")}
         except Exception as exc:  # noqa: BLE001 - every type takes the same path
             error = exc
-        agree(self.user_comm, error, same={
-            "scheduler": _plain(self.scheduler), "stats": _plain(self.stats),
-            "cache": _plain(self.cache),
-            "trace": None if self.trace is None else _path_text(self.trace, None)})
+        agree(self.user_comm, error, same=same)
 
     def _check_state(self):
         live = Session._live
