@@ -36,7 +36,7 @@ SUMMARY = "trace.json"
 
 #: what a traced run writes in its folder (the tool's outputs, the raw traces, the
 #: summary, the run document): glob patterns on file names
-TRACE_FILES = ("prof_file_*", "*.rec", "*.data", "paje.trace", "dag.dot", "trace.html",
+TRACE_FILES = (RAW_PATTERN, "*.rec", "*.data", "paje.trace", "dag.dot", "trace.html",
                SUMMARY, "run.json")
 
 _INTERNAL = re.compile(r"^(_starpu|starpu_)")
