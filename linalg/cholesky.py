@@ -296,7 +296,7 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     comm = A.comm if isinstance(A, DistributedMatrix) else None
     session = get_session(comm, session)
     comm = session.comm
-    error = None
+    error, so = None, None
     try:
         check_map(tile_map, comm.Get_size())
         if not isinstance(A, DistributedMatrix):
@@ -306,18 +306,19 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
             raise UsageError(f"A lives on {A.comm.Get_size()} rank(s), the session on "
                              f"{comm.Get_size()}", param="A")
         error = A.local_error(tile_map, kind="symmetric")
+        if error is None:       # the slices' owners, once: for the agreement and the graph
+            so = np.ascontiguousarray(tile_map.owner_maps(A.nt), dtype=np.int64)
     except Exception as exc:  # noqa: BLE001
         error = exc
     signature = A.signature() if isinstance(A, DistributedMatrix) else {}
     # the map by its owners, not only its description (two custom maps may share one)
     # flush too: StarPU-MPI's cache flush must happen on every rank or on none
     agree(comm, error, same={**signature,
-                             "tile_map": map_key(tile_map, getattr(A, "nt", 0)),
+                             "tile_map": map_key(tile_map, getattr(A, "nt", 0), so),
                              "flush": flush if isinstance(flush, bool) else repr(flush)})
 
     L = A if overwrite_a else A.copy()
     nt = L.nt
-    so = np.ascontiguousarray(tile_map.owner_maps(nt), dtype=np.int64)
     c = so.shape[0]
     info = np.zeros(nt, dtype=np.int64)
     rank = comm.Get_rank()

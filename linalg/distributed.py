@@ -413,16 +413,19 @@ def _plain(value):
 KEY_MAX_NT = 1 << 14
 
 
-def map_key(tile_map, nt):
+def map_key(tile_map, nt, owners=None):
     """The map as :func:`~starchol.runtime.collective.agree` compares it: shown by its
     description, compared by a digest (SHA-1) of its owners on ``nt`` x ``nt`` tiles too,
     so two custom maps of the same description and different owners differ. Never
     raises (an unusable map, or nt > :data:`KEY_MAX_NT`, is compared by its
-    description)."""
+    description). ``owners``: ``tile_map.owner_maps(nt)`` when the caller has it
+    already (not computed again)."""
     try:
         if not 0 < int(nt) <= KEY_MAX_NT:
             raise ValueError(nt)
-        owners = np.ascontiguousarray(tile_map.owner_maps(int(nt)), dtype=np.int64)
+        if owners is None:
+            owners = tile_map.owner_maps(int(nt))
+        owners = np.ascontiguousarray(owners, dtype=np.int64)
         digest = hashlib.sha1(repr(owners.shape).encode() + owners.tobytes()).hexdigest()
     except Exception:  # noqa: BLE001 - not a map, or no tiles: the description only
         digest = None
