@@ -158,15 +158,13 @@ def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=No
         if progress is not None:
             progress(i + 1, nt)
     if c > 1:
-        _reduction_pairs(owners, p, row_weights, out=pairs)
+        _add_reduction_pairs(owners, p, pairs, row_weights)
     return pairs
 
 
-def _reduction_pairs(owners, p, row_weights=None, out=None):
-    """2.5D: partial sums sent to the factoring slice, one per (tile, other updating slice).
-
-    Returns an int64 (p, p) array, or adds into ``out`` (a C-contiguous int64 (p, p)
-    array) and returns it."""
+def _add_reduction_pairs(owners, p, out, row_weights=None):
+    """2.5D: partial sums sent to the factoring slice, one per (tile, other updating slice),
+    added into ``out`` (a C-contiguous int64 (p, p) array)."""
     c, nt, _ = owners.shape
     i, j = np.tril_indices(nt)
     home = j % c
@@ -184,10 +182,7 @@ def _reduction_pairs(owners, p, row_weights=None, out=None):
     uniq, inv = np.unique(keys, return_inverse=True)
     sums = np.zeros(len(uniq), dtype=np.int64)
     np.add.at(sums, inv, weights)
-    if out is None:
-        out = np.zeros((p, p), dtype=np.int64)
     out.reshape(-1)[uniq] += sums      # a view: out is C-contiguous
-    return out
 
 
 def transfer_pairs_tiles(tile_map, nt, cache=True, progress=None):
