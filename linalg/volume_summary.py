@@ -85,9 +85,8 @@ def format_seconds(seconds):
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
         if abs(value) >= scale or unit == "ns":
             v = value / scale
-            digits = max(0, 2 - int(math.floor(math.log10(abs(v))))) if v else 0
+            digits = max(0, 2 - int(math.floor(math.log10(abs(v)))))
             return f"{v:.{digits}f} {unit}"
-    return f"{value} s"
 
 
 def tiles_per_node_memory_bytes(tile_map, nt, nb):
