@@ -23,7 +23,7 @@ import numpy as np
 
 from ..collective import as_comm, run_on_root
 from ..errors import StarcholError, UsageError
-from ..runtime.collective import allreduce_max
+from ..runtime.collective import agree, allreduce_max
 from ..files import check_folder_writable, fingerprint, parse_target, resolve, same_file
 
 __all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input", "read_tiles", "check_output",
@@ -369,8 +369,6 @@ class FactorWriter:
         self.published = None
         # rank 0 checks and publishes, every rank writes its tiles: the ranks must name
         # the same file and dataset
-        from ..runtime.collective import agree
-
         agree(self.comm, None, same={**names_compared(path, dataset),
                                      "overwrite": self.overwrite})
         self.before = run_on_root(self.comm, self._check, input_path)
