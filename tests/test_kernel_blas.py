@@ -182,7 +182,7 @@ except UsageError as exc:
 def test_ranks_that_choose_differently_are_all_recorded(tmp_path, starpu_home):
     """Each rank chooses its kernels' BLAS (nodes may differ): rank 1 told to take
     SciPy's, rank 0 the default; the run document names both."""
-    from conftest import MPIRUN, _starchol_exe
+    from conftest import MPIRUN, _starchol_exe, run_or_fail
 
     if MPIRUN is None:
         pytest.skip("mpirun not found")
@@ -197,7 +197,7 @@ def test_ranks_that_choose_differently_are_all_recorded(tmp_path, starpu_home):
     cmd = [MPIRUN, "--oversubscribe", "-np", "2", "sh", "-c", pick, "sh", *_starchol_exe(),
            "run", "--dist", "2dbc", "--n", "400", "--nb", "100", "--workers", "1",
            "--json", str(out)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    p = run_or_fail(cmd, env, 120, "mpirun -np 2 starchol run (rank 1 on SciPy's BLAS)")
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     parts = doc["kernel_blas"].split("; ")
