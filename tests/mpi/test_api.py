@@ -319,8 +319,6 @@ def test_session_arguments_are_checked_collectively(session, comm):
     assert Session.current() is session and session.started
     assert not os.path.exists("/nonexistent")
     # good arguments while a session runs: the same SessionError everywhere
-    from starchol import SessionError
-
     raises_everywhere(comm, SessionError, "already running",
                       lambda: Session(comm, workers=1).start())
 
