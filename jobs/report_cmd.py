@@ -18,6 +18,7 @@ import shlex
 import shutil
 import sys
 
+from ..distributions.base import count_text
 from ..errors import UsageError
 from .options import add_size_args, sizes_from_args
 from .output import dumps, write_atomic
@@ -244,8 +245,8 @@ def run_runs(args):
     loaded = [load_trace(t) if t else None for t in traces]
     with OutputFolder(args.output) as folder:
         count = _write_run_report(runs, traces, loaded, folder)
-    print(f"wrote {os.path.join(args.output, 'report.md')} and {count} figure"
-          f"{'s' if count != 1 else ''} for {len(runs)} run{'s' if len(runs) != 1 else ''}")
+    print(f"wrote {os.path.join(args.output, 'report.md')} and {count_text(count, 'figure')} "
+          f"for {count_text(len(runs), 'run')}")
     return 0
 
 

@@ -9,6 +9,7 @@ milliseconds from the first task's start.
 import json
 import os
 
+from ..distributions.base import count_text
 from ..errors import UsageError
 
 #: kernel colours (others get the next colours of matplotlib's tab10)
@@ -126,8 +127,7 @@ def trace_markdown(trace, folder):
             p[0] += 1
             p[1] += size
         rows = [[s, d, c, bytes_text(b)] for (s, d), (c, b) in sorted(pairs.items())]
-        count = len(trace["comms"])
-        lines.append(f"MPI communications: {count} transfer{'s' if count != 1 else ''}, "
+        lines.append(f"MPI communications: {count_text(len(trace['comms']), 'transfer')}, "
                      f"{bytes_text(trace.get('comm_bytes', 0))} in all. A transfer starts on the "
                      f"sender's clock and ends on the receiver's; StarPU aligns the ranks' "
                      f"clocks at one barrier, so on oversubscribed cores the lines in the "
