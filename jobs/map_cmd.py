@@ -39,10 +39,8 @@ def run(args):
     for role, path in (("--png", args.png), ("--chameleon", args.chameleon)):
         if path:
             check_folder_writable(path, role)
-    json_file(args)
     check_distinct([("--map-file", args.map_file), ("--png", args.png),
-                    ("--chameleon", args.chameleon),
-                    ("--json", None if args.json == "-" else args.json)])
+                    ("--chameleon", args.chameleon), ("--json", json_file(args))])
     log.info("owners of %s, NT = %d", tile_map, args.nt)
     owners = tile_map.owner_maps(args.nt)
     if args.chameleon:

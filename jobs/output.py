@@ -45,11 +45,17 @@ def add_json_arg(parser, what="the result document"):
                              "on stdout, and the text on stderr")
 
 
+def json_path(args):
+    """The ``--json`` file to write: None for no ``--json`` or for stdout (``-``)."""
+    path = getattr(args, "json", None)
+    return None if path in (None, "-") else path
+
+
 def json_file(args):
     """The ``--json`` file to write, None for none or stdout; its folder is checked, and
     it may not be the command's ``--map-file`` (call before the work)."""
-    path = getattr(args, "json", None)
-    if path in (None, "-"):
+    path = json_path(args)
+    if path is None:
         return None
     from ..files import check_distinct, check_folder_writable
 

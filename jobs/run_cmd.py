@@ -33,7 +33,7 @@ from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
 from .options import add_cache_arg, build_map, cache_from_args
-from .output import add_json_arg, dumps, text_stream, write_atomic
+from .output import add_json_arg, dumps, json_path, text_stream, write_atomic
 from .progress import Progress
 
 log = logging.getLogger("starchol.run")
@@ -204,17 +204,17 @@ def preflight(args, rank, size, host_ranks):
                              f"{n} x {n}; drop --n")
         args.n = n
     tile_map, spec = validate(args, size)
-    json_path = None if args.json in (None, "-") else args.json
+    json_out = json_path(args)
     check_distinct([("--input", plan.input_path), ("--map-file", args.map_file),
-                    ("--output", plan.output_path), ("--json", json_path),
+                    ("--output", plan.output_path), ("--json", json_out),
                     ("--gather", args.gather)])
-    for role, path in (("--json", json_path), ("--gather", args.gather)):
+    for role, path in (("--json", json_out), ("--gather", args.gather)):
         if path:
             check_folder_writable(path, role)
     if getattr(args, "trace", None):
         _check_trace_dir(args.trace, [("--input", plan.input_path),
                                       ("--map-file", args.map_file),
-                                      ("--output", plan.output_path), ("--json", json_path),
+                                      ("--output", plan.output_path), ("--json", json_out),
                                       ("--gather", args.gather)])
     if args.output:
         problem = check_output(plan.output_path, plan.output_dataset, args.overwrite,
