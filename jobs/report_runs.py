@@ -112,10 +112,6 @@ def load_run(path):
         if f"runtime.{key}" in doc and key not in runtime:
             runtime[key] = doc[f"runtime.{key}"]
     run["runtime"] = runtime
-    for key, arr in (("bytes_measured_total", run["bytes_measured_pairs"]),
-                     ("bytes_predicted_total", run["bytes_predicted_pairs"])):
-        if run.get(key) is None and arr is not None:
-            run[key] = float(arr.sum())
     run["label"] = run_label(run)
     from ..linalg.record import RunRecord
 
