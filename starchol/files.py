@@ -77,16 +77,15 @@ def check_distinct(named_paths):
     items = [(role, p) for role, p in named_paths if p]
     for k, (role_a, a) in enumerate(items):
         for role_b, b in items[k + 1:]:
-            if not same_file(a, b):
-                continue
-            if role_b in INPUT_ROLES and role_a not in INPUT_ROLES:
-                (role_a, a), (role_b, b) = (role_b, b), (role_a, a)
-            if role_a in INPUT_ROLES and role_b not in INPUT_ROLES:
-                raise UsageError(f"{role_b} {b} is the input file ({role_a} {a}); "
-                                 f"starchol never modifies its input: choose another "
-                                 f"name for {role_b}")
-            if role_a in INPUT_ROLES:
+            a_in, b_in = role_a in INPUT_ROLES, role_b in INPUT_ROLES
+            if (a_in and b_in) or not same_file(a, b):
                 continue            # two inputs may be one file (read twice)
+            if a_in or b_in:        # an output on an input, in either order
+                (role_i, i), (role_o, o) = (((role_a, a), (role_b, b)) if a_in
+                                            else ((role_b, b), (role_a, a)))
+                raise UsageError(f"{role_o} {o} is the input file ({role_i} {i}); "
+                                 f"starchol never modifies its input: choose another "
+                                 f"name for {role_o}")
             raise UsageError(f"{role_b} {b} is also the {role_a} file ({a}); two "
                              f"results cannot share one file: choose another name for "
                              f"{role_b}")
