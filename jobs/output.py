@@ -33,6 +33,16 @@ def dumps(doc):
     return json.dumps(to_jsonable(doc), indent=1)
 
 
+def bytes_text(nbytes):
+    """Bytes in decimal units with the exact count beside when the units round it:
+    ``'1.48 MB (1480000 B)'``, ``'512 B'``."""
+    from ..linalg.volume_summary import format_bytes
+
+    nbytes = int(nbytes)
+    text = format_bytes(nbytes)
+    return text if abs(nbytes) < 1000 else f"{text} ({nbytes} B)"
+
+
 def print_json(doc, stream=None):
     """Print one JSON document on stdout."""
     (stream or sys.stdout).write(dumps(doc) + "\n")

@@ -125,14 +125,6 @@ def _bytes_or_dash(value):
     return "-" if value is None else format_bytes(value)
 
 
-def bytes_text(nbytes):
-    """Bytes in decimal units with the exact count beside when the units round it:
-    ``'1.48 MB (1480000 B)'``, ``'512 B'``."""
-    nbytes = int(nbytes)
-    text = format_bytes(nbytes)
-    return text if abs(nbytes) < 1000 else f"{text} ({nbytes} B)"
-
-
 def _match_cell(run):
     """'yes', '**NO**', or '-'; a stored ``match`` that the matrices contradict is named."""
     match = run.get("match")

@@ -251,7 +251,7 @@ def settle_bytes(run):
     - ``match``: whether the two matrices are equal entry by entry; a stored ``match``
       that says otherwise is kept in ``match_stored`` and flagged (``match_conflict``).
     """
-    from .report_markdown import bytes_text
+    from .output import bytes_text
 
     notes = []
     if run["bytes_measured_pairs"] is None:

@@ -107,7 +107,8 @@ def gantt_figure(trace, path, title):
 
 def trace_markdown(trace, folder):
     """Markdown lines: tasks per kernel, idle time per worker, communications."""
-    from .report_markdown import bytes_text, table
+    from .output import bytes_text
+    from .report_markdown import table
 
     lines = [f"Execution trace from `{folder}` (StarPU FxT, converted by starpu_fxt_tool): "
              f"{len(trace['tasks'])} tasks on {len(trace['workers'])} worker(s) of "

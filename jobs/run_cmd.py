@@ -33,7 +33,7 @@ from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
 from .options import add_cache_arg, build_map, cache_from_args
-from .output import add_json_arg, dumps, json_path, text_stream, write_atomic
+from .output import add_json_arg, bytes_text, dumps, json_path, text_stream, write_atomic
 from .progress import Progress
 
 log = logging.getLogger("starchol.run")
@@ -431,8 +431,8 @@ def summary(doc):
         f"{doc['tasks']} tasks), {doc['gflops']:.2f} GFlop/s",
         f"  residual ||A - L L^T||_F / ||A||_F = {res}",
         f"  bytes sent between ranks (cache {'on' if doc['cache'] else 'off'}): measured "
-        f"{_bytes(doc['bytes_measured_total'])}, predicted "
-        f"{_bytes(doc['bytes_predicted_total'])}, per-pair match: "
+        f"{bytes_text(doc['bytes_measured_total'])}, predicted "
+        f"{bytes_text(doc['bytes_predicted_total'])}, per-pair match: "
         f"{'yes' if doc['match'] else 'NO'}",
         *_memory_lines(doc),
         *_kernel_lines(doc),
@@ -462,12 +462,6 @@ def _kernel_lines(doc):
                      f"{dev.get('host_to_device', 0)}, device->host "
                      f"{dev.get('device_to_host', 0)} bytes")
     return lines
-
-
-def _bytes(n):
-    """Decimal units, with the exact count when they round it (``12.35 MB (12345678 B)``)."""
-    text = format_bytes(n)
-    return text if n < 1000 else f"{text} ({n} B)"
 
 
 def _peak_rss_bytes():
