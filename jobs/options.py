@@ -167,6 +167,14 @@ def check_scheduler_name(name, flag="--sched"):
     return name
 
 
+def check_input_order(given, n):
+    """``--n``, when given (not None), must be the order of the ``--input`` matrix,
+    ``n`` x ``n``."""
+    if given is not None and given != n:
+        raise UsageError(f"--n {given} does not match the input matrix, which is {n} x "
+                         f"{n}; drop --n")
+
+
 def check_positive_finite(value, flag):
     """Refuse NaN, infinities, zero and negative numbers."""
     if not math.isfinite(value) or value <= 0:

@@ -32,7 +32,7 @@ from ..distributions import MAPS_25D
 from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
-from .options import add_cache_arg, build_map, cache_from_args
+from .options import add_cache_arg, build_map, cache_from_args, check_input_order
 from .output import add_json_arg, bytes_text, dumps, json_path, text_stream, write_atomic
 from .progress import Progress
 
@@ -199,9 +199,7 @@ def preflight(args, rank, size, host_ranks):
                              "--input")
         plan.input_path, plan.input_dataset = parse_target(args.input, "--input")
         n, plan.input_dtype = inspect_file(plan.input_path, plan.input_dataset)
-        if args.n is not None and args.n != n:
-            raise UsageError(f"--n {args.n} does not match the input matrix, which is "
-                             f"{n} x {n}; drop --n")
+        check_input_order(args.n, n)
         args.n = n
     tile_map, spec = validate(args, size)
     json_out = json_path(args)

@@ -27,8 +27,8 @@ from ..distributions import MAP_NAMES, MAPS_25D
 from ..errors import UsageError
 from ..runtime.session import DEFAULT_SCHEDULER
 from ..runtime.workers import installed_max_cpus, plan_ranks
-from .options import (check_node_count, check_scheduler_name, check_time_limit, map_from_args,
-                      sizes_from_args)
+from .options import (check_input_order, check_node_count, check_scheduler_name,
+                      check_time_limit, map_from_args, sizes_from_args)
 from .output import write_atomic
 from .slurm_template import SCRIPT
 
@@ -496,9 +496,7 @@ def _check_files(args):
         return
     n, _ = inspect_file(inp, args.input.rpartition(":")[2])
     for given in ([] if args.n is None else _int_list(args.n, "--n")):
-        if given != n:
-            raise UsageError(f"--n {given} does not match the input matrix, which is {n} x "
-                             f"{n}; drop --n")
+        check_input_order(given, n)
     if args.nb is not None:
         sizes_from_args(argparse.Namespace(nt=None, n=n, nb=args.nb))
 
