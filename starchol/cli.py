@@ -196,21 +196,36 @@ def main(argv=None):
         return args.func(args) or 0
     except UsageError as exc:
         _traceback(args.verbose, 2)
-        print(f"{label}: error: {flag_message(exc)}", file=sys.stderr)
+        say(f"{label}: error: {flag_message(exc)}")
         return 2
     except StarcholError as exc:
         _traceback(args.verbose, 2)
-        print(f"{label}: error: {exc}", file=sys.stderr)
+        say(f"{label}: error: {exc}")
         return 1
     except KeyboardInterrupt:
-        print(f"{label}: interrupted", file=sys.stderr)
+        say(f"{label}: interrupted")
         return 130
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - no traceback for users; -v shows it
         _traceback(args.verbose, 1)
-        print(f"{label}: error: {describe(exc)}", file=sys.stderr)
+        say(f"{label}: error: {describe(exc)}")
         return 1
+
+
+def say(line):
+    """Write one line to stderr in a single write.
+
+    ``print(line, file=sys.stderr)`` writes the text and its newline separately, and
+    mpirun forwards the ranks' output in the pieces they were written in: two ranks
+    printing their errors at once then came out as ``error: Aerror: A`` on one line and
+    an empty one.
+    """
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed or gone: nothing more to say
+        pass
 
 
 def _traceback(verbose, level):
