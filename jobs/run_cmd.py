@@ -75,7 +75,8 @@ def register(sub):
     add_cache_arg(p)
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
-                        "added when missing)")
+                        "added when missing; an existing file is replaced only with "
+                        "--overwrite)")
     add_json_arg(p, "the result document (rank 0)")
     p.add_argument("--trace", metavar="DIR",
                    help="record FxT execution traces of every rank in DIR and convert them "
@@ -91,7 +92,7 @@ def register(sub):
                          "under a temporary name and published when complete (never over a "
                          "file that appeared meanwhile, unless --overwrite)")
     io.add_argument("--overwrite", action="store_true",
-                    help="replace the --output dataset if it exists")
+                    help="replace the --output dataset and the --gather file if they exist")
     io.add_argument("--symmetry-tol", type=float, default=None, metavar="TOL",
                     help="refuse an --input with max|A-A^T| > TOL max|A| (default 1e-10)")
     p.add_argument("--quiet", action="store_true", help="no progress line on rank 0")
@@ -168,7 +169,7 @@ def preflight(args, rank, size, host_ranks):
     import os
 
     from ..files import (check_disk_space, check_distinct, check_folder_writable,
-                         parse_target, resolve)
+                         fingerprint, parse_target, resolve)
     from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_file
     from ..runtime.session import available_schedulers
     from ..runtime import kernel_blas
@@ -183,8 +184,8 @@ def preflight(args, rank, size, host_ranks):
     if not math.isfinite(tol) or tol < 0:
         raise UsageError(f"--symmetry-tol must be a finite number >= 0, got {tol}")
     args.symmetry_tol = tol
-    if args.overwrite and not args.output:
-        raise UsageError("--overwrite applies to --output")
+    if args.overwrite and not (args.output or args.gather):
+        raise UsageError("--overwrite applies to --output and --gather")
     if args.output:
         plan.output_path, plan.output_dataset = parse_target(args.output, "--output")
     if args.gather:
@@ -228,6 +229,10 @@ def preflight(args, rank, size, host_ranks):
             check_disk_space(plan.output_path, dense_file_bytes(args.n) + existing,
                              "--output")
         if args.gather:
+            args.gather_before = fingerprint(args.gather)
+            if args.gather_before is not None and not args.overwrite:
+                raise UsageError(f"--gather {args.gather} exists; pass --overwrite to "
+                                 f"replace it")
             check_disk_space(args.gather, dense_file_bytes(args.n), "--gather")
     plan.tile_map, plan.spec = tile_map, spec
     return plan
@@ -391,7 +396,7 @@ def _publish_rank0(args, doc, full, appeared):
     """Rank 0 after the collective part: the JSON first (so a later failure keeps it),
     then the gathered factor, then the summary. Failures here are rank 0's alone but no
     rank waits any more, so they are plain errors (rc 1)."""
-    from ..files import atomic_path
+    from ..files import OutputAppeared, drop_temporary, new_temporary, publish
 
     errors = []
     if args.json:
@@ -400,12 +405,19 @@ def _publish_rank0(args, doc, full, appeared):
         except OSError as exc:
             errors.append(f"cannot write --json {args.json}: {exc.strerror or exc}")
     if full is not None:
+        tmp = None
         try:
-            with atomic_path(args.gather) as tmp:
-                with open(tmp, "wb") as fh:
-                    np.save(fh, full)
+            tmp = new_temporary(args.gather)
+            with open(tmp, "wb") as fh:
+                np.save(fh, full)
+            publish(tmp, args.gather, args.gather_before, args.overwrite, what="--gather",
+                    suffix=".npy")
         except OSError as exc:
             errors.append(f"cannot write --gather {args.gather}: {exc.strerror or exc}")
+        except OutputAppeared as exc:
+            errors.append(str(exc))
+        finally:
+            drop_temporary(tmp)
     out = text_stream(args)  # stderr when stdout holds the JSON
     print(summary(doc), file=out)
     if args.output and appeared is None:

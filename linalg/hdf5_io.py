@@ -24,7 +24,8 @@ import numpy as np
 from ..collective import as_comm, run_on_root
 from ..errors import StarcholError, UsageError
 from ..runtime.collective import agree, allreduce_max
-from ..files import check_folder_writable, fingerprint, parse_target, resolve, same_file
+from ..files import (OutputAppeared, check_folder_writable, fingerprint, parse_target,  # noqa: F401
+                     publish, resolve, same_file)
 
 __all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input", "read_tiles", "check_output",
            "FactorWriter", "write_matrix", "now_iso"]
@@ -286,57 +287,6 @@ def _create_tmp(path, dataset, n, attrs, nb=None):
         _drop_tmp(tmp)
         raise
     return tmp
-
-
-class OutputAppeared(StarcholError):
-    """The output changed or appeared while the run was working; the result was kept
-    under another name (``kept``)."""
-
-    def __init__(self, message, kept):
-        super().__init__(message)
-        self.kept = kept
-
-
-def _kept_name(target):
-    stem, ext = os.path.splitext(target)
-    return f"{stem}.starchol-{os.getpid()}{ext or '.h5'}"
-
-
-def publish(tmp, path, before, overwrite=False, what="--output"):
-    """Rename the complete ``tmp`` to ``path`` (resolved), claiming it atomically.
-
-    ``before`` is :func:`starchol.files.fingerprint` of the path when the run checked it
-    (None: absent). If the path appeared (or changed) since, it is replaced only with
-    ``overwrite``; otherwise ``tmp`` is kept as ``NAME.starchol-PID.EXT`` and
-    :class:`OutputAppeared` says where. A new file is claimed with ``link()``, which fails
-    if a file of that name exists, so two runs never both "win" the same name.
-    """
-    target = resolve(path)
-    log.info("publishing %s (was %s when checked)", target,
-             "absent" if before is None else "present")
-    if before is None and not overwrite:
-        try:
-            os.link(tmp, target)
-        except FileExistsError:
-            pass  # someone else created it meanwhile: keep ours aside
-        except OSError:
-            # no hard links on this file system: check, then rename (small window)
-            if not os.path.exists(target):
-                os.replace(tmp, target)
-                return target
-        else:
-            os.unlink(tmp)
-            return target
-    elif overwrite or fingerprint(target) == before:
-        os.replace(tmp, target)
-        return target
-    kept = _kept_name(target)
-    os.replace(tmp, kept)
-    raise OutputAppeared(
-        f"{what} {path} {'appeared' if before is None else 'changed'} while this run was "
-        f"working (another program or run wrote it); it was not replaced (overwrite was "
-        f"not asked). "
-        f"The result is kept in {kept}", kept)
 
 
 class FactorWriter:

@@ -11,7 +11,7 @@ import logging
 import os
 import shutil
 
-from .errors import UsageError
+from .errors import StarcholError, UsageError
 
 
 def parse_target(text, flag="--input"):
@@ -213,3 +213,55 @@ def write_atomic(path, data, mode="w"):
     with atomic_path(path) as tmp:
         with open(tmp, mode) as fh:
             fh.write(data)
+
+
+class OutputAppeared(StarcholError):
+    """The output changed or appeared while the run was working; the result was kept
+    under another name (``kept``)."""
+
+    def __init__(self, message, kept):
+        super().__init__(message)
+        self.kept = kept
+
+
+def _kept_name(target, suffix):
+    stem, ext = os.path.splitext(target)
+    return f"{stem}.starchol-{os.getpid()}{ext or suffix}"
+
+
+def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
+    """Rename the complete ``tmp`` to ``path`` (resolved), claiming it atomically.
+
+    ``before`` is :func:`starchol.files.fingerprint` of the path when the run checked it
+    (None: absent). If the path appeared (or changed) since, it is replaced only with
+    ``overwrite``; otherwise ``tmp`` is kept as ``NAME.starchol-PID.EXT`` (EXT: the
+    path's own, else ``suffix``) and :class:`OutputAppeared` says where. A new file is
+    claimed with ``link()``, which fails if a file of that name exists, so two runs never
+    both "win" the same name. ``what`` names the output in the message (``--gather``).
+    """
+    target = resolve(path)
+    logging.getLogger("starchol.files").info("publishing %s (was %s when checked)", target,
+                                             "absent" if before is None else "present")
+    if before is None and not overwrite:
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            pass  # someone else created it meanwhile: keep ours aside
+        except OSError:
+            # no hard links on this file system: check, then rename (small window)
+            if not os.path.exists(target):
+                os.replace(tmp, target)
+                return target
+        else:
+            os.unlink(tmp)
+            return target
+    elif overwrite or fingerprint(target) == before:
+        os.replace(tmp, target)
+        return target
+    kept = _kept_name(target, suffix)
+    os.replace(tmp, kept)
+    raise OutputAppeared(
+        f"{what} {path} {'appeared' if before is None else 'changed'} while this run was "
+        f"working (another program or run wrote it); it was not replaced (overwrite was "
+        f"not asked). "
+        f"The result is kept in {kept}", kept)

@@ -139,3 +139,21 @@ def test_killed_rank_aborts_job_and_leaves_no_output(tmp_path, starpu_home):
     assert not out.exists()
     assert sha(f) == before
     assert sorted(os.listdir(tmp_path)) == ["a.h5"]
+
+
+def test_existing_gather_file_needs_overwrite(mpirun, tmp_path, matrix):
+    out = tmp_path / "L.npy"
+    np.save(out, np.zeros(3))
+    before = sha(out)
+    args = ["run", "--dist", "2dbc", "--input", f"{matrix}:/A", "--nb", "100",
+            "--gather", str(out)]
+    p = mpirun(2, *args, timeout=60)
+    assert p.rank_exits == [2, 2], p.stderr
+    assert p.stderr.count(f"--gather {out} exists; pass --overwrite to replace it") == 2
+    assert sha(out) == before and sorted(os.listdir(tmp_path)) == ["L.npy", "a.h5"]
+    p = mpirun(2, *args, "--overwrite", timeout=60)
+    assert p.rank_exits == [0, 0], p.stderr
+    with h5py.File(matrix) as fh:
+        a = fh["A"][:]
+    assert np.allclose(np.load(out), np.linalg.cholesky(a))
+    assert sorted(os.listdir(tmp_path)) == ["L.npy", "a.h5"]

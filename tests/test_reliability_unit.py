@@ -19,7 +19,8 @@ from starchol.files import atomic_path, check_distinct, parse_target, write_atom
 from starchol.jobs.options import (check_node_count, check_positive_finite,
                                    check_scheduler_name, check_time_limit)
 from starchol.jobs.progress import Progress
-from starchol.linalg.hdf5_io import FactorWriter, OutputAppeared, publish
+from starchol.files import OutputAppeared, publish
+from starchol.linalg.hdf5_io import FactorWriter
 from starchol.runtime.starpu_env import check_environment
 
 
