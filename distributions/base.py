@@ -6,7 +6,8 @@ of an NT x NT tiled matrix to a node (an MPI rank), numbered 0 .. nodes-1.
 """
 import numpy as np
 
-#: a map's load is balanced when NT holds at least this many pattern blocks
+#: ``sym`` weighs patterns of at most NT / MIN_PERIODS rows (see
+#: :func:`.symmetric.pattern_limit`); the planner uses the measured load instead
 MIN_PERIODS = 6
 
 
@@ -95,8 +96,9 @@ class TileMap:
     def pattern_size(self):
         """Tile rows of one pattern block (r for symmetric maps), or None.
 
-        The load is balanced only when NT holds several such blocks; the planner flags
-        maps with fewer than :data:`MIN_PERIODS` of them.
+        The load tends to balance as NT holds more such blocks, but how far it is from
+        balance at a given NT is measured by :func:`.load.node_load` (the planner uses
+        that figure, not the count of blocks).
         """
         return None
 

@@ -1,31 +1,32 @@
 """``starchol plan``: choose a map (2D or 2.5D, and c) for P nodes and a memory budget.
 
 Every map that fits P nodes or fewer (the candidates of ``starchol compare``) is scored
-with the exact volume model and a simple time estimate, stated with its assumptions:
+and ranked by :mod:`starchol.linalg.plan` (the one home of the rule): the exact volume
+model and the exact per-node load at the run's NT give a time estimate,
 
-    compute_s = (flops of the busiest node) / node_gflops      (NB^3 units -> flops)
-    comm_s    = (bytes sent + received by the busiest node) / node_bandwidth
-    estimate  = compute_s + comm_s          (no overlap: a conservative bound)
+    estimate = (flops of the busiest node) / node_gflops
+             + (bytes sent + received by the busiest node) / node_bandwidth,
 
-Maps whose tile storage on the busiest node exceeds ``--memory-per-node`` are listed as
-not fitting. A map whose pattern (r tile rows for the symmetric maps) appears fewer than
-MIN_PERIODS times in NT cannot balance its load and is picked only if nothing else fits.
-The pick is the fitting, balanced map with the smallest estimate. With ample memory,
-the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
+so a map's imbalance at this NT is in its estimate. Maps whose tile storage on the busiest
+node exceeds ``--memory-per-node`` are listed as not fitting. The pick is the fitting map
+with the smallest estimate (then the fewest bytes, then the least storage per node). With
+ample memory, the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
 """
 import logging
 import time
 
 from ..errors import UsageError
-from ..distributions import node_load
-from ..distributions.base import MIN_PERIODS, nodes_text
-from ..linalg.volume import tile_bytes
-from ..linalg.volume_summary import format_bytes, format_seconds, volume_summary
+from ..distributions.base import nodes_text
+from ..linalg.plan import rank_maps, score_map
+from ..linalg.volume_summary import format_bytes, format_seconds
 from .options import candidates_for, check_positive_finite
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
 
 log = logging.getLogger("starchol.plan")
+
+#: the explanation mentions the pick's flop imbalance (busiest node / mean) above this
+IMBALANCE_NOTE = 1.10
 
 
 def register(sub):
@@ -49,28 +50,6 @@ def register(sub):
     p.set_defaults(func=run)
 
 
-def score_map(tile_map, n, nb, gflops, bandwidth):
-    """Predicted traffic, storage and time estimate of one map (see the module doc)."""
-    nt = -(-n // nb)
-    doc = volume_summary(tile_map, nt, nb, n=n, with_pairs=False)
-    load = node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb))
-    per_tile = nb * nb * 8
-    node_traffic = (doc["per_node"]["sent_tiles"] + doc["per_node"]["received_tiles"]) * per_tile
-    compute_s = float(load["flops"].max()) * nb ** 3 / (gflops * 1e9)
-    comm_s = float(node_traffic.max()) / bandwidth
-    periods = tile_map.periods(nt)
-    return {
-        "map": str(tile_map), **tile_map.params(),
-        "pattern_size": tile_map.pattern_size(), "periods": periods,
-        "balanced": periods is None or periods >= MIN_PERIODS,
-        "bytes": doc["bytes"], "ratio": doc["ratio"],
-        "memory_per_node_bytes": int(load["bytes"].max()),
-        "busiest_node_traffic_bytes": int(node_traffic.max()),
-        "flops_max_over_avg": load["flops_max_over_avg"],
-        "compute_s": compute_s, "comm_s": comm_s, "estimate_s": compute_s + comm_s,
-    }
-
-
 def run(args):
     for name in ("nodes", "n", "nb"):
         if getattr(args, name) < 1:
@@ -88,8 +67,8 @@ def run(args):
     progress = Progress("scoring maps", unit="maps", enabled=False if args.quiet else None)
     rows = []
     for k, tile_map in enumerate(maps):
-        row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth)
-        row["fits"] = row["memory_per_node_bytes"] <= args.memory_per_node
+        row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth,
+                        memory_per_node=args.memory_per_node)
         rows.append(row)
         log.debug("%s: estimate %s, %s per node, fits %s", tile_map,
                   format_seconds(row["estimate_s"]), format_bytes(row["memory_per_node_bytes"]),
@@ -97,9 +76,7 @@ def run(args):
         progress(k + 1, len(maps))
     log.info("scored in %.2f s; %d of %d fit the memory", time.perf_counter() - t0,
              sum(r["fits"] for r in rows), len(rows))
-    rows.sort(key=lambda r: (not r["fits"], not r["balanced"], r["estimate_s"], r["bytes"]))
-    fitting = [r for r in rows if r["fits"]]
-    pick = fitting[0] if fitting else None
+    rows, pick = rank_maps(rows)
     why = explain(pick, rows, args)
     doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb,
            "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
@@ -114,20 +91,22 @@ def text_table(doc):
     lines = [f"maps for up to {nodes_text(doc['nodes'])}, N = {doc['n']}, NB = {doc['nb']}, "
              f"memory {format_bytes(doc['memory_per_node'])} per node; estimate = compute + "
              f"comm with {doc['node_gflops']:g} GFlop/s and "
-             f"{format_bytes(doc['node_bandwidth'])}/s per node"]
+             f"{format_bytes(doc['node_bandwidth'])}/s per node (busiest node)"]
     head = (f"{'map':<56} {'nodes':>5} {'bytes':>11} {'mem/node':>10} {'fits':>4} "
-            f"{'periods':>7} {'compute':>10} {'comm':>10} {'estimate':>10}")
+            f"{'flops max/avg':>13} {'compute':>10} {'comm':>10} {'estimate':>10}")
     lines += [head, "-" * len(head)]
     for r in doc["rows"]:
-        periods = "-" if r["periods"] is None else f"{r['periods']:.1f}"
-        if not r["balanced"]:
-            periods += "!"
         lines.append(f"{r['map']:<56} {r['nodes']:>5} {format_bytes(r['bytes']):>11} "
                      f"{format_bytes(r['memory_per_node_bytes']):>10} "
-                     f"{'yes' if r['fits'] else 'no':>4} {periods:>7} "
+                     f"{'yes' if r['fits'] else 'no':>4} {r['flops_max_over_avg']:>13.3f} "
                      f"{format_seconds(r['compute_s']):>10} {format_seconds(r['comm_s']):>10} "
                      f"{format_seconds(r['estimate_s']):>10}")
     return "\n".join(lines + ["", doc["explanation"]])
+
+
+def _percent_more(a, b):
+    """How much larger a is than b, as text: ``'12% more'``."""
+    return f"{100 * (a / b - 1):.0f}% more"
 
 
 def explain(pick, rows, args):
@@ -137,6 +116,8 @@ def explain(pick, rows, args):
         return (f"no map fits {format_bytes(args.memory_per_node)} per node: the smallest "
                 f"need is {least['map']} with {format_bytes(least['memory_per_node_bytes'])} "
                 f"per node; use more nodes or a larger --memory-per-node")
+    nt = -(-args.n // args.nb)
+    fitting = [r for r in rows if r["fits"]]
     best2d = min((r for r in rows if r["slices"] == 1 and r["dist"] == "2dbc"),
                  key=lambda r: r["bytes"], default=None)
     parts = [f"pick: {pick['map']}: fits memory ({format_bytes(pick['memory_per_node_bytes'])} "
@@ -149,21 +130,33 @@ def explain(pick, rows, args):
                      f"{best2d['bytes'] / pick['bytes']:.2f}x less than the best 2dbc "
                      f"({best2d['map']}, {format_bytes(best2d['bytes'])})")
     if pick["slices"] > 1:
-        parts.append(f"2.5D keeps {pick['slices']} copies of the matrix, so it needs "
-                     f"about {pick['slices']}x the tile storage per node of a 2D map on the same nodes; "
-                     f"with ample memory the "
-                     f"SC22 rule of thumb is r = 2c")
-    nt = -(-args.n // args.nb)
-    coarse = [r for r in rows if not r["balanced"] and r["fits"]]
-    if coarse:
-        worst = ", ".join(f"{r['map']} (r = {r['pattern_size']}: {r['periods']:.1f} periods, "
-                          f"flops max/avg {r['flops_max_over_avg']:.2f})" for r in coarse[:3])
-        parts.append(f"{len(coarse)} map(s) have a pattern too large for NT = {nt} (fewer "
-                     f"than {MIN_PERIODS} periods, so the load cannot balance) and were "
-                     f"ranked after the balanced ones: {worst}"
-                     + (", ..." if len(coarse) > 3 else ""))
-        if not pick["balanced"]:
-            parts.append("no balanced map fits, so the pick is one of them")
+        flat = [r for r in fitting if r["slices"] == 1]
+        text = (f"2.5D keeps {pick['slices']} copies of the matrix, so it needs about "
+                f"{pick['slices']}x the tile storage per node of a 2D map on the same nodes")
+        if flat:
+            f = flat[0]
+            text += (f" ({format_bytes(pick['memory_per_node_bytes'])} per node against "
+                     f"{format_bytes(f['memory_per_node_bytes'])} for the best 2D map, "
+                     f"{f['map']}, whose estimate {format_seconds(f['estimate_s'])} is "
+                     f"{_percent_more(f['estimate_s'], pick['estimate_s'])})")
+        parts.append(text + "; with ample memory the SC22 rule of thumb is r = 2c")
+    fewer = [r for r in fitting if r["bytes"] < pick["bytes"]]
+    if fewer:
+        r = min(fewer, key=lambda r: (r["bytes"], r["estimate_s"]))
+        parts.append(f"{len(fewer)} fitting map(s) move fewer bytes in all but take longer "
+                     f"on their busiest node (best: {r['map']}, {format_bytes(r['bytes'])} "
+                     f"against {format_bytes(pick['bytes'])}; its busiest node: "
+                     f"{format_seconds(r['compute_s'])} compute, flops max/avg "
+                     f"{r['flops_max_over_avg']:.3f} over its {nodes_text(r['nodes'])}, + "
+                     f"{format_seconds(r['comm_s'])} for "
+                     f"{format_bytes(r['busiest_node_traffic_bytes'])} of transfers = "
+                     f"{format_seconds(r['estimate_s'])})")
+    if pick["flops_max_over_avg"] > IMBALANCE_NOTE:
+        periods = ("" if pick["periods"] is None else
+                   f", {pick['periods']:.1f} periods of its {pick['pattern_size']}-row pattern")
+        parts.append(f"at NT = {nt} the pick's busiest node runs "
+                     f"{pick['flops_max_over_avg']:.2f}x the mean flops{periods}; the "
+                     f"estimate includes it, and it shrinks as NT grows")
     unfit = [r for r in rows if not r["fits"] and r["estimate_s"] < pick["estimate_s"]]
     if unfit:
         parts.append(f"{len(unfit)} map(s) with a smaller estimate do not fit in memory "

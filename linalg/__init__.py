@@ -5,6 +5,7 @@ communication-volume model, run records, test matrices, HDF5 I/O.
 - :mod:`.cholesky` - :func:`cholesky` for every map, :class:`Factor` (solve, logdet)
 - :mod:`.record` - :class:`RunRecord`, the typed record of a run (JSON)
 - :mod:`.volume` / :mod:`.volume_summary` - exact inter-node bytes of every graph (numpy)
+- :mod:`.plan` - score maps for a run (estimate from the busiest node) and rank them
 - :mod:`.matrices` - reproducible test matrices, generated where the tiles live
 - :mod:`.hdf5_io` - HDF5 input and atomic output
 

@@ -2,6 +2,7 @@
 import json
 
 from starchol.cli import main
+from starchol.linalg.volume_summary import format_bytes
 
 
 def test_plan_lists_2d_and_25d_options_and_explains_the_pick(capsys):
@@ -12,8 +13,8 @@ def test_plan_lists_2d_and_25d_options_and_explains_the_pick(capsys):
     assert {"2dbc", "sbc", "sbc25d", "2dbc25d"} <= dists
     fitting = [r for r in d["rows"] if r["fits"]]
     assert d["pick"] == fitting[0]
-    est = [(not r["balanced"], r["estimate_s"]) for r in fitting]
-    assert est == sorted(est)  # balanced maps first (NT holds >= 6 periods), then by estimate
+    est = [r["estimate_s"] for r in fitting]
+    assert est == sorted(est)  # the measured load is in the estimate: no separate balance rule
     assert all(r["memory_per_node_bytes"] <= 2e9 for r in fitting)
     assert all(r["memory_per_node_bytes"] > 2e9 for r in d["rows"] if not r["fits"])
     assert d["explanation"].startswith("pick: " + d["pick"]["map"])
@@ -43,15 +44,79 @@ def test_plan_bad_input(capsys):
     assert "positive" in capsys.readouterr().err
 
 
-def test_plan_ranks_patterns_too_large_for_nt_last(capsys):
-    # NT = 40: pplane on 31 nodes has r = 31 (1.3 periods), too coarse to balance
+def test_score_map_hand_count():
+    # 2dbc 2x1, NT = 3 (N = 300, NB = 100): rows 0, 2 on node 0, row 1 on node 1.
+    # Flops (NB^3): node 0 (0,0) 1/3 + (2,0) 1 + (2,1) 2+1 + (2,2) 2+1/3 = 20/3;
+    # node 1 (1,0) 1 + (1,1) 1+1/3 = 7/3. Transfers (cache on): L00 -> 1, L10 -> 0,
+    # L11 -> 0: node 0 sends 1 and receives 2, node 1 sends 2 and receives 1.
+    from starchol.distributions import BlockCyclic2D
+    from starchol.linalg.plan import score_map
+
+    row = score_map(BlockCyclic2D(2, 1), 300, 100, node_gflops=1.0, node_bandwidth=1e8,
+                    memory_per_node=320_000)
+    tile = 100 * 100 * 8
+    assert row["bytes"] == 3 * tile and row["ratio"] == 3 / 6
+    assert row["memory_per_node_bytes"] == 4 * tile and row["fits"]
+    assert row["busiest_node_traffic_bytes"] == 3 * tile
+    assert abs(row["flops_max_over_avg"] - (20 / 3) / 4.5) < 1e-12
+    assert abs(row["tiles_max_over_avg"] - 4 / 3) < 1e-12
+    assert abs(row["compute_s"] - 20 / 3 * 1e6 / 1e9) < 1e-15
+    assert abs(row["comm_s"] - 3 * tile / 1e8) < 1e-15
+    assert abs(row["estimate_s"] - (row["compute_s"] + row["comm_s"])) < 1e-15
+    assert row["periods"] == 1.5 and "balanced" not in row
+    assert not score_map(BlockCyclic2D(2, 1), 300, 100, 1.0, 1e8,
+                         memory_per_node=4 * tile - 1)["fits"]
+
+
+def test_rank_maps_fits_then_estimate_then_bytes_then_memory():
+    from starchol.linalg.plan import rank_maps
+
+    def row(name, fits, est, nbytes, mem):
+        return {"map": name, "fits": fits, "estimate_s": est, "bytes": nbytes,
+                "memory_per_node_bytes": mem}
+
+    rows, pick = rank_maps([row("unfit", False, 1.0, 1, 1), row("25d", True, 2.0, 5, 30),
+                            row("2d", True, 2.0, 5, 10), row("slow", True, 3.0, 1, 1),
+                            row("fewer-bytes", True, 2.0, 4, 99)])
+    assert [r["map"] for r in rows] == ["fewer-bytes", "2d", "25d", "slow", "unfit"]
+    assert pick["map"] == "fewer-bytes"
+    assert rank_maps([row("unfit", False, 1.0, 1, 1)])[1] is None
+
+
+def test_plan_picks_least_estimate_even_with_few_periods(capsys):
+    # N = 3000, NB = 200: NT = 15 holds 3.75 periods of AG(2,2) (r = 4); its flops max/avg
+    # at NT = 15 is 1.063, less than the 1.205 of 2dbc25d 3 x (1x2), which the old
+    # 6-period rule picked although it is worse on every figure
+    assert main(["plan", "--nodes", "6", "--n", "3000", "--nb", "200",
+                 "--memory-per-node", "1e9", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    tile = 200 * 200 * 8
+    pick = d["pick"]
+    assert pick["map"] == "aplane r=4 (AG(2,2), 6 nodes)" and pick["periods"] == 3.75
+    assert pick["bytes"] == 233 * tile
+    assert pick["memory_per_node_bytes"] == 23 * tile     # 120 tiles over 6 nodes, max 23
+    assert round(pick["flops_max_over_avg"], 3) == 1.063
+    old = next(r for r in d["rows"] if r["dist"] == "2dbc25d" and r["slices"] == 3)
+    assert old["bytes"] == 301 * tile and round(old["flops_max_over_avg"], 3) == 1.205
+    assert old["memory_per_node_bytes"] == 64 * tile
+    assert (old["estimate_s"], old["bytes"], old["memory_per_node_bytes"]) > \
+        (pick["estimate_s"], pick["bytes"], pick["memory_per_node_bytes"])
+    assert pick["estimate_s"] == min(r["estimate_s"] for r in d["rows"])
+    # compare's first row moves fewer bytes: the explanation says why it was set aside
+    assert "move fewer bytes in all but take longer on their busiest node (best: " \
+           "sbc-basic r=2 (basic, 2 nodes), 38.08 MB against 74.56 MB" in d["explanation"]
+
+
+def test_plan_25d_pick_states_its_memory_against_the_best_2d(capsys):
     assert main(["plan", "--nodes", "31", "--n", "20000", "--nb", "500",
                  "--memory-per-node", "1e12", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    pp = next(r for r in d["rows"] if r["dist"] == "pplane")
-    assert pp["pattern_size"] == 31 and not pp["balanced"] and pp["periods"] < 6
-    assert d["pick"]["balanced"]
-    assert "pattern too large for NT = 40" in d["explanation"]
+    pick = d["pick"]
+    assert pick["slices"] > 1
+    flat = next(r for r in d["rows"] if r["slices"] == 1)
+    assert flat["estimate_s"] > pick["estimate_s"]
+    assert (f"against {format_bytes(flat['memory_per_node_bytes'])} for the best 2D map, "
+            f"{flat['map']}") in d["explanation"]
     sym = next(r for r in d["rows"] if r["dist"] == "sym")
     # sym keeps r <= max(NT / 6, the r an SBC of 31 nodes needs) = 9
     assert sym["pattern_size"] <= 9

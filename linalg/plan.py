@@ -1,0 +1,90 @@
+"""Score maps for a run and rank them: the one home of ``starchol plan``'s choice.
+
+Each map is scored with the exact volume model and the exact per-node load at the
+run's NT (:func:`score_map`):
+
+    compute_s = (flops of the busiest node) / node_gflops      (NB^3 units -> flops)
+    comm_s    = (bytes sent + received by the busiest node) / node_bandwidth
+    estimate  = compute_s + comm_s          (no overlap: a conservative bound)
+
+The busiest node's flops and traffic already carry the map's imbalance at this NT, so no
+separate balance rule is applied: :func:`rank_key` orders maps that fit the memory
+first, then by estimate, then by total bytes, then by tile storage on the busiest node
+(a 2.5D map needs about c times the storage of a 2D map on the same nodes, so at an
+equal estimate the smaller footprint wins).
+
+(An earlier rule ranked every map whose pattern appears fewer than 6 times in NT after
+all others. ``benchmarks/plan_balance.py`` found it a poor proxy over P = 2..16, 21, 28,
+31, 32, 45, 57 and NT = 3..200: the flops max/avg of the maps it set aside had a first
+quartile of 1.24, while maps it kept reached 3.69 (16 slices of 2 nodes at NT = 12, where
+iteration k runs on slice k mod 16); it changed the pick in 288 of 864 cases, to one with
+an estimate up to 2.75x larger. See docs/volume-model.md, "How plan ranks the maps".)
+"""
+import numpy as np
+
+from ..distributions import node_load
+from .volume import DOUBLE_BYTES, tile_bytes
+from .volume_summary import volume_summary
+
+
+def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None):
+    """Predicted traffic, storage, load and time estimate of one map for an n x n matrix.
+
+    Parameters
+    ----------
+    tile_map : TileMap
+        The map (built for NT = ceil(n / nb) tile rows where it depends on NT).
+    n, nb : int
+        Matrix order and tile size (elements).
+    node_gflops : float
+        Sustained GFlop/s of one node.
+    node_bandwidth : float
+        Network bytes/s of one node.
+    memory_per_node : float, optional
+        Bytes available for tiles on each node; sets ``fits`` (True when not given).
+
+    Returns
+    -------
+    dict
+        The map's parameters (``map``, ``dist``, ``nodes``, ``slices``, ...),
+        ``pattern_size`` and ``periods`` (NT / pattern size, None if the map has no
+        pattern; informative), ``bytes`` and ``ratio`` (D / S) of the whole
+        factorization, ``memory_per_node_bytes`` (tile storage of the busiest node, every
+        slice's copies included), ``busiest_node_traffic_bytes`` (sent + received, whole
+        NB x NB tiles), ``flops_max_over_avg`` and ``tiles_max_over_avg`` (busiest node
+        over the mean of the map's nodes), ``compute_s``, ``comm_s``, ``estimate_s``
+        (seconds) and ``fits``.
+    """
+    nt = -(-n // nb)
+    doc = volume_summary(tile_map, nt, nb, n=n, with_pairs=False)
+    load = node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb))
+    per_tile = nb * nb * DOUBLE_BYTES
+    traffic = (np.asarray(doc["per_node"]["sent_tiles"])
+               + np.asarray(doc["per_node"]["received_tiles"])) * per_tile
+    compute_s = float(load["flops"].max()) * nb ** 3 / (node_gflops * 1e9)
+    comm_s = float(traffic.max()) / node_bandwidth
+    memory = int(load["bytes"].max())
+    return {
+        "map": str(tile_map), **tile_map.params(),
+        "pattern_size": tile_map.pattern_size(), "periods": tile_map.periods(nt),
+        "bytes": doc["bytes"], "ratio": doc["ratio"],
+        "memory_per_node_bytes": memory,
+        "busiest_node_traffic_bytes": int(traffic.max()),
+        "flops_max_over_avg": load["flops_max_over_avg"],
+        "tiles_max_over_avg": load["tiles_max_over_avg"],
+        "compute_s": compute_s, "comm_s": comm_s, "estimate_s": compute_s + comm_s,
+        "fits": memory_per_node is None or memory <= memory_per_node,
+    }
+
+
+def rank_key(row):
+    """Sort key of a scored map (:func:`score_map`): fits first, then the least estimate,
+    then the least total bytes, then the least tile storage on the busiest node."""
+    return (not row["fits"], row["estimate_s"], row["bytes"], row["memory_per_node_bytes"])
+
+
+def rank_maps(rows):
+    """The scored maps best first (:func:`rank_key`, stable), and the pick: the first
+    that fits, or None. Returns (rows, pick)."""
+    rows = sorted(rows, key=rank_key)
+    return rows, (rows[0] if rows and rows[0]["fits"] else None)
