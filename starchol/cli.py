@@ -193,7 +193,12 @@ def main(argv=None):
     if argv is None:  # the real command line (not a test calling main([...]))
         faults.install_signal_watcher(label)
     try:
-        return args.func(args) or 0
+        try:
+            return args.func(args) or 0
+        except BaseException:
+            if faults.stopping():  # a signal is ending the process: its watcher speaks
+                faults.wait_for_end()
+            raise
     except UsageError as exc:
         _traceback(args.verbose, 2)
         say(f"{label}: error: {flag_message(exc)}")

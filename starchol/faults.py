@@ -55,12 +55,25 @@ class creating:
         _lock.acquire()
         if _state.get("stopping"):
             _lock.release()
-            threading.Event().wait()  # the process is ending: never create anything
+            wait_for_end()  # the process is ending: never create anything
         return self
 
     def __exit__(self, *exc):
         _lock.release()
         return False
+
+
+def stopping():
+    """True once a signal or an abort has begun ending this process."""
+    return bool(_state.get("stopping"))
+
+
+def wait_for_end():
+    """Block the calling thread for good: the process is being ended by the watcher
+    (which prints its one line and exits). Used by the main thread when the removal of
+    its temporary files made its own work fail, so that it prints no second, misleading
+    error (``FileNotFoundError: .../.a.h5.tmp-...``) and does not exit first with 1."""
+    threading.Event().wait()
 
 
 def remove_tracked():
