@@ -23,7 +23,7 @@ an estimate up to 2.75x larger. See docs/volume-model.md, "How plan ranks the ma
 import numpy as np
 
 from ..distributions import node_load
-from .volume import DOUBLE_BYTES, tile_bytes
+from .volume import tile_bytes
 from .volume_summary import volume_summary
 
 
@@ -50,17 +50,16 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         ``pattern_size`` and ``periods`` (NT / pattern size, None if the map has no
         pattern; informative), ``bytes`` and ``ratio`` (D / S) of the whole
         factorization, ``memory_per_node_bytes`` (tile storage of the busiest node, every
-        slice's copies included), ``busiest_node_traffic_bytes`` (sent + received, whole
-        NB x NB tiles), ``flops_max_over_avg`` and ``tiles_max_over_avg`` (busiest node
-        over the mean of the map's nodes), ``compute_s``, ``comm_s``, ``estimate_s``
-        (seconds) and ``fits``.
+        slice's copies included), ``busiest_node_traffic_bytes`` (sent + received; the
+        last tile row/column smaller when NB does not divide N), ``flops_max_over_avg``
+        and ``tiles_max_over_avg`` (busiest node over the mean of the map's nodes),
+        ``compute_s``, ``comm_s``, ``estimate_s`` (seconds) and ``fits``.
     """
     nt = -(-n // nb)
     doc = volume_summary(tile_map, nt, nb, n=n, with_pairs=False)
     load = node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb))
-    per_tile = nb * nb * DOUBLE_BYTES
-    traffic = (np.asarray(doc["per_node"]["sent_tiles"])
-               + np.asarray(doc["per_node"]["received_tiles"])) * per_tile
+    traffic = (np.asarray(doc["per_node"]["sent_bytes"])
+               + np.asarray(doc["per_node"]["received_bytes"]))
     compute_s = float(load["flops"].max()) * nb ** 3 / (node_gflops * 1e9)
     comm_s = float(traffic.max()) / node_bandwidth
     memory = int(load["bytes"].max())

@@ -25,8 +25,10 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
 
     Returns:
         dict with ``dist, nodes, slices, nt, nb, n, cache, stored_tiles, transfers_tiles,
-        bytes, ratio, leading_term_tiles, per_node{sent_tiles, received_tiles}, load{tiles,
-        flops, flops_max_over_avg, tiles_max_over_avg}`` and ``pairs_tiles`` (sender row).
+        bytes, ratio, leading_term_tiles, per_node{sent_tiles, received_tiles, sent_bytes,
+        received_bytes}, load{tiles, flops, flops_max_over_avg, tiles_max_over_avg}`` and
+        ``pairs_tiles`` (sender row). Per-node bytes count each tile's own size, as
+        ``bytes`` does.
         ``leading_term_tiles`` is None with the cache off: the leading terms count one
         transfer per tile version and node, which only the cache gives.
     """
@@ -34,11 +36,17 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
     owners = tile_map.owner_maps(nt)
     pairs = transfer_pairs(owners, tile_map.nodes, cache=cache, progress=progress)
     total = int(pairs.sum())
+    sent, received = pairs.sum(axis=1), pairs.sum(axis=0)
     if n == nt * nb:
-        nbytes = total * nb * nb * DOUBLE_BYTES
+        tile = nb * nb * DOUBLE_BYTES
+        nbytes = total * tile
+        sent_bytes, received_bytes = sent * tile, received * tile
     else:
-        nbytes = int(transfer_pairs(owners, tile_map.nodes, cache=cache,
-                                    row_weights=tile_bytes(n, nb)).sum())
+        weighted = transfer_pairs(owners, tile_map.nodes, cache=cache,
+                                  row_weights=tile_bytes(n, nb))
+        nbytes = int(weighted.sum())
+        sent_bytes, received_bytes = weighted.sum(axis=1), weighted.sum(axis=0)
+        del weighted
     s = stored_tiles(nt)
     lead = leading_term_tiles(tile_map, nt) if cache else None
     load = node_load(tile_map, nt)
@@ -51,7 +59,8 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
         "bytes": nbytes,
         "ratio": total / s,
         "leading_term_tiles": lead,
-        "per_node": {"sent_tiles": pairs.sum(axis=1), "received_tiles": pairs.sum(axis=0)},
+        "per_node": {"sent_tiles": sent, "received_tiles": received,
+                     "sent_bytes": sent_bytes, "received_bytes": received_bytes},
         "load": {
             "tiles": load["tiles"],
             "flops": load["flops"],

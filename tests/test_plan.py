@@ -68,6 +68,18 @@ def test_score_map_hand_count():
                          memory_per_node=4 * tile - 1)["fits"]
 
 
+def test_score_map_counts_the_smaller_last_tile():
+    # 2dbc 1x2, N = 250, NB = 100 (NT = 3, last row 50): L10 (100 x 100) and L20 (50 x 100)
+    # go from node 0 to 1, L21 (50 x 100) from node 1 to 0: 160 kB each way, not 3 tiles
+    from starchol.distributions import BlockCyclic2D
+    from starchol.linalg.plan import score_map
+
+    row = score_map(BlockCyclic2D(1, 2), 250, 100, node_gflops=1.0, node_bandwidth=1e8)
+    assert row["bytes"] == 80_000 + 40_000 + 40_000
+    assert row["busiest_node_traffic_bytes"] == 160_000
+    assert abs(row["comm_s"] - 160_000 / 1e8) < 1e-15
+
+
 def test_rank_maps_fits_then_estimate_then_bytes_then_memory():
     from starchol.linalg.plan import rank_maps
 
