@@ -12,7 +12,7 @@ format:
 - :func:`preflight` checks every path, file, size and setting on every rank before
   anything is allocated (outputs distinct from the input and from each other, folders
   writable, the input readable by HDF5, memory per rank, disk space, StarPU's
-  environment); every rank raises the same error (:func:`starchol.collective.agree`).
+  environment); every rank raises the same error (:func:`starchol.collective.run_everywhere`).
 - the work runs under :mod:`starchol.faults`: an error or a signal on one rank aborts
   the job instead of leaving the others waiting.
 - rank 0 prints one summary (decimal units) and writes the JSON document; the bytes
@@ -163,7 +163,7 @@ def _gather_name(path):
 def preflight(args, rank, size, host_ranks):
     """Check every path, file, size and setting on this rank; return the plan. Local.
 
-    Run under :func:`starchol.collective.agree` so that every rank raises the same
+    Run under :func:`starchol.collective.run_everywhere` so that every rank raises the same
     error. Nothing is allocated here beyond the map tables of the memory estimate.
     """
     import os
