@@ -1,0 +1,307 @@
+"""The documents against the code (README.md and docs/*.md), so that a command copied
+from them works:
+
+- every ``starchol CMD ...`` line of a code block parses with the installed command's
+  parser, and every option an inline ```starchol CMD ...``` span names is an option of
+  CMD; the options shown for ``python benchmarks|examples/X.py`` and ``scripts/X.sh`` are
+  options of that program;
+- docs/api.md names every exported name, with the signatures the code has;
+- the JSON keys the documents list are written by ``compare``, ``plan``, ``bench``,
+  ``info`` and held by ``RunRecord`` (``volume``'s: tests/test_cli_model.py).
+
+Only ``bench`` and ``info`` start a process (one each, 1 rank); the rest is parsing.
+"""
+import ast
+import inspect
+import json
+import os
+import re
+import shlex
+
+import numpy as np
+import pytest
+
+import starchol
+from conftest import _starchol_exe, run_or_fail
+from starchol.cli import build_parser, check_command_argv, main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = ["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(
+    os.path.join(ROOT, "docs")) if f.endswith(".md"))
+COMMANDS = build_parser().command_parsers
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def _text(doc):
+    with open(os.path.join(ROOT, doc)) as f:
+        return f.read()
+
+
+def _code_lines(doc):
+    """(line, text) of every line in a fenced code block, continuation lines joined."""
+    out = []
+    for block in re.finditer(r"^```[^\n]*\n(.*?)^```", _text(doc), re.S | re.M):
+        start = _text(doc)[:block.start()].count("\n") + 2
+        joined, first = "", None
+        for k, line in enumerate(block.group(1).splitlines()):
+            first = start + k if first is None else first
+            if line.rstrip().endswith("\\"):
+                joined += line.rstrip()[:-1] + " "
+                continue
+            out.append((first, joined + line))
+            joined, first = "", None
+    return out
+
+
+def _inline_spans(doc):
+    """The inline code spans of ``doc`` outside code blocks (one may wrap a line)."""
+    prose = re.sub(r"^```[^\n]*\n.*?^```", "", _text(doc), flags=re.S | re.M)
+    return [s.replace("\n", " ") for s in re.findall(r"`([^`]{1,300})`", prose)]
+
+
+def _starchol_argv(text):
+    """(command, argv) of a shown ``starchol CMD ...`` line, or None. Comments are
+    dropped, ``[...]`` optional parts kept, ``a|b`` alternatives take ``a``, ``...``
+    dropped."""
+    text = re.sub(r"(^|\s)#\s.*$", "", text)
+    m = re.search(r"(?:^|[\s/])(?:starchol|python -m starchol)\s+([a-z]+)(?=\s|$)(.*)", text)
+    if not m or m.group(1) not in COMMANDS:
+        return None
+    rest = m.group(2)
+    words = []
+    for w in shlex.split(rest):
+        w = w.strip("[]")
+        if w and w != "...":
+            words.append(w.split("|")[0] if "|" in w and not w.startswith("-") else w)
+    return m.group(1), words
+
+
+def _shown_command_lines():
+    for doc in DOCS:
+        for line, text in _code_lines(doc):
+            found = _starchol_argv(text.lstrip("$ "))
+            if found:
+                yield pytest.param(*found, id=f"{doc}:{line}")
+
+
+@pytest.mark.parametrize("command, argv", list(_shown_command_lines()))
+def test_shown_command_lines_parse(command, argv):
+    assert check_command_argv(command, argv) is None
+
+
+def _options(command):
+    return {o for a in COMMANDS[command]._actions for o in a.option_strings}
+
+
+def test_inline_commands_name_only_their_options():
+    wrong = []
+    for doc in DOCS:
+        for span in _inline_spans(doc):
+            m = re.search(r"(?:^|[\s/])starchol ([a-z]+)(?=\s|$)(.*)", span)
+            if not m or m.group(1) not in COMMANDS:
+                continue
+            rest = m.group(2).split("--run-arg")[0]   # a slurm --run-arg is run's
+            for flag in FLAG.findall(rest):
+                if flag not in _options(m.group(1)):
+                    wrong.append(f"{doc}: `{span}`: starchol {m.group(1)} has no {flag}")
+    assert not wrong, "\n".join(wrong)
+
+
+def _program_flags(text):
+    """(program path, flags) for ``python benchmarks|examples/X.py ...`` and
+    ``scripts/X.sh ...`` (the flags up to a program it launches)."""
+    m = re.search(r"\b((?:benchmarks|examples)/\w+\.py|scripts/[\w-]+\.sh)\b(.*)", text)
+    if not m:
+        return None
+    rest = re.split(r"\s(?:mpirun|exec|sbatch|&&|\|)\s|\S*starchol\s", m.group(2) + " ")[0]
+    return m.group(1), FLAG.findall(rest)
+
+
+def test_shown_script_options_exist():
+    wrong = []
+    for doc in DOCS:
+        shown = [t for _, t in _code_lines(doc)] + _inline_spans(doc)
+        for text in shown:
+            found = _program_flags(text)
+            if not found:
+                continue
+            path, flags = found
+            with open(os.path.join(ROOT, path)) as f:
+                source = f.read()
+            wrong += [f"{doc}: {text.strip()}: {path} has no {flag}" for flag in flags
+                      if f'"{flag}"' not in source and f"'{flag}'" not in source
+                      and f"{flag})" not in source and f"{flag}|" not in source]
+    assert not wrong, "\n".join(wrong)
+
+
+# -- docs/api.md ---------------------------------------------------------------------------
+def _documented_signatures():
+    """{qualified name: [(param, default text or None)]} of every ``name(params)`` code
+    span of docs/api.md whose name is an exported callable or a method of one."""
+    from starchol import DistributedMatrix, Factor, Session
+
+    owners = {"DistributedMatrix": DistributedMatrix, "Factor": Factor, "Session": Session}
+    found = {}
+    for span in re.findall(r"`([^`\n]+)`", _text("docs/api.md")):
+        m = re.fullmatch(r"(?:(\w+)\.)?(\w+)\((.*)\)", span.strip())
+        if not m:
+            continue
+        owner, name, params = m.groups()
+        if owner is None and name in starchol.__all__:
+            obj = getattr(starchol, name)
+        else:
+            cls = owners.get(owner) or next((c for c in owners.values()
+                                             if hasattr(c, name)), None)
+            if cls is None or not hasattr(cls, name):
+                continue
+            obj, name = getattr(cls, name), f"{cls.__name__}.{name}"
+        if not callable(obj) or not params.strip() and "(" not in span:
+            continue
+        parsed = []
+        for p in (q.strip() for q in params.split(",") if q.strip()):
+            key, _, default = p.partition("=")
+            parsed.append((key.strip(), default.strip() or None))
+        found.setdefault(name, []).append((obj, parsed))
+    return found
+
+
+def _same_default(text, value):
+    if text == "float64":
+        return value in (np.float64, "float64")
+    try:
+        return ast.literal_eval(text) == value
+    except ValueError:
+        return False
+
+
+def test_api_md_names_every_export_with_its_signature():
+    text = _text("docs/api.md")
+    assert not [n for n in starchol.__all__ if n != "__version__" and f"`{n}" not in text]
+    documented = _documented_signatures()
+    for must in ("Session", "DistributedMatrix", "cholesky", "DistributedMatrix.from_hdf5",
+                 "DistributedMatrix.to_hdf5", "Factor.solve"):
+        assert must in documented, f"docs/api.md shows no signature of {must}"
+    wrong = []
+    for name, shown in documented.items():
+        for obj, params in shown:
+            real = [p for p in inspect.signature(obj).parameters.values()
+                    if p.name not in ("self", "cls")]
+            if not params and real and all(p.default is not p.empty for p in real):
+                continue        # a call shown without its (all defaulted) arguments
+            names = [p for p, _ in params if not p.startswith("*")]
+            if names != [p.name for p in real if p.kind not in (p.VAR_POSITIONAL,
+                                                                p.VAR_KEYWORD)]:
+                wrong.append(f"{name}: docs/api.md shows ({', '.join(names)}), the code "
+                             f"has {inspect.signature(obj)}")
+                continue
+            by_name = {p.name: p for p in real}
+            wrong += [f"{name}: {p} defaults to {by_name[p].default!r}, not {d}"
+                      for p, d in params if d is not None and p in by_name
+                      and not _same_default(d, by_name[p].default)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_api_md_lists_every_run_record_field():
+    import dataclasses
+
+    from starchol import RunRecord
+
+    section = _text("docs/api.md").split("## `RunRecord`", 1)[1].split("\n## ", 1)[0]
+    shown = set(re.findall(r"`(\w+)`", section))
+    fields = {f.name for f in dataclasses.fields(RunRecord)}
+    derived = {"flops", "gflops", "bytes_measured_total", "bytes_predicted_total", "match"}
+    assert not (fields | derived) - shown
+    assert all(isinstance(getattr(RunRecord, d), property) for d in derived)
+
+
+# -- JSON keys the documents list ----------------------------------------------------------
+def _keys(doc, prefix=""):
+    """Every key of a JSON document, nested ones as ``parent.key``."""
+    out = set()
+    for k, v in doc.items():
+        out.add(prefix + k)
+        if isinstance(v, dict):
+            out |= _keys(v, prefix + k + ".")
+    return out
+
+
+def _shown(doc, keys):
+    """The keys ``doc`` does not show: a key counts as shown as `a.b.c`, `.b.c`, `.c`,
+    `c` (listed under its parent) or `c[]` (a list)."""
+    spans = set(_inline_spans(doc))
+    missing = []
+    for key in keys:
+        parts = key.split(".")
+        forms = {key, parts[-1], parts[-1] + "[]", key + "[]"}
+        forms |= {"." + ".".join(parts[i:]) for i in range(1, len(parts))}
+        if not forms & spans:
+            missing.append(key)
+    return missing
+
+
+#: keys docs/volume-model.md lists for compare's and plan's documents (a row's "map
+#: keys" are dist, nodes, slices and map)
+COMPARE_KEYS = {"nodes", "nt", "n", "nb", "cache", "rows"}
+COMPARE_ROW = {"dist", "nodes", "slices", "map", "transfers_tiles", "bytes", "ratio",
+               "leading_term_tiles", "leading_ratio", "flops_max_over_avg",
+               "tiles_per_node_max"}
+PLAN_KEYS = {"nodes", "n", "nb", "memory_per_node", "node_gflops", "node_bandwidth", "rows",
+             "pick", "explanation"}
+PLAN_ROW = {"dist", "nodes", "slices", "map", "pattern_size", "periods", "bytes", "ratio",
+            "memory_per_node_bytes", "busiest_node_traffic_bytes", "flops_max_over_avg",
+            "tiles_max_over_avg", "compute_s", "comm_s", "estimate_s", "fits"}
+
+
+def test_compare_and_plan_write_the_documented_keys(capsys):
+    assert not _shown("docs/volume-model.md", COMPARE_KEYS | COMPARE_ROW | PLAN_KEYS
+                      | (PLAN_ROW - {"dist", "nodes", "slices", "map"}))
+    assert main(["compare", "--nodes", "6", "--nt", "8", "--quiet", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert COMPARE_KEYS <= set(doc) and all(COMPARE_ROW <= set(r) for r in doc["rows"])
+    assert main(["plan", "--nodes", "6", "--n", "2000", "--nb", "200", "--memory-per-node",
+                 "1e9", "--quiet", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert PLAN_KEYS <= set(doc) and all(PLAN_ROW <= set(r) for r in doc["rows"])
+    assert doc["pick"] in doc["rows"]
+
+
+#: keys docs/engine.md lists for bench's and info's documents
+BENCH_KEYS = {"n", "nb", "nt", "repeat", "cores", "starchol_gflops", "lapack_gflops",
+              "starchol_median_gflops", "lapack_median_gflops", "ratio_median", "submit_s",
+              "tasks", "runtime", "runtime.scheduler", "runtime.workers_per_rank",
+              "runtime.starpu_version", "runtime.kernel_blas"}
+INFO_KEYS = {"starchol", "starpu.version", "starpu.prefix", "starpu.kind", "starpu.maxcpus",
+             "starpu.fxt", "starpu.mpi", "starpu.cuda.built", "starpu.cuda.devices",
+             "starpu.schedulers", "starpu.build", "mpi.library", "kernel_blas", "blas",
+             "ranks"}
+
+
+def _run_starchol(starpu_home, *argv):
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1")
+    proc = run_or_fail(_starchol_exe() + list(argv), env, 120, f"starchol {argv[0]}")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_bench_and_info_write_the_documented_keys(starpu_home):
+    pytest.importorskip("starchol.runtime._binding")
+    assert not _shown("docs/engine.md", BENCH_KEYS | INFO_KEYS)
+    doc = _run_starchol(starpu_home, "bench", "--n", "256", "--nb", "128", "--repeat", "1",
+                        "--no-lapack", "--json")
+    assert BENCH_KEYS <= _keys(doc)
+    assert doc["lapack_gflops"] == [] and doc["ratio_median"] is None   # --no-lapack
+    assert doc["tasks"] == 4 and len(doc["starchol_gflops"]) == 1
+    assert INFO_KEYS <= _keys(_run_starchol(starpu_home, "info", "--json"))
+
+
+def test_readme_names_every_command_and_its_documents():
+    readme = _text("README.md")
+    assert not [c for c in COMMANDS if f"starchol {c}" not in readme]
+    linked = set(re.findall(r"\]\((docs/[\w.-]+\.md)\)", readme))
+    named = {os.path.join("docs", d) for d in re.findall(r"`([\w-]+\.md)`", readme)}
+    assert not [d for d in DOCS[1:] if d not in linked | named]
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", _text(doc)):
+            if not re.match(r"\w+://", target):
+                path = os.path.join(ROOT, os.path.dirname(doc), target)
+                assert os.path.exists(path), f"{doc} links to {target}, which is missing"
