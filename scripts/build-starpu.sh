@@ -14,6 +14,12 @@
 # list and state folder inside the cache: the machine's apt configuration is never
 # changed, and the URI/keyring are copied from the machine's own Debian sources.
 set -euo pipefail
+# -h/--help: the comment above; any other argument is refused (nothing starts)
+case "${1:-}" in
+    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
+    "") ;;
+    *) echo "${BASH_SOURCE[0]##*/}: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${STARCHOL_BUILD_PYTHON:-python3}
 JOBS=${STARCHOL_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}

@@ -15,6 +15,10 @@
 set -euo pipefail
 say() { printf 'cuda-home: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+case "${1:-}" in
+    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -*) die "unknown option '$1'; usage: $0 OUT [TOOLKIT [NVIDIA_DIR...]]" ;;
+esac
 [ $# -ge 1 ] || die "usage: $0 OUT [TOOLKIT [NVIDIA_DIR...]]"
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 shift

@@ -12,6 +12,12 @@
 #   4. mpi4py built from source against the system Open MPI (the one StarPU-MPI uses);
 #   5. starchol itself, editable, with its Cython runtime layer compiled (rpath to StarPU).
 set -euo pipefail
+# -h/--help: the comment above; any other argument is refused (nothing starts)
+case "${1:-}" in
+    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
+    "") ;;
+    *) echo "${BASH_SOURCE[0]##*/}: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${STARCHOL_VENV:-.venv}
 PYTHON=${PYTHON:-python3}

@@ -305,3 +305,20 @@ def test_readme_names_every_command_and_its_documents():
             if not re.match(r"\w+://", target):
                 path = os.path.join(ROOT, os.path.dirname(doc), target)
                 assert os.path.exists(path), f"{doc} links to {target}, which is missing"
+
+
+@pytest.mark.parametrize("script", ["setup.sh", "build-starpu.sh", "main-job.sh",
+                                    "gpu-check.sh", "gpu-compile-check.sh", "cuda-home.sh"])
+def test_scripts_answer_help_and_refuse_unknown_options_before_any_work(script, tmp_path):
+    """``--help`` prints the script's header comment (its usage) and starts nothing:
+    before, ``build-starpu.sh --help`` fetched StarPU and configured a build, and
+    ``setup.sh --help`` ran the whole set-up."""
+    path = os.path.join(ROOT, "scripts", script)
+    env = dict(os.environ, STARCHOL_STARPU_CACHE=str(tmp_path / "cache"))
+    ok = run_or_fail(["bash", path, "--help"], env, 20, f"{script} --help")
+    with open(path) as f:
+        first = f.read().splitlines()[1].lstrip("# ")
+    assert ok.returncode == 0 and ok.stdout.splitlines()[0] == first, ok.stderr
+    bad = run_or_fail(["bash", path, "--bogus"], env, 20, f"{script} --bogus")
+    assert bad.returncode != 0 and "--bogus" in bad.stderr and not bad.stdout
+    assert not os.path.exists(tmp_path / "cache")
