@@ -150,6 +150,20 @@ def starpu_cache_dir():
     return os.path.abspath(os.environ.get(CACHE_ENV) or os.path.join(HERE, "build", "starpu"))
 
 
+def starpu_source_dir():
+    """Folder of the StarPU source tarball ``scripts/build-starpu.sh`` fetched: beside the
+    build the extension uses (``build/starpu-choice`` names ``CACHE/starpu-VERSION-KEY``,
+    the source is in ``CACHE/source``), so a build made with ``$STARCHOL_STARPU_CACHE``
+    is found without it; else ``starpu_cache_dir()/source``."""
+    if os.path.isfile(CHOICE_FILE):
+        with open(CHOICE_FILE) as f:
+            kind, _, recorded = f.read().strip().partition(" ")
+        beside = os.path.join(os.path.dirname(recorded.rstrip("/")), "source")
+        if kind == "build" and recorded and os.path.isdir(beside):
+            return beside
+    return os.path.join(starpu_cache_dir(), "source")
+
+
 def starpu_patches():
     """starchol's patches to StarPU's source (``scripts/starpu-patches/*.patch``), sorted;
     ``scripts/build-starpu.sh`` applies them all."""

@@ -58,11 +58,11 @@ void STARPU_DSYRK(const char *uplo, const char *trans, const int n, const int k,
 
 
 def source_tarball():
-    found = sorted(glob.glob(os.path.join(build_flags.starpu_cache_dir(), "source",
-                                          "starpu_*.orig.tar.*")))
+    folder = build_flags.starpu_source_dir()
+    found = sorted(glob.glob(os.path.join(folder, "starpu_*.orig.tar.*")))
     if not found:
-        sys.exit(f"no StarPU source in {build_flags.starpu_cache_dir()}/source: run "
-                 "scripts/setup.sh (or scripts/build-starpu.sh) first")
+        sys.exit(f"no StarPU source in {folder}: run scripts/setup.sh (or "
+                 "scripts/build-starpu.sh) first")
     return found[-1]
 
 

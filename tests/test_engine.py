@@ -124,6 +124,20 @@ def test_choice_from_environment(monkeypatch, tmp_path):
         build_flags.starpu_choice()
 
 
+def test_source_dir_is_beside_the_recorded_build(monkeypatch, tmp_path):
+    """benchmarks/starpu_example.py finds the source of a build made with
+    STARCHOL_STARPU_CACHE after the variable is gone (it looked in build/starpu only)."""
+    (tmp_path / "cache" / "source").mkdir(parents=True)
+    choice = tmp_path / "starpu-choice"
+    choice.write_text(f"build {tmp_path / 'cache' / 'starpu-1.3.10-abc'}\n")
+    monkeypatch.setattr(build_flags, "CHOICE_FILE", str(choice))
+    monkeypatch.delenv(build_flags.CACHE_ENV, raising=False)
+    assert build_flags.starpu_source_dir() == str(tmp_path / "cache" / "source")
+    choice.write_text("system\n")
+    monkeypatch.setenv(build_flags.CACHE_ENV, str(tmp_path / "other"))
+    assert build_flags.starpu_source_dir() == str(tmp_path / "other" / "source")
+
+
 # -- the loaded StarPU and starchol info ---------------------------------------------------
 def test_info_json_describes_the_loaded_starpu():
     pytest.importorskip("starchol.runtime._binding")
