@@ -191,15 +191,8 @@ class Factor:
         """
         session, L = self._running_session("solve"), self.L
         comm = session.comm
-        error = None
-        try:
-            if not isinstance(B, DistributedMatrix):
-                raise UsageError(f"B must be a DistributedMatrix, got {type(B).__name__}",
-                                 param="B")
-            error = B.local_error(self.tile_map, kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
-        except Exception as exc:  # noqa: BLE001
-            error = exc
-        agree(comm, error, same=B.signature() if isinstance(B, DistributedMatrix) else {})
+        _check_operand(comm, B, "B", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
+                       dtype=L.dtype)
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
         comm.Barrier()
@@ -227,13 +220,16 @@ class Factor:
 
     def residual(self, A):
         """||A - L L^T||_F / ||A||_F, computed where the tiles live (the update as
-        SYRK/GEMM tasks, the norms with one reduction). Collective."""
+        SYRK/GEMM tasks, the norms scaled by the largest entry, so that entries near
+        1e300 or 1e-300 neither overflow nor underflow:
+        :meth:`~starchol.linalg.distributed.DistributedMatrix.frobenius_parts`).
+        Collective. A: the factored matrix, a ``DistributedMatrix`` laid out like L."""
         session, L = self._running_session("residual"), self.L
         comm = session.comm
-        agree(comm, A.local_error(self.tile_map, kind="symmetric", n=L.n, nb=L.nb,
-                                  dtype=L.dtype), same=A.signature())
+        _check_operand(comm, A, "A", self.tile_map, kind="symmetric", n=L.n, nb=L.nb,
+                       dtype=L.dtype)
         R = A.copy()
-        norm_a = comm.allreduce(A.frobenius_sq_local())
+        amax_a, ssq_a = A.frobenius_parts()
         nt = L.nt
         with session.running(deferred=_small_graph(task_count(nt), comm)):
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
@@ -245,8 +241,29 @@ class Factor:
                 session.wake()
                 hr.unregister()
                 hl.unregister()
-        norm_r = comm.allreduce(R.frobenius_sq_local())
-        return float(np.sqrt(norm_r / norm_a)) if norm_a > 0 else float(np.sqrt(norm_r))
+        amax_r, ssq_r = R.frobenius_parts()
+        if not 0.0 < amax_a < np.inf:      # A is zero, or holds NaN or Inf
+            return float(amax_r * np.sqrt(ssq_r)) if amax_a == 0.0 else float("nan")
+        # the ratio of the scaled norms: exact for entries near 1e300 or 1e-300 too
+        return float(amax_r / amax_a * np.sqrt(ssq_r / ssq_a))
+
+
+def _check_operand(comm, M, name, tile_map, **expect):
+    """UsageError on every rank unless ``M`` (the argument ``name``) is a
+    DistributedMatrix laid out by ``tile_map`` as ``expect`` says (kind, n, nb, dtype)
+    on every rank. Collective."""
+    error = None
+    try:
+        if not isinstance(M, DistributedMatrix):
+            raise UsageError(f"{name} must be a DistributedMatrix, got {type(M).__name__}",
+                             param=name)
+        error = M.local_error(tile_map, **expect)
+        if isinstance(error, UsageError):
+            error = UsageError(f"{name} does not match the factor: {error}",
+                               params=(name,) + error.params)
+    except Exception as exc:  # noqa: BLE001
+        error = exc
+    agree(comm, error, same=M.signature() if isinstance(M, DistributedMatrix) else {})
 
 
 def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=True):

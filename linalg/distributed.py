@@ -25,7 +25,7 @@ from ..distributions.base import nodes_text
 from ..errors import UsageError
 from ..runtime.collective import Keyed, agree
 from .tile_arena import arena_views, packed
-from .tiled import check_sizes
+from .tiled import check_shape, check_sizes
 from .volume import factor_owners, tile_extents
 
 #: dtypes with kernels
@@ -40,13 +40,20 @@ def _world():
 
 
 def check_dtype(dtype):
-    """The numpy dtype, if it is float64 or float32; else UsageError naming ``dtype``."""
+    """The native numpy dtype, if it is float64 or float32 of either byte order; else
+    UsageError naming ``dtype``."""
     try:
         dt = np.dtype(dtype)
     except TypeError:
         dt = None
+    if dt is not None and dt.kind == "f":
+        dt = dt.newbyteorder("=")          # big-endian data is converted, not refused
     if dt is None or dt not in DTYPES:     # (numpy's dtype == None is True for float64)
-        raise UsageError(f"dtype must be float64 or float32, got {dtype!r}", param="dtype")
+        raise UsageError(f"dtype must be float64 or float32, got "
+                         f"{dt if dt is not None else repr(dtype)}: the kernels "
+                         f"have these two precisions and starchol converts no other "
+                         f"type (convert the data, e.g. with .astype(numpy.float64))",
+                         param="dtype")
     return dt
 
 
@@ -111,13 +118,8 @@ class DistributedMatrix:
         if kind not in KINDS:
             raise UsageError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}",
                              param="kind")
-        n, ncols = (int(shape[0]), int(shape[1]))
-        if kind == "symmetric" and n != ncols:
-            raise UsageError(f"a symmetric matrix is square, got shape {shape}", param="shape")
+        n, ncols = check_shape(shape, kind)
         self.n, self.nb = check_sizes(n, nb)
-        if ncols < 1:
-            raise UsageError(f"the right-hand sides need at least one column, got {ncols}",
-                             param="shape")
         self.ncols = ncols
         self.kind = kind
         self.dtype = check_dtype(dtype)
@@ -178,6 +180,10 @@ class DistributedMatrix:
             keys, bounds, views = a._local_arena()
             for key, (r0, r1, c0, c1), view in zip(keys, bounds, views):
                 t = np.asarray(fn(r0, r1, c0, c1))
+                if t.dtype.kind not in "biuf":
+                    raise UsageError(f"fn({r0}, {r1}, {c0}, {c1}) returned {t.dtype} "
+                                     f"values, expected real numbers (the matrix is "
+                                     f"{a.dtype})", param="fn")
                 if t.shape != (r1 - r0, c1 - c0):
                     raise UsageError(f"fn({r0}, {r1}, {c0}, {c1}) returned shape "
                                      f"{t.shape}, expected {(r1 - r0, c1 - c0)}",
@@ -205,11 +211,11 @@ class DistributedMatrix:
                                  param="kind")
             if comm.Get_rank() == root and error is None:
                 a = np.asarray(array)
-                check_dtype(a.dtype)
+                dt = check_dtype(a.dtype)
                 if a.ndim != 2 or (kind == "symmetric" and a.shape[0] != a.shape[1]):
                     raise UsageError(f"array must be {'square' if kind == 'symmetric' else '2D'}"
                                      f", got shape {a.shape}", param="array")
-                meta = (a.shape, a.dtype.str)
+                meta = (a.shape, dt.str)
         except Exception as exc:  # noqa: BLE001
             error = error or exc
         agree(comm, error, same={**_same(None, nb, kind, None, tile_map),
@@ -359,20 +365,43 @@ class DistributedMatrix:
         return {"shape": self.shape, "nb": self.nb, "kind": self.kind,
                 "dtype": str(self.dtype)}
 
-    def frobenius_sq_local(self):
-        """Sum of squares of the entries held here; for ``symmetric``, of the whole
-        symmetric matrix (off-diagonal entries counted twice)."""
-        total = 0.0
+    def _lower_parts(self):
+        """(tile, weight) of every entry block held here that belongs to the matrix:
+        for ``symmetric``, the strict lower triangle of a diagonal tile and every
+        off-diagonal tile weigh 2 (they stand for their mirror too), the diagonal 1; the
+        strict upper triangle of a diagonal tile is not part of the matrix."""
         for (i, j), t in self.tiles.items():
             t = np.asarray(t, dtype=np.float64)
             if self.kind == "symmetric" and i == j:
-                low = np.tril(t, -1)
-                total += 2.0 * float(np.vdot(low, low)) + float(np.vdot(np.diag(t), np.diag(t)))
-            elif self.kind == "symmetric":
-                total += 2.0 * float(np.vdot(t, t))
+                yield np.tril(t, -1), 2.0
+                yield np.diag(t), 1.0
             else:
-                total += float(np.vdot(t, t))
-        return total
+                yield t, 2.0 if self.kind == "symmetric" else 1.0
+
+    def frobenius_parts(self):
+        """``(amax, ssq)`` with ||M||_F = amax * sqrt(ssq), for the whole symmetric
+        matrix when ``symmetric``. Collective (two reductions on :attr:`comm`).
+
+        amax is the largest magnitude and ssq the sum of squares of M / amax, so that
+        entries near 1e300 or 1e-300 neither overflow nor underflow (a plain sum of
+        squares is inf beyond about 1e154 and 0 below 1e-162); a ratio of two norms
+        taken from these parts stays exact where the norms themselves would not. A NaN
+        or Inf entry gives amax Inf and an unscaled ssq (Inf or NaN).
+        """
+        from ..runtime.collective import allreduce_max
+
+        local = 0.0
+        for t, _ in self._lower_parts():
+            if t.size:
+                m = float(np.max(np.abs(t)))
+                local = max(local, m if np.isfinite(m) else np.inf)
+        amax = allreduce_max(self.comm, local)
+        scale = amax if 0.0 < amax < np.inf else 1.0
+        ssq = 0.0
+        for t, weight in self._lower_parts():
+            t = t / scale
+            ssq += weight * float(np.vdot(t, t))
+        return amax, self.comm.allreduce(ssq)
 
     def __repr__(self):
         return (f"<DistributedMatrix {self.kind} {self.n} x {self.ncols} {self.dtype}, "

@@ -24,6 +24,28 @@ def check_sizes(n, nb):
     return n, nb
 
 
+def check_shape(shape, kind="symmetric"):
+    """``(n, ncols)`` of a matrix of ``kind``: ``shape`` must be a pair of integers,
+    square for ``symmetric``, with at least one column for ``rhs`` (a vector of right-hand
+    sides is ``(n, 1)``). Raises :class:`UsageError` naming ``shape`` otherwise; ``n``
+    itself is checked by :func:`check_sizes`."""
+    try:
+        if isinstance(shape, (str, bytes)) or len(shape) != 2:
+            raise TypeError(shape)
+        n, ncols = _int(shape[0]), _int(shape[1])
+    except (TypeError, ValueError):
+        raise UsageError(f"shape must be a pair of integers (n, n) for a symmetric matrix, "
+                         f"(n, k) for right-hand sides, got {shape!r}",
+                         param="shape") from None
+    if kind == "symmetric" and n != ncols:
+        raise UsageError(f"a symmetric matrix is square, got shape {(n, ncols)}",
+                         param="shape")
+    if kind != "symmetric" and ncols < 1:
+        raise UsageError(f"the right-hand sides need at least one column, got {ncols}",
+                         param="shape")
+    return n, ncols
+
+
 def _int(v):
     if isinstance(v, bool) or int(v) != v:
         raise TypeError(v)

@@ -1,0 +1,153 @@
+"""Numerics and edge shapes of the API under MPI (1, 2, 4 or 6 ranks), against
+numpy/scipy: extreme scales, the failing column of a matrix that is not positive
+definite, tiny and uneven shapes, and the input forms numpy users pass."""
+import os
+
+import numpy as np
+import pytest
+import scipy.linalg.lapack as lapack
+
+from starchol import DistributedMatrix, NotPositiveDefiniteError, UsageError, cholesky
+from starchol.distributions import get_map
+from starchol.linalg.volume import factor_owners
+
+P = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
+
+
+def _maps(p):
+    """A 2D map (SBC on 6 ranks) and, where p allows one, a 2.5D map with two slices."""
+    out = [("sbc", get_map("sbc", 6))] if p == 6 else [("2dbc", get_map("2dbc", p))]
+    if p % 2 == 0:
+        out.append(("2dbc25d-c2", get_map("2dbc25d", p, slices=2)))
+    return out
+
+
+MAPS = _maps(P)
+IDS = [m[0] for m in MAPS]
+
+
+def _spd(n, seed=3):
+    m = np.random.default_rng(seed).standard_normal((n, n))
+    return m @ m.T / n + np.eye(n)
+
+
+def _same_everywhere(comm, value):
+    values = comm.allgather(value)
+    assert all(v == values[0] for v in values), values
+    return values[0]
+
+
+@pytest.mark.parametrize("scale", [1e300, 1e-300])
+def test_residual_and_logdet_at_extreme_scales(session, comm, scale):
+    # ||A||_F^2 overflows (1e300) or underflows (1e-300): the residual must not be
+    # NaN or 0, and logdet (a sum of logs) must match slogdet
+    n, nb = 13, 5
+    a0 = _spd(n)
+    tile_map = get_map("2dbc", P)
+    a = DistributedMatrix.from_numpy(a0 * scale, nb, tile_map)
+    f = cholesky(a, tile_map)
+    res = _same_everywhere(comm, f.residual(a))
+    assert 1e-18 < res < 1e-14, res
+    logdet = _same_everywhere(comm, f.logdet())
+    assert logdet == pytest.approx(np.linalg.slogdet(a0)[1] + n * np.log(scale), rel=1e-13)
+
+
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=IDS)
+def test_failing_column_is_lapacks(session, comm, name, tile_map):
+    # 23 = 4 tiles of 5 and a partial one of 3: failing in the first tile, in the last
+    # partial tile (on a 2.5D map, column 17 is factored by slice 1, column 22 by
+    # slice 0) and at the last column; float32 on the first map
+    n, nb = 23, 5
+    cases = [(np.float64, 0), (np.float64, 17), (np.float64, 22)]
+    if name == IDS[0]:
+        cases.append((np.float32, 13))
+    for dtype, column in cases:
+        a0 = _spd(n).astype(dtype)
+        a0[column, column] = -0.5
+        info = (lapack.dpotrf if dtype == np.float64 else lapack.spotrf)(a0, lower=1)[1]
+        a = DistributedMatrix.from_numpy(a0, nb, tile_map)
+        with pytest.raises(NotPositiveDefiniteError) as err:
+            cholesky(a, tile_map)
+        assert _same_everywhere(comm, (err.value.column, err.value.finite, str(err.value))) \
+            == (info - 1, True, str(err.value))
+
+
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=IDS)
+def test_edge_shapes_against_numpy(session, comm, name, tile_map):
+    # N = NB = 1; N not a multiple of NB, with fewer tiles than ranks; K = 1,
+    # K > N and K not a multiple of NB; fn called only for this rank's tiles, with the
+    # tile's bounds
+    for n, nb, k in ((1, 1, 1), (11, 4, 25), (9, 2, 3)):
+        a0, b0 = _spd(n, seed=n), np.random.default_rng(n).standard_normal((n, k))
+        calls = []
+
+        def block(r0, r1, c0, c1):
+            calls.append((r0, r1, c0, c1))
+            return a0[r0:r1, c0:c1]
+
+        a = DistributedMatrix.from_function(block, (n, n), nb, tile_map)
+        nt, owners = a.nt, factor_owners(tile_map, a.nt)
+        ends = np.minimum(np.arange(1, nt + 1) * nb, n)
+        expected = [(i * nb, int(ends[i]), j * nb, int(ends[j]))
+                    for i in range(nt) for j in range(i + 1) if owners[i, j] == comm.rank]
+        assert sorted(calls) == sorted(expected)
+        b = DistributedMatrix.from_function(lambda r0, r1, c0, c1: b0[r0:r1, c0:c1],
+                                            (n, k), nb, tile_map, kind="rhs")
+        f = cholesky(a, tile_map)
+        x, lower = f.solve(b).gather(), f.L.gather()
+        logdet = _same_everywhere(comm, f.logdet())
+        if comm.rank == 0:
+            assert x.shape == (n, k)
+            np.testing.assert_allclose(x, np.linalg.solve(a0, b0), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(lower, np.linalg.cholesky(a0), rtol=1e-12, atol=1e-14)
+            assert logdet == pytest.approx(np.linalg.slogdet(a0)[1], rel=1e-12, abs=1e-12)
+
+
+def test_numpy_input_forms(session, comm):
+    # big-endian, strided and transposed views are converted; the result is the same
+    n, nb = 11, 4
+    tile_map = get_map("2dbc", P)
+    a0 = _spd(n)
+    wide = np.zeros((2 * n, 3 * n))
+    wide[::2, ::3] = a0
+    b0 = np.random.default_rng(1).standard_normal((n, 2))
+    ref = np.linalg.solve(a0, b0)
+    for form in (a0.astype(">f8"), wide[::2, ::3], a0.T):
+        a = DistributedMatrix.from_numpy(form, nb, tile_map)
+        assert a.dtype == np.float64 and a.dtype.isnative
+        if comm.rank == 0:
+            np.testing.assert_array_equal(a.gather(), np.tril(a0))
+        else:
+            a.gather()
+    b = DistributedMatrix.from_numpy(b0.astype(">f8"), nb, tile_map, kind="rhs")
+    x = cholesky(a, tile_map).solve(b).gather()
+    if comm.rank == 0:
+        np.testing.assert_allclose(x, ref, rtol=1e-12)
+
+
+def test_input_errors_name_what_is_wrong(session, comm):
+    from test_api import raises_everywhere
+
+    n, nb = 11, 4
+    tile_map = get_map("2dbc", P)
+    a0 = _spd(n)
+    blk = lambda r0, r1, c0, c1: a0[r0:r1, c0:c1]      # noqa: E731
+    for shape in ((n,), n, (n, n, 1), "ab"):
+        err = raises_everywhere(comm, UsageError, "shape must be a pair of integers",
+                                lambda: DistributedMatrix.from_function(blk, shape, nb,
+                                                                        tile_map))
+        assert err.params == ("shape",)
+    raises_everywhere(comm, UsageError, "returned complex128 values, expected real numbers",
+                      lambda: DistributedMatrix.from_function(
+                          lambda *r: blk(*r) + 1j, (n, n), nb, tile_map))
+    raises_everywhere(comm, UsageError, "dtype must be float64 or float32, got int64",
+                      lambda: DistributedMatrix.from_numpy(np.eye(n, dtype=int), nb,
+                                                           tile_map))
+    a = DistributedMatrix.from_function(blk, (n, n), nb, tile_map)
+    f = cholesky(a, tile_map)
+    b32 = DistributedMatrix.from_numpy(np.ones((n, 1), np.float32), nb, tile_map, kind="rhs")
+    err = raises_everywhere(comm, UsageError, "B does not match the factor: dtype is "
+                            "float32, expected float64", lambda: f.solve(b32))
+    assert err.params == ("B", "dtype")
+    raises_everywhere(comm, UsageError, "A must be a DistributedMatrix, got ndarray",
+                      lambda: f.residual(a0))
