@@ -25,7 +25,7 @@ def register(sub):
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     p.add_argument("--repeat", type=int, default=3, metavar="R", help="runs of each (default 3)")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="StarPU workers (default: all cores)")

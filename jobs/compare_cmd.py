@@ -4,7 +4,7 @@ import time
 
 from ..distributions.base import nodes_text
 from ..linalg.volume_summary import format_bytes, volume_summary
-from .options import add_size_args, candidates_for, sizes_from_args
+from .options import add_cache_arg, add_size_args, candidates_for, sizes_from_args
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
 
@@ -21,7 +21,7 @@ def register(sub):
                     "predicted bytes.")
     p.add_argument("--nodes", type=int, required=True, metavar="P", help="nodes available")
     add_size_args(p)
-    p.add_argument("--cache", choices=("on", "off"), default="on")
+    add_cache_arg(p)
     add_json_arg(p, "the table as a JSON document (keys: docs/volume-model.md, "
                     "\"starchol compare --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")

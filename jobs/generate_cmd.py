@@ -16,7 +16,8 @@ def register(sub):
                     "--matrix KIND` generates in memory, as a float64 HDF5 dataset. The file "
                     "is written under a temporary name and renamed when complete.")
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
-    p.add_argument("--output", required=True, metavar="FILE.h5:/DATASET")
+    p.add_argument("--output", required=True, metavar="FILE.h5:/DATASET",
+                   help="HDF5 file and dataset to write (other datasets of the file kept)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
     p.add_argument("--kind", default="spd", metavar="KIND",
                    help="spd (default) or indefinite:J (Cholesky fails at global column J)")

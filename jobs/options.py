@@ -10,14 +10,16 @@ DEFAULT_NB = 500
 
 
 
-def add_cache_arg(parser):
-    """``--cache on|off`` (StarPU-MPI's receive cache; default on). The older
-    ``--no-cache`` of ``starchol run`` stays as an alias of ``--cache off``."""
+def add_cache_arg(parser, old_spelling=False):
+    """``--cache on|off`` (StarPU-MPI's receive cache; default on), the one spelling of
+    every command that counts or moves bytes. ``old_spelling``: also ``--no-cache``,
+    ``starchol run``'s older option, as an alias of ``--cache off``."""
     parser.add_argument("--cache", choices=("on", "off"), default="on",
                         help="StarPU-MPI receive cache: one transfer per tile version and "
                              "node (on, default) or one per task operand (off)")
-    parser.add_argument("--no-cache", dest="cache", action="store_const", const="off",
-                        help=argparse.SUPPRESS)
+    if old_spelling:
+        parser.add_argument("--no-cache", dest="cache", action="store_const", const="off",
+                            help=argparse.SUPPRESS)
 
 
 def cache_from_args(args):

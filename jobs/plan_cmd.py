@@ -35,7 +35,8 @@ def register(sub):
         description="List the 2D and 2.5D maps that fit P nodes and the memory per node, "
                     "with predicted bytes and tile storage per node, best first, and explain "
                     "the pick.")
-    p.add_argument("--nodes", type=int, required=True, metavar="P")
+    p.add_argument("--nodes", type=int, required=True, metavar="P",
+                   help="nodes available (maps on fewer nodes are listed too)")
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",

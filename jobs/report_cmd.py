@@ -20,7 +20,7 @@ import sys
 
 from ..distributions.base import count_text
 from ..errors import UsageError
-from .options import add_size_args, sizes_from_args
+from .options import add_cache_arg, add_size_args, sizes_from_args
 from .output import dumps, write_atomic
 from .progress import Progress
 
@@ -46,8 +46,7 @@ def register(sub):
     g.add_argument("--slices", default="best", metavar="best|C[,C...]",
                    help="2.5D slice counts: 'best' (the c >= 2 with the fewest bytes at "
                         "each P, default) or a list such as 2,3")
-    g.add_argument("--cache", choices=("on", "off"), default="on",
-                   help="StarPU-MPI receive cache in the model (default on)")
+    add_cache_arg(g)
     add_size_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)

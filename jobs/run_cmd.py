@@ -72,7 +72,7 @@ def register(sub):
     p.add_argument("--gpus", type=int, default=None, metavar="K",
                    help="CUDA workers per rank (default: every GPU the rank sees; 0 for "
                         "none)")
-    add_cache_arg(p)
+    add_cache_arg(p, old_spelling=True)
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
                         "added when missing; an existing file is replaced only with "

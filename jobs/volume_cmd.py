@@ -3,7 +3,7 @@ import logging
 import time
 
 from ..linalg.volume_summary import format_bytes, volume_summary
-from .options import add_map_args, add_size_args, map_from_args, sizes_from_args
+from .options import add_cache_arg, add_map_args, add_size_args, map_from_args, sizes_from_args
 from .output import add_json_arg, json_file, publish
 from .preflight import check_table_memory
 from .progress import Progress
@@ -21,8 +21,7 @@ def register(sub):
                     "under a map (owner-computes, StarPU-MPI receive cache on by default).")
     add_map_args(p)
     add_size_args(p)
-    p.add_argument("--cache", choices=("on", "off"), default="on",
-                   help="StarPU-MPI receive cache (default on)")
+    add_cache_arg(p)
     add_json_arg(p, "the volume document (keys: docs/volume-model.md, \"starchol volume --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)

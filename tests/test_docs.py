@@ -93,6 +93,12 @@ def _options(command):
     return {o for a in COMMANDS[command]._actions for o in a.option_strings}
 
 
+def test_every_option_says_what_it_does():
+    """``starchol CMD --help`` explains every option (compare's --cache had no text)."""
+    assert not [f"starchol {c} {'/'.join(a.option_strings)}" for c, p in COMMANDS.items()
+                for a in p._actions if a.option_strings and not a.help]
+
+
 def test_inline_commands_name_only_their_options():
     wrong = []
     for doc in DOCS:
