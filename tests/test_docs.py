@@ -232,9 +232,9 @@ def _keys(doc, prefix=""):
 
 
 def _shown(doc, keys):
-    """The keys ``doc`` does not show: a key counts as shown as `a.b.c`, `.b.c`, `.c`,
-    `c` (listed under its parent) or `c[]` (a list)."""
-    spans = set(_inline_spans(doc))
+    """The keys ``doc`` (or every document, for None) does not show: a key counts as
+    shown as `a.b.c`, `.b.c`, `.c`, `c` (listed under its parent) or `c[]` (a list)."""
+    spans = {s for d in ([doc] if doc else DOCS) for s in _inline_spans(d)}
     missing = []
     for key in keys:
         parts = key.split(".")
@@ -298,6 +298,29 @@ def test_bench_and_info_write_the_documented_keys(starpu_home):
     assert doc["lapack_gflops"] == [] and doc["ratio_median"] is None   # --no-lapack
     assert doc["tasks"] == 4 and len(doc["starchol_gflops"]) == 1
     assert INFO_KEYS <= _keys(_run_starchol(starpu_home, "info", "--json"))
+
+
+#: keys of ``starchol run --json`` beyond RunRecord's fields that the documents name
+#: (docs/api.md: runtime; docs/runtime.md: memory; docs/gpu.md: kernels, device bytes)
+RUN_KEYS = {"runtime.scheduler", "runtime.workers_per_rank", "runtime.starpu_version",
+            "runtime.kernel_blas", "runtime.gpus_per_rank", "memory.tile_bytes_per_node",
+            "memory.peak_rss_bytes_per_rank", "kernels", "kernels_per_rank", "device_bytes",
+            "device_bytes_per_rank", "residual"}
+
+
+def test_run_writes_the_documented_keys(starpu_home):
+    """One rank without mpirun (as the README says run may be started)."""
+    pytest.importorskip("starchol.runtime._binding")
+    import dataclasses
+
+    from starchol import RunRecord
+
+    assert not _shown(None, RUN_KEYS)
+    doc = _run_starchol(starpu_home, "run", "--dist", "2dbc", "--n", "200", "--nb", "100",
+                        "--check", "--workers", "1", "--quiet", "--json")
+    fields = {f.name for f in dataclasses.fields(RunRecord)} - {"extra"}
+    assert RUN_KEYS | fields <= _keys(doc)
+    assert doc["nodes"] == 1 and doc["match"] is True and doc["residual"] < 1e-12
 
 
 def test_readme_names_every_command_and_its_documents():
