@@ -258,9 +258,18 @@ PLAN_ROW = {"dist", "nodes", "slices", "map", "pattern_size", "periods", "bytes"
             "tiles_max_over_avg", "compute_s", "comm_s", "estimate_s", "fits"}
 
 
-def test_compare_and_plan_write_the_documented_keys(capsys):
-    assert not _shown("docs/volume-model.md", COMPARE_KEYS | COMPARE_ROW | PLAN_KEYS
-                      | (PLAN_ROW - {"dist", "nodes", "slices", "map"}))
+VOLUME_KEYS = {"dist", "nodes", "slices", "r", "map", "nt", "nb", "n", "cache",
+               "stored_tiles", "transfers_tiles", "bytes", "ratio", "leading_term_tiles",
+               "per_node.sent_tiles", "per_node.received_tiles", "per_node.sent_bytes",
+               "per_node.received_bytes", "load.tiles", "load.flops",
+               "load.tiles_max_over_avg", "load.flops_max_over_avg", "pairs_tiles"}
+
+
+def test_model_commands_write_the_documented_keys(capsys):
+    assert not _shown("docs/volume-model.md", VOLUME_KEYS | COMPARE_KEYS | COMPARE_ROW
+                      | PLAN_KEYS | (PLAN_ROW - {"dist", "nodes", "slices", "map"}))
+    assert main(["volume", "--dist", "sbc", "--nodes", "6", "--nt", "8", "--json"]) == 0
+    assert VOLUME_KEYS <= _keys(json.loads(capsys.readouterr().out))
     assert main(["compare", "--nodes", "6", "--nt", "8", "--quiet", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert COMPARE_KEYS <= set(doc) and all(COMPARE_ROW <= set(r) for r in doc["rows"])
