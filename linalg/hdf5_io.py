@@ -159,7 +159,7 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     comm = _comm(comm)
     h5py = _h5py()
     o = tiled.offsets
-    max_abs, max_asym, bad = 0.0, 0.0, None
+    max_abs, max_asym, max_upper, bad = 0.0, 0.0, 0.0, None
     error = None
     keys, _, views = tiled._local_arena()
     tiled.tiles = dict(zip(keys, views))
@@ -178,6 +178,8 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
                     continue
                 max_abs = max(max_abs, float(np.abs(t).max()))
                 max_asym = max(max_asym, float(np.abs(t - u.T).max()))
+                # the strict upper triangle: all zeros is a lower triangle stored alone
+                max_upper = max(max_upper, float(np.abs(np.triu(u, 1) if i == j else u).max()))
                 tiled.tiles[(i, j)][...] = t
     except OSError as exc:
         error = f"cannot read {path}:{dataset}: {exc}"
@@ -190,6 +192,11 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     max_abs = allreduce_max(comm, max_abs)
     max_asym = allreduce_max(comm, max_asym)
     rel = max_asym / max_abs if max_abs > 0 else 0.0
+    if rel > symmetry_tol and allreduce_max(comm, max_upper) == 0.0:
+        raise UsageError(f"{path}:{dataset} holds a lower triangle only (zeros above the "
+                         f"diagonal, as DistributedMatrix.to_hdf5 writes a matrix or its "
+                         f"factor); a symmetric input must be stored whole: mirror it first "
+                         f"(A + tril(A, -1).T)")
     if rel > symmetry_tol:
         raise UsageError(f"{path}:{dataset} is not symmetric: max |A - A^T| / max |A| = "
                          f"{rel:.3e} > tolerance {symmetry_tol:.1e} (the lower triangle would "

@@ -66,6 +66,7 @@ def test_bad_files_fail_on_every_rank(mpirun, tmp_path, make, args, msg):
     elif make == "nonsym":
         m = np.eye(100) * 10
         m[70, 3] = 1.0
+        m[90, 5] = m[5, 90] = 1.0     # not a lower triangle stored alone
         with h5py.File(tmp_path / "s.h5", "w") as fh:
             fh["A"] = m
     before = {f: sha(tmp_path / f) for f in os.listdir(tmp_path)}
