@@ -140,6 +140,28 @@ def test_shown_script_options_exist():
     assert not wrong, "\n".join(wrong)
 
 
+def test_named_modules_and_functions_exist():
+    """Every `starchol.a.b` the documents name imports or is an attribute (a renamed
+    function left `starchol.collective.agree` in docs/reliability.md)."""
+    import importlib
+
+    missing = []
+    for doc in DOCS:
+        for name in set(re.findall(r"`(starchol(?:\.\w+)+)", _text(doc))):
+            parts = name.split(".")
+            for i in range(len(parts), 0, -1):
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                except ImportError:
+                    continue
+                for attr in parts[i:]:
+                    obj = getattr(obj, attr, None)
+                break
+            if obj is None:
+                missing.append(f"{doc}: {name}")
+    assert not missing, "\n".join(missing)
+
+
 # -- docs/api.md ---------------------------------------------------------------------------
 def _documented_signatures():
     """{qualified name: [(param, default text or None)]} of every ``name(params)`` code
