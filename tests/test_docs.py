@@ -100,6 +100,8 @@ def test_every_option_says_what_it_does():
 
 
 def test_inline_commands_name_only_their_options():
+    """(An option that was removed is named without ``starchol CMD`` before it, with
+    what replaced it.)"""
     wrong = []
     for doc in DOCS:
         for span in _inline_spans(doc):
