@@ -181,7 +181,7 @@ class Factor:
             Right-hand sides, kind ``"rhs"``, N x K, same NB and dtype as the factor,
             laid out by the same map (row tile i with L's diagonal tile (i, i)).
         overwrite_b : bool
-            Solve in place in B's tiles (no copy).
+            Solve in place in B's tiles (no copy); a read-only tile is a UsageError.
 
         Returns
         -------
@@ -191,8 +191,8 @@ class Factor:
         """
         session, L = self._running_session("solve"), self.L
         comm = session.comm
-        _check_operand(comm, B, "B", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
-                       dtype=L.dtype)
+        _check_operand(comm, B, "B", self.tile_map, "overwrite_b" if overwrite_b else None,
+                       kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
         comm.Barrier()
@@ -248,10 +248,11 @@ class Factor:
         return float(amax_r / amax_a * np.sqrt(ssq_r / ssq_a))
 
 
-def _check_operand(comm, M, name, tile_map, **expect):
+def _check_operand(comm, M, name, tile_map, overwrite=None, **expect):
     """UsageError on every rank unless ``M`` (the argument ``name``) is a
     DistributedMatrix laid out by ``tile_map`` as ``expect`` says (kind, n, nb, dtype)
-    on every rank. Collective."""
+    on every rank, with writable tiles when ``overwrite`` (the name of the overwrite
+    parameter given True) says the result goes into them. Collective."""
     error = None
     try:
         if not isinstance(M, DistributedMatrix):
@@ -261,6 +262,8 @@ def _check_operand(comm, M, name, tile_map, **expect):
         if isinstance(error, UsageError):
             error = UsageError(f"{name} does not match the factor: {error}",
                                params=(name,) + error.params)
+        if error is None and overwrite:
+            error = M.read_only_error(overwrite)
     except Exception as exc:  # noqa: BLE001
         error = exc
     agree(comm, error, same=M.signature() if isinstance(M, DistributedMatrix) else {})
@@ -282,7 +285,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         A running session. Default: the running session of this process, or a new one
         on A's communicator.
     overwrite_a : bool
-        Factor in place in A's tiles (no copy; A then holds L).
+        Factor in place in A's tiles (no copy; A then holds L); a read-only tile
+        is a UsageError.
     progress : callable, optional
         ``progress(done, total)`` on this rank while its tasks run (every 0.25 s, and
         once at the end; it adds no wait). If it raises, it is not called again, the
@@ -300,7 +304,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     UsageError
         On every rank, when any rank's input is wrong: a map whose node count is not
         the rank count, A not laid out by the map, a missing or misshapen tile, a wrong
-        dtype, or ranks given different sizes or maps.
+        dtype, ranks given different sizes or maps, or a read-only tile with
+        ``overwrite_a``.
     NotPositiveDefiniteError
         On every rank, with the first failing global column.
     CallbackError
@@ -323,6 +328,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
             raise UsageError(f"A lives on {A.comm.Get_size()} rank(s), the session on "
                              f"{comm.Get_size()}", param="A")
         error = A.local_error(tile_map, kind="symmetric")
+        if error is None and overwrite_a:
+            error = A.read_only_error("overwrite_a")
         if error is None:       # the slices' owners, once: for the agreement and the graph
             so = np.ascontiguousarray(tile_map.owner_maps(A.nt), dtype=np.int64)
     except Exception as exc:  # noqa: BLE001

@@ -359,6 +359,20 @@ class DistributedMatrix:
             return exc
         return None
 
+    def read_only_error(self, param):
+        """A UsageError naming ``param`` (``overwrite_a``, ``overwrite_b``) if a tile of
+        this rank is read-only (numpy's ``writeable`` flag off: a read-only memory map, a
+        broadcast view, ...), for a computation that would write its result into the
+        tiles; else None. Local, like :meth:`local_error` (run it after that one, which
+        copies tiles that are not Fortran-ordered)."""
+        for key, t in self.tiles.items():
+            if isinstance(t, np.ndarray) and not t.flags.writeable:
+                return UsageError(f"tile {key} on rank {self.rank} is read-only (its numpy "
+                                  f"writeable flag is off) and {param}=True would write "
+                                  f"the result into it; pass {param}=False (the result "
+                                  f"then goes to a copy) or writable tiles", param=param)
+        return None
+
     def signature(self):
         """What every rank must agree on, by name (shape, nb, kind, dtype), for
         :func:`~starchol.runtime.collective.agree`."""

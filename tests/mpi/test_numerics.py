@@ -184,3 +184,29 @@ def test_hdf5_round_trips_on_uneven_tiles(session, comm):
         comm.Barrier()
         if comm.rank == 0:
             shutil.rmtree(folder)
+
+
+def test_read_only_tiles_are_not_overwritten(session, comm):
+    # overwrite_a/overwrite_b write into the tiles: a read-only tile (a read-only memory
+    # map, a broadcast view) on the last rank is refused on every rank, not written
+    from test_api import raises_everywhere
+
+    n, nb = 8, 4
+    tile_map = get_map("2dbc", P)
+    a0 = _spd(n)
+    a = DistributedMatrix.from_numpy(a0, nb, tile_map)
+    b = DistributedMatrix.from_numpy(np.ones((n, 1)), nb, tile_map, kind="rhs")
+    last = max(int(a.owners[i, j]) for i, j in zip(*np.nonzero(a.stored)))
+    if comm.rank == last:
+        for t in list(a.tiles.values()) + list(b.tiles.values()):
+            t.flags.writeable = False
+    raises_everywhere(comm, UsageError, "is read-only (its numpy writeable flag is off) and "
+                      "overwrite_a=True would write", lambda: cholesky(a, tile_map,
+                                                                       overwrite_a=True))
+    f = cholesky(a, tile_map)
+    raises_everywhere(comm, UsageError, "overwrite_b=True would write",
+                      lambda: f.solve(b, overwrite_b=True))
+    x, lower = f.solve(b).gather(), a.gather()
+    if comm.rank == 0:
+        np.testing.assert_array_equal(lower, np.tril(a0))
+        np.testing.assert_allclose(x, np.linalg.solve(a0, np.ones((n, 1))), rtol=1e-12)
