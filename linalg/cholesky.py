@@ -226,8 +226,8 @@ class Factor:
         Collective. A: the factored matrix, a ``DistributedMatrix`` laid out like L."""
         session, L = self._running_session("residual"), self.L
         comm = session.comm
-        _check_operand(comm, A, "A", self.tile_map, kind="symmetric", n=L.n, nb=L.nb,
-                       dtype=L.dtype)
+        _check_operand(comm, A, "A", self.tile_map, factor=L, kind="symmetric", n=L.n,
+                       nb=L.nb, dtype=L.dtype)
         R = A.copy()
         amax_a, ssq_a = A.frobenius_parts()
         nt = L.nt
@@ -248,16 +248,21 @@ class Factor:
         return float(amax_r / amax_a * np.sqrt(ssq_r / ssq_a))
 
 
-def _check_operand(comm, M, name, tile_map, overwrite=None, **expect):
+def _check_operand(comm, M, name, tile_map, overwrite=None, factor=None, **expect):
     """UsageError on every rank unless ``M`` (the argument ``name``) is a
     DistributedMatrix laid out by ``tile_map`` as ``expect`` says (kind, n, nb, dtype)
     on every rank, with writable tiles when ``overwrite`` (the name of the overwrite
-    parameter given True) says the result goes into them. Collective."""
+    parameter given True) says the result goes into them, and is not ``factor`` (the
+    factor L itself, which an in-place factorization leaves in A). Collective."""
     error = None
     try:
         if not isinstance(M, DistributedMatrix):
             raise UsageError(f"{name} must be a DistributedMatrix, got {type(M).__name__}",
                              param=name)
+        if M is factor:
+            raise UsageError(f"{name} is the factor L itself (cholesky with overwrite_a=True "
+                             f"wrote L into its tiles); pass the original matrix: keep a "
+                             f"copy, {name}.copy(), before factoring in place", param=name)
         error = M.local_error(tile_map, **expect)
         if isinstance(error, UsageError):
             error = UsageError(f"{name} does not match the factor: {error}",

@@ -210,3 +210,15 @@ def test_read_only_tiles_are_not_overwritten(session, comm):
     if comm.rank == 0:
         np.testing.assert_array_equal(lower, np.tril(a0))
         np.testing.assert_allclose(x, np.linalg.solve(a0, np.ones((n, 1))), rtol=1e-12)
+
+
+def test_residual_refuses_the_factor_itself(session, comm):
+    # after cholesky(A, overwrite_a=True) A holds L: residual(A) was a silent 0.49
+    from test_api import raises_everywhere
+
+    tile_map = get_map("2dbc", P)
+    a = DistributedMatrix.from_numpy(_spd(8), 4, tile_map)
+    f = cholesky(a, tile_map, overwrite_a=True)
+    err = raises_everywhere(comm, UsageError, "A is the factor L itself (cholesky with "
+                            "overwrite_a=True wrote L into its tiles)", lambda: f.residual(a))
+    assert err.params == ("A",)
