@@ -180,7 +180,8 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
                 max_asym = max(max_asym, float(np.abs(t - u.T).max()))
                 # the strict upper triangle: all zeros is a lower triangle stored alone
                 max_upper = max(max_upper, float(np.abs(np.triu(u, 1) if i == j else u).max()))
-                tiled.tiles[(i, j)][...] = t
+                with np.errstate(over="ignore"):    # beyond float32: refused below
+                    tiled.tiles[(i, j)][...] = t
     except OSError as exc:
         error = f"cannot read {path}:{dataset}: {exc}"
     _agree_any(comm, error)
@@ -190,6 +191,11 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
         raise UsageError(f"{path}:{dataset} holds a non-finite value (NaN or Inf) at row {r}, "
                          f"column {c} (0-based); the matrix must be finite")
     max_abs = allreduce_max(comm, max_abs)
+    largest = float(np.finfo(tiled.dtype).max)
+    if max_abs > largest:                      # finite in the file, Inf once converted
+        raise UsageError(f"{path}:{dataset} holds values up to {max_abs:.3e}, beyond "
+                         f"{tiled.dtype}'s largest ({largest:.3e}); read it as float64 "
+                         f"(dtype)", param="dtype")
     max_asym = allreduce_max(comm, max_asym)
     rel = max_asym / max_abs if max_abs > 0 else 0.0
     if rel > symmetry_tol and allreduce_max(comm, max_upper) == 0.0:

@@ -106,6 +106,21 @@ def test_non_finite_and_non_symmetric_are_refused(tmp_path):
     assert flag_message(info.value).endswith("raise --symmetry-tol)")
 
 
+def test_values_beyond_float32_are_refused_when_read_as_float32(tmp_path):
+    # finite in the file, Inf once converted: refused, not passed on as Inf
+    f = tmp_path / "a.h5"
+    with h5py.File(f, "w") as fh:
+        fh["A"] = np.eye(6) * 1e39
+    from mpi4py import MPI
+
+    t32 = DistributedMatrix((6, 6), 4, get_map("2dbc", 1), dtype=np.float32,
+                            comm=MPI.COMM_SELF)
+    with pytest.raises(UsageError, match=r"values up to 1\.000e\+39, beyond float32's "
+                                         r"largest \(3\.403e\+38\); read it as float64"):
+        read_tiles(str(f), "/A", t32)
+    assert read_tiles(str(f), "/A", tiled(6, 4))["max_abs"] == 1e39
+
+
 def test_factor_writer_is_atomic_and_keeps_other_data(tmp_path):
     out = tmp_path / "l.h5"
     with h5py.File(out, "w") as fh:
