@@ -88,7 +88,9 @@ def register(sub):
                          "lower triangle used; each rank reads its own tiles) instead of a "
                          "generated one")
     io.add_argument("--output", metavar="FILE.h5:/DATASET",
-                    help="write the factor L (lower, zeros above) with attributes; written "
+                    help="write the factor L (lower, zeros above) with attributes (content, "
+                         "map, n, nb, residual, ...; a factor file is refused as --input); "
+                         "written "
                          "under a temporary name and published when complete (never over a "
                          "file that appeared meanwhile, unless --overwrite)")
     io.add_argument("--overwrite", action="store_true",

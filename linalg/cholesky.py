@@ -142,6 +142,7 @@ class Factor:
 
     def __init__(self, L, tile_map, session, record):
         self.L = L
+        L.factor = True
         self.tile_map = tile_map
         self.session = session
         self.record = record

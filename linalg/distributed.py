@@ -112,6 +112,10 @@ class DistributedMatrix:
         Owner rank of every tile.
     rows, cols : int64 arrays
         Entries per tile row / tile column.
+    factor : bool
+        True when the tiles hold a Cholesky factor L (the ``L`` of a
+        :class:`~starchol.linalg.cholesky.Factor`, and A itself after
+        ``cholesky(A, overwrite_a=True)``): only its lower triangle means anything.
     """
 
     def __init__(self, shape, nb, tile_map, kind="symmetric", dtype=np.float64, comm=None):
@@ -133,6 +137,7 @@ class DistributedMatrix:
         self.col_offsets = np.concatenate([[0], np.cumsum(self.cols)])
         self.owners, self.stored = layout(tile_map, self.n, self.nb, kind, ncols)
         self.tiles = {}
+        self.factor = False
 
     # -- shape and layout ---------------------------------------------------------------
     @property
@@ -162,8 +167,10 @@ class DistributedMatrix:
         return keys, bounds, views
 
     def _empty_like(self, dtype=None):
-        return DistributedMatrix(self.shape, self.nb, self.tile_map, self.kind,
-                                 self.dtype if dtype is None else dtype, self.comm)
+        out = DistributedMatrix(self.shape, self.nb, self.tile_map, self.kind,
+                                self.dtype if dtype is None else dtype, self.comm)
+        out.factor = self.factor
+        return out
 
     # -- constructors (collective) -------------------------------------------------------
     @classmethod
@@ -272,15 +279,20 @@ class DistributedMatrix:
 
     # -- output (collective) -------------------------------------------------------------
     def to_hdf5(self, path, dataset, overwrite=False, attrs=None, input_path=None):
-        """Write the lower triangle (zeros above) to ``path:dataset`` as float64,
-        atomically (a temporary file renamed when complete). Collective."""
+        """Write the matrix to ``path:dataset`` as float64, atomically (a temporary file
+        renamed when complete). Collective.
+
+        A symmetric matrix is written whole (both triangles: what :meth:`from_hdf5` and
+        any other reader expect); a factor (:attr:`factor`) as its lower triangle, zeros
+        above. The dataset's ``content`` attribute says which.
+        """
         from .hdf5_io import FactorWriter
 
         if self.kind != "symmetric":
             raise UsageError("to_hdf5 writes symmetric matrices and factors", param="kind")
         writer = FactorWriter(path, dataset, self.n, self.comm, overwrite=overwrite,
                               input_path=input_path)
-        writer.write(self, attrs)
+        writer.write(self, attrs, whole=not self.factor)
 
     def gather(self, root=0):
         """The dense matrix on ``root`` (None elsewhere): the lower triangle (zeros

@@ -32,6 +32,10 @@ __all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input"
 
 log = logging.getLogger("starchol.hdf5")
 
+#: the ``content`` attribute of a dataset written by :class:`FactorWriter`
+CONTENT = {"matrix": "symmetric matrix (both triangles)",
+           "factor": "Cholesky factor L (lower triangle; zeros above)"}
+
 #: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
 SYMMETRY_TOL = 1e-10
 
@@ -135,6 +139,10 @@ def inspect_file(path, dataset):
             raise UsageError(f"{path}:{dataset} is a group, not a dataset")
         if d.ndim != 2 or d.shape[0] != d.shape[1]:
             raise UsageError(f"{path}:{dataset} must be a square matrix, it has shape {d.shape}")
+        if d.attrs.get("content") == CONTENT["factor"]:
+            raise UsageError(f"{path}:{dataset} holds a Cholesky factor L (its 'content' "
+                             f"attribute; written by starchol run --output or Factor.L"
+                             f".to_hdf5), not a symmetric matrix to factor")
         if d.dtype.kind != "f" or d.dtype.itemsize not in (4, 8):
             raise UsageError(f"{path}:{dataset} has dtype {d.dtype}; starchol reads float64 "
                              f"or float32, either byte order")
@@ -200,8 +208,8 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     rel = max_asym / max_abs if max_abs > 0 else 0.0
     if rel > symmetry_tol and allreduce_max(comm, max_upper) == 0.0:
         raise UsageError(f"{path}:{dataset} holds a lower triangle only (zeros above the "
-                         f"diagonal, as DistributedMatrix.to_hdf5 writes a matrix or its "
-                         f"factor); a symmetric input must be stored whole: mirror it first "
+                         f"diagonal: a factor, or a matrix stored by its lower half); a "
+                         f"symmetric input must be stored whole: mirror it first "
                          f"(A + tril(A, -1).T)")
     if rel > symmetry_tol:
         raise UsageError(f"{path}:{dataset} is not symmetric: max |A - A^T| / max |A| = "
@@ -340,16 +348,20 @@ class FactorWriter:
         _check_output(self.path, self.dataset, self.overwrite, input_path, self.role)
         return fingerprint(resolve(self.path))
 
-    def write(self, tiled, attrs=None):
-        """Write every rank's tiles of the factor (lower part; zeros above). Collective.
+    def write(self, tiled, attrs=None, whole=False):
+        """Write every rank's tiles (lower part; zeros above). Collective.
 
-        Returns the name the factor was published under. Raises :class:`OutputAppeared`
-        (on every rank) when the output appeared or changed during the run.
+        ``whole``: ``tiled`` is a symmetric matrix, written with both triangles (each
+        tile also goes, transposed, to its mirror position). The dataset's ``content``
+        attribute (:data:`CONTENT`) says which was written. Returns the name published.
+        Raises :class:`OutputAppeared` (on every rank) when the output appeared or
+        changed during the run.
         """
         h5py = _h5py()
         rank, size = self.comm.Get_rank(), self.comm.Get_size()
+        attrs = {**(attrs or {}), "content": CONTENT["matrix" if whole else "factor"]}
         self.tmp = run_on_root(self.comm, _create_tmp, self.path, self.dataset, self.n,
-                              attrs or {}, self.nb)
+                              attrs, self.nb)
         error = None
         try:
             o = tiled.offsets
@@ -359,7 +371,13 @@ class FactorWriter:
                         with h5py.File(self.tmp, "r+") as fh:
                             d = fh[self.dataset]
                             for (i, j), t in sorted(tiled.tiles.items()):
-                                d[o[i]:o[i + 1], o[j]:o[j + 1]] = np.tril(t) if i == j else t
+                                if i == j:
+                                    t = np.tril(t)
+                                    if whole:
+                                        t = t + np.tril(t, -1).T
+                                elif whole:
+                                    d[o[j]:o[j + 1], o[i]:o[i + 1]] = t.T
+                                d[o[i]:o[i + 1], o[j]:o[j + 1]] = t
                     except OSError as exc:
                         error = f"rank {rank} cannot write its tiles to {self.tmp}: {exc}"
                 self.comm.Barrier()

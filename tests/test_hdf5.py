@@ -94,7 +94,7 @@ def test_non_finite_and_non_symmetric_are_refused(tmp_path):
     m[5, 1] = 1.0
     with h5py.File(f, "w") as fh:
         fh["A"] = m
-    # nothing above the diagonal: a lower triangle stored alone (what to_hdf5 writes)
+    # nothing above the diagonal: a lower triangle stored alone (a factor, or half a matrix)
     with pytest.raises(UsageError, match=r"holds a lower triangle only .* mirror it first"):
         read_tiles(str(f), "/A", tiled(8, 3))
     m[7, 0] = m[0, 7] = 1.0

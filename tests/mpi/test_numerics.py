@@ -155,8 +155,8 @@ def test_input_errors_name_what_is_wrong(session, comm):
 
 def test_hdf5_round_trips_on_uneven_tiles(session, comm):
     # L written on a 2.5D map (where there is one) with a partial last tile is exactly
-    # L; a symmetric matrix written by to_hdf5 (its lower triangle) is refused by
-    # from_hdf5 with what to do, not as "not symmetric ... raise symmetry_tol"
+    # L (lower, zeros above); a symmetric matrix written by to_hdf5 is whole and reads
+    # back equal; a factor file is refused as an input for what it is
     import shutil
     import tempfile
 
@@ -177,9 +177,16 @@ def test_hdf5_round_trips_on_uneven_tiles(session, comm):
             with h5py.File(os.path.join(folder, "l.h5"), "r") as fh:
                 np.testing.assert_array_equal(fh["L"][...], lower)
             np.testing.assert_allclose(lower, np.linalg.cholesky(a0), rtol=1e-12)
-        raises_everywhere(comm, UsageError, "holds a lower triangle only (zeros above the "
-                          "diagonal", lambda: DistributedMatrix.from_hdf5(
-                              os.path.join(folder, "a.h5"), "/A", nb, tile_map))
+        if comm.rank == 0:
+            with h5py.File(os.path.join(folder, "a.h5"), "r") as fh:
+                np.testing.assert_array_equal(fh["A"][...], a0)
+                assert fh["A"].attrs["content"] == "symmetric matrix (both triangles)"
+        back = DistributedMatrix.from_hdf5(os.path.join(folder, "a.h5"), "/A", nb, tile_map)
+        for key, t in a.tiles.items():
+            np.testing.assert_array_equal(back.tiles[key], t)
+        raises_everywhere(comm, UsageError, "l.h5:/L holds a Cholesky factor L (its "
+                          "'content' attribute", lambda: DistributedMatrix.from_hdf5(
+                              os.path.join(folder, "l.h5"), "/L", nb, tile_map))
     finally:
         comm.Barrier()
         if comm.rank == 0:
