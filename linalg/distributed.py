@@ -25,6 +25,7 @@ from ..distributions.base import nodes_text
 from ..errors import UsageError
 from ..runtime.collective import Keyed, agree
 from .tile_arena import arena_views, packed
+from .tile_transfer import gather_dense, scatter_dense
 from .tiled import check_shape, check_sizes
 from .volume import factor_owners, tile_extents
 
@@ -235,13 +236,9 @@ class DistributedMatrix:
             error = exc
         # the map's owners, now that the size is known (same description is not enough)
         agree(comm, error, same={"tile_map": map_key(tile_map, out.nt if out else 0)})
-        parts = None
-        if comm.Get_rank() == root:
-            parts = [{} for _ in range(comm.Get_size())]
-            for i, j in zip(*np.nonzero(out.stored)):
-                r0, r1, c0, c1 = out.tile_bounds(i, j)
-                parts[out.owners[i, j]][(int(i), int(j))] = np.asfortranarray(a[r0:r1, c0:c1])
-        out.tiles = packed(comm.scatter(parts, root=root), out.dtype)
+        keys, _, views = out._local_arena()
+        out.tiles = dict(zip(keys, views))
+        scatter_dense(a if comm.Get_rank() == root else None, out, root)
         return out
 
     @classmethod
@@ -304,16 +301,10 @@ class DistributedMatrix:
             root = check_root(root, self.comm)
         except UsageError as exc:
             error = exc
-        agree(self.comm, error, same={"root": _plain(root)})
-        parts = self.comm.gather(self.tiles, root=root)
-        if self.comm.Get_rank() != root:
-            return None
-        out = np.zeros(self.shape, dtype=self.dtype, order="F")
-        for part in parts:
-            for (i, j), t in part.items():
-                r0, r1, c0, c1 = self.tile_bounds(i, j)
-                out[r0:r1, c0:c1] = t
-        return np.tril(out) if self.kind == "symmetric" else out
+        # every rank must hold its tiles: the transfer pairs them up one by one
+        agree(self.comm, error or self.local_error(self.tile_map),
+              same={"root": _plain(root)})
+        return gather_dense(self, root)
 
     def copy(self):
         """A deep copy (local; no communication), its tiles in one arena."""
@@ -346,8 +337,8 @@ class DistributedMatrix:
             if tile_map is not None:
                 owners, _ = layout(tile_map, self.n, self.nb, self.kind, self.ncols)
                 if not np.array_equal(owners[self.stored], self.owners[self.stored]):
-                    built = (f"it was built for another map of the same description, "
-                             f"with different owners" if str(tile_map) == str(self.tile_map)
+                    built = ("it was built for another map of the same description, "
+                             "with different owners" if str(tile_map) == str(self.tile_map)
                              else f"it was built for {self.tile_map}")
                     return UsageError(f"the matrix is not laid out by the map {tile_map} "
                                       f"({built})", param="tile_map")

@@ -108,7 +108,7 @@ def test_killed_rank_aborts_job_and_leaves_no_output(tmp_path, starpu_home):
     if MPIRUN is None:
         pytest.skip("mpirun not found")
     f = tmp_path / "a.h5"
-    assert main(["generate", "--n", "3000", "--output", f"{f}:/A"]) == 0
+    assert main(["generate", "--n", "4000", "--output", f"{f}:/A"]) == 0
     before = sha(f)
     out = tmp_path / "l.h5"
     env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",

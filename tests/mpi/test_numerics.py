@@ -229,3 +229,42 @@ def test_residual_refuses_the_factor_itself(session, comm):
     err = raises_everywhere(comm, UsageError, "A is the factor L itself (cholesky with "
                             "overwrite_a=True wrote L into its tiles)", lambda: f.residual(a))
     assert err.params == ("A",)
+
+
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=IDS)
+def test_tiles_travel_in_pieces(comm, name, tile_map, monkeypatch):
+    # from_numpy and gather move each tile as buffer messages of at most PIECE_BYTES
+    # (1 GiB: a rank's part may exceed MPI's 2 GiB message limit); with 1000-byte pieces,
+    # uneven tiles of both kinds and dtypes arrive exactly, on every rank
+    from starchol.linalg import tile_transfer
+
+    monkeypatch.setattr(tile_transfer, "PIECE_BYTES", 1000)
+    n, nb = 29, 8                                  # 512-byte and 1000+-byte tiles
+    for kind, shape in (("symmetric", (n, n)), ("rhs", (n, 3))):
+        for dtype in (np.float64, np.float32):
+            a0 = np.arange(shape[0] * shape[1], dtype=dtype).reshape(shape) + 1
+            a = DistributedMatrix.from_numpy(a0 if comm.rank == 0 else None, nb, tile_map,
+                                             kind=kind)
+            for (i, j), t in a.tiles.items():
+                r0, r1, c0, c1 = a.tile_bounds(i, j)
+                np.testing.assert_array_equal(t, a0[r0:r1, c0:c1])
+            g = a.gather(root=comm.size - 1)
+            if comm.rank == comm.size - 1:
+                want = np.tril(a0) if kind == "symmetric" else a0
+                np.testing.assert_array_equal(g, want)
+                assert g.dtype == dtype
+            else:
+                assert g is None
+
+
+def test_gather_with_a_missing_tile_fails_everywhere(comm):
+    # the tile-by-tile transfer pairs tiles up: a rank lacking one must not leave the
+    # root waiting for it
+    from test_api import raises_everywhere
+
+    tile_map = get_map("2dbc", P)
+    a = DistributedMatrix.from_numpy(_spd(12), 4, tile_map)
+    if comm.rank == a.owners[2, 0]:
+        del a.tiles[(2, 0)]
+    raises_everywhere(comm, UsageError, f"rank {a.owners[2, 0]} lacks its tile (2, 0)",
+                      a.gather)
