@@ -232,12 +232,14 @@ class DistributedMatrix:
         out, error = None, None
         try:
             out = cls(shape, nb, tile_map, kind, np.dtype(dtype), comm)
+            # this rank's tiles before the transfer: a MemoryError here must reach the
+            # agreement, not leave the root waiting in a send to this rank
+            keys, _, views = out._local_arena()
+            out.tiles = dict(zip(keys, views))
         except Exception as exc:  # noqa: BLE001 - nb against the size: same everywhere
             error = exc
         # the map's owners, now that the size is known (same description is not enough)
         agree(comm, error, same={"tile_map": map_key(tile_map, out.nt if out else 0)})
-        keys, _, views = out._local_arena()
-        out.tiles = dict(zip(keys, views))
         scatter_dense(a if comm.Get_rank() == root else None, out, root)
         return out
 
@@ -296,15 +298,19 @@ class DistributedMatrix:
         above) for ``symmetric``, every entry for ``rhs``. Collective: ``root`` (0 <=
         root < ranks) must be the same on every rank (else the same UsageError on every
         rank)."""
-        error = None
+        error, out = None, None
         try:
             root = check_root(root, self.comm)
-        except UsageError as exc:
+            # every rank must hold its tiles: the transfer pairs them up one by one
+            error = self.local_error(self.tile_map)
+            if error is None and self.rank == root:
+                # before the agreement: a MemoryError on the root alone must not leave
+                # the owners waiting in their sends
+                out = np.zeros(self.shape, dtype=self.dtype, order="F")
+        except Exception as exc:  # noqa: BLE001 - shared with every rank below
             error = exc
-        # every rank must hold its tiles: the transfer pairs them up one by one
-        agree(self.comm, error or self.local_error(self.tile_map),
-              same={"root": _plain(root)})
-        return gather_dense(self, root)
+        agree(self.comm, error, same={"root": _plain(root)})
+        return gather_dense(self, root, out)
 
     def copy(self):
         """A deep copy (local; no communication), its tiles in one arena."""

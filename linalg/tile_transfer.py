@@ -34,8 +34,10 @@ def _stored_keys(tiled):
     return [(int(i), int(j)) for i, j in zip(*np.nonzero(tiled.stored))]
 
 
-def gather_dense(tiled, root):
-    """The dense matrix of ``tiled`` on ``root``, None elsewhere: every stored tile in
+def gather_dense(tiled, root, out):
+    """Fill ``out`` on ``root`` (a zeroed array of ``tiled.shape`` and ``tiled.dtype``,
+    allocated by the caller before the ranks agreed to start; None elsewhere) with the
+    dense matrix of ``tiled`` and return it (None elsewhere): every stored tile in
     place, zeros elsewhere; for a ``symmetric`` matrix the lower triangle (the strict
     upper part of the diagonal tiles is zeroed too). Collective over ``tiled.comm``;
     every rank must hold all its tiles (``tiled.dtype``)."""
@@ -51,7 +53,6 @@ def gather_dense(tiled, root):
                         comm.Send(piece, dest=root)
             return None
         lower = tiled.kind == "symmetric"
-        out = np.zeros(tiled.shape, dtype=tiled.dtype, order="F")
         buf = None
         for key in keys:
             r0, r1, c0, c1 = tiled.tile_bounds(*key)

@@ -316,3 +316,48 @@ def test_bad_session_argument_on_one_rank_is_refused_everywhere(mpi_python):
                   "scheduler: rank 0 has 'prio', rank 1 has 'lws'"):
         assert out.count(words) == 3, out
     assert out.count(f"logdet {100 * np.log(2):.6f}") == 3, out
+
+
+ONE_RANK_OUT_OF_MEMORY = """
+import os, resource
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix
+from starchol.distributions import get_map
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+tm = get_map("2dbc", 2)
+a = np.eye(4000) * 2.0 if rank == 0 else None
+held = DistributedMatrix.from_numpy(a, 500, tm)
+def out_of_memory_on(victim, call):
+    # a real MemoryError on one rank: its address space capped 16 MiB above its use
+    limit = resource.getrlimit(resource.RLIMIT_AS)
+    if rank == victim:
+        pages = int(open(f"/proc/{os.getpid()}/statm").read().split()[0])
+        resource.setrlimit(resource.RLIMIT_AS,
+                           (pages * os.sysconf("SC_PAGE_SIZE") + (16 << 20), limit[1]))
+    try:
+        call()
+        return "no error"
+    except MemoryError as exc:
+        return f"MemoryError {str(exc).split()[0]}"
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, limit)
+# from_numpy: rank 1 cannot hold its tiles (32 MB) while rank 0 would send them
+print("from_numpy", out_of_memory_on(1, lambda: DistributedMatrix.from_numpy(a, 500, tm)),
+      flush=True)
+# gather: the root cannot hold the dense matrix (128 MB) while rank 1 would send its tiles
+print("gather", out_of_memory_on(0, held.gather), flush=True)
+"""
+
+
+def test_memory_error_on_one_rank_reaches_every_rank_in_the_tile_transfer(mpi_python):
+    """from_numpy and gather allocate before the ranks agree to start the tile-by-tile
+    transfer: a MemoryError on one rank (its tiles; the root's dense matrix) was raised
+    there alone while the others waited in Send/Recv for ever."""
+    proc = mpi_python(2, ONE_RANK_OUT_OF_MEMORY, timeout=60,
+                      what="a MemoryError on one rank in from_numpy/gather")
+    assert proc.returncode == 0, proc.stderr
+    lines = sorted(proc.stdout.splitlines())
+    assert lines == (["from_numpy MemoryError Unable"] * 2
+                     + ["gather MemoryError Unable"] * 2), proc.stdout
