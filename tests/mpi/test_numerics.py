@@ -234,12 +234,14 @@ def test_residual_refuses_the_factor_itself(session, comm):
 @pytest.mark.parametrize("name,tile_map", MAPS, ids=IDS)
 def test_tiles_travel_in_pieces(comm, name, tile_map, monkeypatch):
     # from_numpy and gather move each tile as buffer messages of at most PIECE_BYTES
-    # (1 GiB: a rank's part may exceed MPI's 2 GiB message limit); with 1000-byte pieces,
+    # (1 GiB: a rank's part may exceed MPI's 2 GiB message limit); with 100-byte pieces,
     # uneven tiles of both kinds and dtypes arrive exactly, on every rank
     from starchol.linalg import tile_transfer
 
-    monkeypatch.setattr(tile_transfer, "PIECE_BYTES", 1000)
-    n, nb = 29, 8                                  # 512-byte and 1000+-byte tiles
+    monkeypatch.setattr(tile_transfer, "PIECE_BYTES", 100)
+    # tiles of 20 to 512 bytes: 1 to 6 pieces each, most with a shorter last piece (with
+    # 1000-byte pieces, as before, no tile was cut and the piece loop went untested)
+    n, nb = 29, 8
     for kind, shape in (("symmetric", (n, n)), ("rhs", (n, 3))):
         for dtype in (np.float64, np.float32):
             a0 = np.arange(shape[0] * shape[1], dtype=dtype).reshape(shape) + 1
