@@ -10,8 +10,9 @@ run's NT (:func:`score_map`):
 The busiest node's flops and traffic already carry the map's imbalance at this NT, so no
 separate balance rule is applied: :func:`rank_key` orders maps that fit the memory
 first, then by estimate, then by total bytes, then by tile storage on the busiest node
-(a 2.5D map needs about c times the storage of a 2D map on the same nodes, so at an
-equal estimate the smaller footprint wins).
+(a 2.5D map needs about c times the storage of a 2D map on the same nodes; the footprint
+decides only between maps of equal estimate and equal bytes: at an equal estimate the
+map moving fewer bytes, often the 2.5D one, wins).
 
 (An earlier rule ranked every map whose pattern appears fewer than 6 times in NT after
 all others. ``benchmarks/plan_balance.py`` found it a poor proxy over P = 2..16, 21, 28,
