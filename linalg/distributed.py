@@ -289,6 +289,9 @@ class DistributedMatrix:
 
         if self.kind != "symmetric":
             raise UsageError("to_hdf5 writes symmetric matrices and factors", param="kind")
+        # every rank must hold its tiles, each of its shape: a missing one was written as
+        # zeros (a wrong file, published), a misshapen one failed on its rank alone
+        agree(self.comm, self.local_error(self.tile_map))
         writer = FactorWriter(path, dataset, self.n, self.comm, overwrite=overwrite,
                               input_path=input_path)
         writer.write(self, attrs, whole=not self.factor)

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from ..collective import as_comm, run_on_root
+from ..collective import as_comm, describe, run_on_root
 from ..errors import StarcholError, UsageError
 from ..runtime.collective import agree, allreduce_max
 from ..files import (OutputAppeared, check_folder_writable, fingerprint, parse_target,  # noqa: F401
@@ -378,8 +378,9 @@ class FactorWriter:
                                 elif whole:
                                     d[o[j]:o[j + 1], o[i]:o[i + 1]] = t.T
                                 d[o[i]:o[i + 1], o[j]:o[j + 1]] = t
-                    except OSError as exc:
-                        error = f"rank {rank} cannot write its tiles to {self.tmp}: {exc}"
+                    except Exception as exc:  # noqa: BLE001 - shared below, not raised alone
+                        error = (f"rank {rank} cannot write its tiles to {self.tmp}: "
+                                 f"{exc if isinstance(exc, OSError) else describe(exc)}")
                 self.comm.Barrier()
             errors = [e for e in self.comm.allgather(error) if e]
             if errors:

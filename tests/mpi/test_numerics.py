@@ -270,3 +270,30 @@ def test_gather_with_a_missing_tile_fails_everywhere(comm):
         del a.tiles[(2, 0)]
     raises_everywhere(comm, UsageError, f"rank {a.owners[2, 0]} lacks its tile (2, 0)",
                       a.gather)
+
+
+def test_to_hdf5_with_a_missing_or_misshapen_tile_fails_everywhere(comm):
+    # a missing tile was written as zeros (a wrong file, published); a misshapen one
+    # failed on its rank alone while the others waited in the write turns' Barrier
+    import shutil
+    import tempfile
+
+    from test_api import raises_everywhere
+
+    tile_map = get_map("2dbc", P)
+    folder = comm.bcast(tempfile.mkdtemp(prefix="starchol-num-") if comm.rank == 0 else None)
+    try:
+        for change, words in ((lambda t: None, "lacks its tile (2, 0)"),
+                              (lambda t: t[:3], "has shape (3, 4), expected (4, 4)")):
+            a = DistributedMatrix.from_numpy(_spd(12), 4, tile_map)
+            if comm.rank == a.owners[2, 0]:
+                t = change(a.tiles.pop((2, 0)))
+                if t is not None:
+                    a.tiles[(2, 0)] = t
+            raises_everywhere(comm, UsageError, words,
+                              lambda: a.to_hdf5(os.path.join(folder, "a.h5"), "/A"))
+            assert os.listdir(folder) == []
+    finally:
+        comm.Barrier()
+        if comm.rank == 0:
+            shutil.rmtree(folder)
