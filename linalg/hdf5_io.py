@@ -169,8 +169,14 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     o = tiled.offsets
     max_abs, max_asym, max_upper, bad = 0.0, 0.0, 0.0, None
     error = None
-    keys, _, views = tiled._local_arena()
-    tiled.tiles = dict(zip(keys, views))
+    # this rank's tiles, agreed before any read: a MemoryError here on one rank alone
+    # left the others waiting in the first agreement below
+    try:
+        keys, _, views = tiled._local_arena()
+        tiled.tiles = dict(zip(keys, views))
+    except MemoryError as exc:
+        error = exc
+    agree(comm, error)
     try:
         with h5py.File(path, "r") as fh:
             d = fh[dataset]

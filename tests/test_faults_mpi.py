@@ -319,7 +319,7 @@ def test_bad_session_argument_on_one_rank_is_refused_everywhere(mpi_python):
 
 
 ONE_RANK_OUT_OF_MEMORY = """
-import os, resource
+import os, resource, sys
 import numpy as np
 from mpi4py import MPI
 from starchol import DistributedMatrix
@@ -329,6 +329,9 @@ rank = comm.Get_rank()
 tm = get_map("2dbc", 2)
 a = np.eye(4000) * 2.0 if rank == 0 else None
 held = DistributedMatrix.from_numpy(a, 500, tm)
+def say(line):       # one write per line: two ranks' prints could run together
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
 def out_of_memory_on(victim, call):
     # a real MemoryError on one rank: its address space capped 16 MiB above its use
     limit = resource.getrlimit(resource.RLIMIT_AS)
@@ -344,10 +347,18 @@ def out_of_memory_on(victim, call):
     finally:
         resource.setrlimit(resource.RLIMIT_AS, limit)
 # from_numpy: rank 1 cannot hold its tiles (32 MB) while rank 0 would send them
-print("from_numpy", out_of_memory_on(1, lambda: DistributedMatrix.from_numpy(a, 500, tm)),
-      flush=True)
+say("from_numpy " + out_of_memory_on(1, lambda: DistributedMatrix.from_numpy(a, 500, tm)))
 # gather: the root cannot hold the dense matrix (128 MB) while rank 1 would send its tiles
-print("gather", out_of_memory_on(0, held.gather), flush=True)
+say("gather " + out_of_memory_on(0, held.gather))
+# from_hdf5: rank 1 cannot hold its tiles while rank 0 reads and checks its own
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "a.h5")
+if rank == 0:
+    import h5py
+    with h5py.File(path, "w") as fh:
+        fh["A"] = a
+comm.Barrier()
+say("from_hdf5 " + out_of_memory_on(1, lambda: DistributedMatrix.from_hdf5(path, "/A", 500,
+                                                                           tm)))
 """
 
 
@@ -356,8 +367,9 @@ def test_memory_error_on_one_rank_reaches_every_rank_in_the_tile_transfer(mpi_py
     transfer: a MemoryError on one rank (its tiles; the root's dense matrix) was raised
     there alone while the others waited in Send/Recv for ever."""
     proc = mpi_python(2, ONE_RANK_OUT_OF_MEMORY, timeout=60,
-                      what="a MemoryError on one rank in from_numpy/gather")
+                      what="a MemoryError on one rank in from_numpy/gather/from_hdf5")
     assert proc.returncode == 0, proc.stderr
     lines = sorted(proc.stdout.splitlines())
-    assert lines == (["from_numpy MemoryError Unable"] * 2
+    assert lines == (["from_hdf5 MemoryError Unable"] * 2
+                     + ["from_numpy MemoryError Unable"] * 2
                      + ["gather MemoryError Unable"] * 2), proc.stdout
