@@ -116,7 +116,9 @@ class DistributedMatrix:
     factor : bool
         True when the tiles hold a Cholesky factor L (the ``L`` of a
         :class:`~starchol.linalg.cholesky.Factor`, and A itself after
-        ``cholesky(A, overwrite_a=True)``): only its lower triangle means anything.
+        ``cholesky(A, overwrite_a=True)``, also a failed one: its tiles then hold a
+        partial factor): only its lower triangle means anything. Copies keep it; set it
+        to False after refilling the tiles with a symmetric matrix yourself.
     """
 
     def __init__(self, shape, nb, tile_map, kind="symmetric", dtype=np.float64, comm=None):

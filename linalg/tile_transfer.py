@@ -7,9 +7,9 @@ Each tile travels as its own buffer message (``Send``/``Recv`` of the numpy arra
 pickling), cut into pieces of at most :data:`PIECE_BYTES`. A rank's part of the
 matrix may therefore be any size: mpi4py's pickled ``gather``/``scatter`` send a rank's
 whole part as one message, and Open MPI refuses one above 2 GiB (``MPI_ERR_ARG``; e.g.
-``gather`` of N = 23000 on 2 ranks). No rank holds more than its tiles plus one tile in
-flight (the root: the dense matrix and one tile), where the pickled path held about
-three copies of the root's part.
+``gather`` of N = 34000, NB = 2000 on 2 ranks, 2.15 GiB on rank 1). No rank holds more
+than its tiles plus one tile in flight (the root: the dense matrix and one tile), where
+the pickled path held about three copies of the root's part.
 
 Order: the root walks the stored tiles in (i, j) order and exchanges each with its
 owner; every owner walks its own tiles in the same order, so the messages pair up

@@ -70,6 +70,10 @@ def test_failing_column_is_lapacks(session, comm, name, tile_map):
             cholesky(a, tile_map)
         assert _same_everywhere(comm, (err.value.column, err.value.finite, str(err.value))) \
             == (info - 1, True, str(err.value))
+        assert not a.factor             # untouched: the factorization ran on a copy
+    with pytest.raises(NotPositiveDefiniteError):
+        cholesky(a, tile_map, overwrite_a=True)
+    assert a.factor                     # its tiles now hold a partial factor
 
 
 @pytest.mark.parametrize("name,tile_map", MAPS, ids=IDS)
