@@ -198,7 +198,14 @@ class DistributedMatrix:
                     raise UsageError(f"fn({r0}, {r1}, {c0}, {c1}) returned shape "
                                      f"{t.shape}, expected {(r1 - r0, c1 - c0)}",
                                      param="fn")
-                view[...] = t
+                with np.errstate(over="ignore"):    # beyond float32: refused below
+                    view[...] = t
+                if (t.dtype != view.dtype and not np.isfinite(view).all()
+                        and np.isfinite(t).all()):
+                    raise UsageError(f"fn({r0}, {r1}, {c0}, {c1}) returned values up to "
+                                     f"{float(np.abs(t).max()):.3e}, beyond {a.dtype}'s "
+                                     f"largest ({float(np.finfo(a.dtype).max):.3e}); make "
+                                     f"the matrix in float64 (dtype)", param="dtype")
                 a.tiles[key] = view
         except Exception as exc:  # noqa: BLE001 - shared with every rank below
             error = exc

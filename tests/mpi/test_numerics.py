@@ -301,3 +301,16 @@ def test_to_hdf5_with_a_missing_or_misshapen_tile_fails_everywhere(comm):
         comm.Barrier()
         if comm.rank == 0:
             shutil.rmtree(folder)
+
+
+def test_from_function_refuses_values_beyond_float32(comm):
+    # finite float64 values that become Inf in a float32 tile: a UsageError naming dtype
+    # on every rank (as from_hdf5 does), not Inf found later by the factorization
+    from test_api import raises_everywhere
+
+    tile_map = get_map("2dbc", P)
+    big = lambda r0, r1, c0, c1: np.full((r1 - r0, c1 - c0), 1e39)  # noqa: E731
+    err = raises_everywhere(comm, UsageError, "beyond float32's largest (3.403e+38)",
+                            lambda: DistributedMatrix.from_function(
+                                big, (10, 10), 4, tile_map, dtype=np.float32))
+    assert err.params == ("dtype",)
