@@ -43,11 +43,6 @@ def bytes_text(nbytes):
     return text if abs(nbytes) < 1000 else f"{text} ({nbytes} B)"
 
 
-def print_json(doc, stream=None):
-    """Print one JSON document on stdout."""
-    (stream or sys.stdout).write(dumps(doc) + "\n")
-
-
 def add_json_arg(parser, what="the result document"):
     """``--json [FILE]``: ``what`` to FILE, or on stdout with ``-`` or no FILE."""
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
