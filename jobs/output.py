@@ -80,5 +80,6 @@ def publish(args, doc, text):
     if args.json:
         write_atomic(args.json, dumps(doc) + "\n")
     if text is not None:
-        print(text, file=text_stream(args))
-        text_stream(args).flush()
+        stream = text_stream(args)
+        print(text, file=stream)
+        stream.flush()
