@@ -131,12 +131,17 @@ def map_label(run):
     slices = run.get("slices")
     if isinstance(slices, int) and slices > 1:
         parts.append(f"c={slices}")
-    grid = run.get("grid")
-    if isinstance(grid, (list, tuple)) and len(grid) == 2:
-        grid = f"{grid[0]}x{grid[1]}"
+    grid = _grid_text(run.get("grid"))
     if isinstance(grid, str) and grid:
         parts.append(grid)
     return f"{' '.join(parts)} ({nodes_text(run['nodes'])})"
+
+
+def _grid_text(grid):
+    """A document's ``grid`` as text: ``[2, 3]`` -> ``'2x3'``; anything else unchanged."""
+    if isinstance(grid, (list, tuple)) and len(grid) == 2:
+        return f"{grid[0]}x{grid[1]}"
+    return grid
 
 
 def _one_line(text):
@@ -178,9 +183,7 @@ def document_map(run):
     text = text.strip() if isinstance(text, str) else ""
     if dist == "custom":
         return None, "its map is a custom map, whose file the document does not hold"
-    grid = run.get("grid")
-    if isinstance(grid, (list, tuple)) and len(grid) == 2:
-        grid = f"{grid[0]}x{grid[1]}"
+    grid = _grid_text(run.get("grid"))
     if dist in ("2dbc", "2dbc25d") and not grid:
         m = _GRID_RE.search(text)
         if m is None:
