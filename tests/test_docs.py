@@ -40,8 +40,9 @@ def _text(doc):
 def _code_lines(doc):
     """(line, text) of every line in a fenced code block, continuation lines joined."""
     out = []
-    for block in re.finditer(r"^```[^\n]*\n(.*?)^```", _text(doc), re.S | re.M):
-        start = _text(doc)[:block.start()].count("\n") + 2
+    text = _text(doc)
+    for block in re.finditer(r"^```[^\n]*\n(.*?)^```", text, re.S | re.M):
+        start = text[:block.start()].count("\n") + 2
         joined, first = "", None
         for k, line in enumerate(block.group(1).splitlines()):
             first = start + k if first is None else first
