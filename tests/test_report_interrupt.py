@@ -4,11 +4,11 @@ and the refusal of a node range whose model cannot fit in memory."""
 import os
 import signal
 import subprocess
-import sys
 import threading
 
 import pytest
 
+from conftest import _starchol_exe
 from starchol.cli import main
 from starchol.errors import UsageError
 from starchol.jobs.preflight import memory_available
@@ -16,15 +16,10 @@ from starchol.jobs.report_cmd import OutputFolder, max_nodes_in_memory
 from starchol.jobs.report_model import model_memory_bytes
 
 
-def _starchol():
-    exe = os.path.join(os.path.dirname(sys.executable), "starchol")
-    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
-
-
 def test_sigterm_of_a_long_model_report(tmp_path):
     out = tmp_path / "new" / "out"
-    proc = subprocess.Popen(_starchol() + ["report", "--model", "--nodes-range", "3..3000",
-                                           "--nt", "200", "-o", str(out)],
+    proc = subprocess.Popen(_starchol_exe() + ["report", "--model", "--nodes-range",
+                                               "3..3000", "--nt", "200", "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     guard = threading.Timer(90, os.killpg, (proc.pid, signal.SIGKILL))  # a hang fails
