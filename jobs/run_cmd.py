@@ -256,8 +256,10 @@ def _check_trace_dir(folder, files):
     elif not os.access(target, os.W_OK | os.X_OK):
         raise UsageError(f"--trace {folder} is not writable")
     for role, path in files:
-        if path and os.path.dirname(resolve(path)) == target and \
-                is_trace_file(os.path.basename(resolve(path))):
+        if not path:
+            continue
+        where, name = os.path.split(resolve(path))
+        if where == target and is_trace_file(name):
             raise UsageError(f"{role} {path}: the trace writes a file of that name in "
                              f"--trace {folder}; choose another name or folder")
 
