@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 
 from .output import add_json_arg, json_file, publish
 
@@ -189,5 +188,4 @@ def run(args):
     facts = collect(comm)
     if comm.Get_rank() == 0:
         publish(args, facts, format_text(facts))
-        sys.stdout.flush()
     return 0
