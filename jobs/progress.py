@@ -4,8 +4,8 @@ On a terminal, one live line redrawn at most every 0.5 s. Elsewhere (under mpiru
 Slurm job, piped to a file), one plain line at the start, then one each time another ``step_percent`` of the
 work is done or ``step_s`` seconds have passed, whichever comes first, and a last line
 at the end; so a job log shows that the run is alive without flooding it.
-``enabled=None`` means "on a terminal only" (the model commands); ``starchol run``
-passes True (rank 0, unless ``--quiet``).
+``enabled=None`` means "on a terminal only" (``volume``, ``compare``, ``plan``);
+``starchol run`` (rank 0) and ``starchol report --model`` pass True unless ``--quiet``.
 """
 import sys
 import time
