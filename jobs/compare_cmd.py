@@ -35,7 +35,7 @@ def run(args):
     log.info("counting the transfers of %d maps for up to %s, N = %d, NB = %d, NT = %d, "
              "cache %s", len(maps), nodes_text(args.nodes), n, nb, nt, args.cache)
     t0 = time.perf_counter()
-    progress = Progress("comparing maps", unit="maps", enabled=None if not args.quiet else False)
+    progress = Progress("comparing maps", unit="maps", enabled=False if args.quiet else None)
     rows = []
     for k, tile_map in enumerate(maps):
         doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", with_pairs=False)
