@@ -299,8 +299,9 @@ class DistributedMatrix:
         if self.kind != "symmetric":
             raise UsageError("to_hdf5 writes symmetric matrices and factors", param="kind")
         # every rank must hold its tiles, each of its shape: a missing one was written as
-        # zeros (a wrong file, published), a misshapen one failed on its rank alone
-        agree(self.comm, self.local_error(self.tile_map))
+        # zeros (a wrong file, published), a misshapen one failed on its rank alone (the
+        # layout is this matrix's own: checking it against its map would recompute it)
+        agree(self.comm, self.local_error())
         writer = FactorWriter(path, dataset, self.n, self.comm, overwrite=overwrite,
                               input_path=input_path)
         writer.write(self, attrs, whole=not self.factor)
@@ -313,8 +314,9 @@ class DistributedMatrix:
         error, out = None, None
         try:
             root = check_root(root, self.comm)
-            # every rank must hold its tiles: the transfer pairs them up one by one
-            error = self.local_error(self.tile_map)
+            # every rank must hold its tiles: the transfer pairs them up one by one (the
+            # layout is this matrix's own, not recomputed from its map)
+            error = self.local_error()
             if error is None and self.rank == root:
                 # before the agreement: a MemoryError on the root alone must not leave
                 # the owners waiting in their sends
