@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .base import MIN_PERIODS
+from .base import MIN_PERIODS, count_text
 from .cover import cover
 from .designs import affine_plane, plane_orders, prime_power, projective_plane
 from .symmetric_pattern import SymmetricPattern, pattern_from_blocks, pattern_from_cells
@@ -125,12 +125,9 @@ def _sbc_r(nodes):
 def _describe(label, lines, nodes):
     if lines == nodes:
         return label + " reshaped"
-    def plural(k, word):
-        return f"{k} {word}" + ("s" if k > 1 else "")
-
     if lines < nodes:
-        return f"{label} + {plural(nodes - lines, 'node')}"
-    return f"{label} - {plural(lines - nodes, 'line')}"
+        return f"{label} + {count_text(nodes - lines, 'node')}"
+    return f"{label} - {count_text(lines - nodes, 'line')}"
 
 
 class Draft:
