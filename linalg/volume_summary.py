@@ -96,8 +96,3 @@ def format_seconds(seconds):
             v = value / scale
             digits = max(0, 2 - int(math.floor(math.log10(abs(v)))))
             return f"{v:.{digits}f} {unit}"
-
-
-def tiles_per_node_memory_bytes(tile_map, nt, nb):
-    """Bytes of tile storage on the busiest node (NB*NB*8 per stored tile)."""
-    return int(np.max(node_load(tile_map, nt)["tiles"])) * nb * nb * DOUBLE_BYTES
