@@ -21,9 +21,9 @@ import operator
 
 import numpy as np
 
-from ..distributions.base import nodes_text
+from ..distributions.base import TileMap, nodes_text
 from ..errors import UsageError
-from ..runtime.collective import Keyed, agree
+from ..runtime.collective import Keyed, agree, allreduce_max
 from .tile_arena import arena_views, packed
 from .tile_transfer import gather_dense, scatter_dense
 from .tiled import check_shape, check_sizes
@@ -75,8 +75,6 @@ def layout(tile_map, n, nb, kind="symmetric", ncols=None):
 
 def check_map(tile_map, nranks):
     """UsageError unless ``tile_map`` is a map with one node per MPI rank."""
-    from ..distributions.base import TileMap
-
     if not isinstance(tile_map, TileMap):
         raise UsageError(f"tile_map must be a starchol.distributions map, got "
                          f"{type(tile_map).__name__}", param="tile_map")
@@ -425,8 +423,6 @@ class DistributedMatrix:
         taken from these parts stays exact where the norms themselves would not. A NaN
         or Inf entry gives amax Inf and an unscaled ssq (Inf or NaN).
         """
-        from ..runtime.collective import allreduce_max
-
         local = 0.0
         for t, _ in self._lower_parts():
             if t.size:
