@@ -390,19 +390,25 @@ class Session:
     def check_arguments(self):
         """Check this rank's arguments; normalise them (``workers`` an int, ``stats`` and
         ``cache`` bools). Local: :meth:`start` runs it on every rank and agrees on the
-        verdict. Raises :class:`UsageError` naming the parameter."""
+        verdict. Raises :class:`UsageError` naming the parameter.
+
+        Returns the arguments that must be the same on every rank, by name (``trace`` as
+        the normalised folder name the ranks compare)."""
         from .gpu import check_gpus
 
         scheduler = check_scheduler(self.scheduler)
         workers = None if self.workers is None else check_workers(self.workers)
+        trace = None
         if self.trace is not None:
             from .traces import check_supported
 
-            _path_text(self.trace, "trace")
+            trace = _path_text(self.trace, "trace")
             check_supported()
         check_gpus(self.gpus)
         self.scheduler, self.workers = scheduler, workers
         self.stats, self.cache = bool(self.stats), bool(self.cache)
+        return {"scheduler": self.scheduler, "stats": self.stats, "cache": self.cache,
+                "trace": trace}
 
     def _agree_arguments(self):
         # every rank checks its own arguments, then all agree on the verdict and on the
@@ -414,9 +420,7 @@ class Session:
 
         error, same = None, {}
         try:
-            self.check_arguments()
-            same = {"scheduler": self.scheduler, "stats": self.stats, "cache": self.cache,
-                    "trace": None if self.trace is None else _path_text(self.trace, "trace")}
+            same = self.check_arguments()
         except Exception as exc:  # noqa: BLE001 - every type takes the same path
             error = exc
         agree(self.user_comm, error, same=same)
