@@ -111,6 +111,14 @@ def _world():
     return None
 
 
+def _several(comm):
+    """True when ``comm`` (or None) has more than one rank; False if it cannot tell."""
+    try:
+        return comm is not None and comm.Get_size() > 1
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _say(comm, message):
     prefix = ""
     if comm is not None:
@@ -152,11 +160,7 @@ def end_diverged(exc, comm=None):
     if exc is None or isinstance(exc, StarcholError) or getattr(exc, "starchol_agreed", False):
         return
     comm = comm if comm is not None else _world()
-    try:
-        several = comm is not None and comm.Get_size() > 1
-    except Exception:  # noqa: BLE001
-        several = False
-    if not several:
+    if not _several(comm):
         return
     from .collective import describe
 
@@ -170,11 +174,7 @@ def end_diverged(exc, comm=None):
 def _on_signal(signum):
     name = signal.Signals(signum).name
     comm = _world()
-    several = False
-    try:
-        several = comm is not None and comm.Get_size() > 1
-    except Exception:  # noqa: BLE001
-        pass
+    several = _several(comm)
     if signum == signal.SIGTERM:
         why = ("the job is being ended: a rank failed or was interrupted, or mpirun/Slurm "
                "ended it" if several else
