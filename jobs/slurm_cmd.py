@@ -474,10 +474,13 @@ def _check_common(args):
 def _check_files(args):
     """The job's files, as far as this machine can see them: no output on an input or on
     another output, and an input that exists here is inspected as ``starchol run`` would
-    (HDF5, square, float, N >= NB, N = --n). An input that does not exist here only warns:
-    it may be made, or visible, on the compute nodes only."""
+    (HDF5, square, float, N >= NB, N = --n). An input that does not exist here, and an
+    ``--output`` that ``starchol run`` would refuse here (its dataset exists without
+    ``--run-arg=--overwrite``, its folder is missing), only warn: the job runs later, maybe
+    on other file systems, and the file may change meanwhile."""
+    from ..cli import flag_message
     from ..files import check_distinct
-    from ..linalg.hdf5_io import inspect_file
+    from ..linalg.hdf5_io import check_output, inspect_file
 
     def path_of(spec):
         return None if spec is None else spec.rpartition(":")[0]
@@ -488,6 +491,15 @@ def _check_files(args):
     script = None if args.sweep else args.out
     check_distinct([("--input", inp), ("--map-file", args.map_file), ("--output", out),
                     ("-o", script)])
+    if out is not None:
+        problem = check_output(out, args.output.rpartition(":")[2],
+                               "--overwrite" in args.run_arg, inp, role="--output")
+        if problem is not None:
+            hint = (" (here: --run-arg=--overwrite)" if "overwrite" in problem.params
+                    else "")
+            print(f"warning: the job's starchol run would refuse its output if it started "
+                  f"now: {flag_message(problem)}{hint}; the job will fail unless this "
+                  f"changes before it starts", file=sys.stderr)
     if inp is None:
         return
     if not os.path.exists(inp):

@@ -112,7 +112,9 @@ slurm_node_hardware() {
 }
 
 # slurm.conf settings both Slurms share (FACTS section 5): root daemons, munge on the
-# socket MUNGE_SOCKET, no cgroups, no accounting, cores as resources, PMIx, no mail
+# socket MUNGE_SOCKET, no cgroups, no accounting, cores as resources, PMIx, no mail, and
+# a job that no node or partition can ever hold (more nodes, or more cores per node, than
+# there are) refused by sbatch at once instead of left PENDING forever (EnforcePartLimits)
 slurm_conf_common() {
     cat <<EOF
 SlurmUser=root
@@ -136,5 +138,6 @@ ReturnToService=2
 InactiveLimit=0
 KillWait=5
 MinJobAge=600
+EnforcePartLimits=ALL
 EOF
 }

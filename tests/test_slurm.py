@@ -167,6 +167,30 @@ def test_hdf5_input_and_output_through_slurm(slurm, tmp_path):
     assert np.allclose(lower @ lower.T, a, rtol=0, atol=1e-10 * np.abs(a).max())
 
 
+@pytest.mark.parametrize("options", [
+    ["--dist", "2dbc", "--nodes", "8", "--ranks-per-node", "1"],
+    ["--dist", "2dbc", "--nodes", "4", "--ranks-per-node", "4", "--cpus-per-node", "4096"],
+], ids=["8-nodes", "4096-cores"])
+def test_job_no_node_can_hold_is_refused_at_submission(slurm, tmp_path, options):
+    """More Slurm nodes, or more cores per node, than the cluster has: sbatch refuses the
+    job at once (EnforcePartLimits=ALL in scripts/slurm-common.sh). Without it sbatch
+    accepted the job, which then stayed PENDING (Reason=PartitionConfig) forever, and
+    `sbatch --wait` never returned."""
+    env, _ = slurm
+    script = tmp_path / "job.sbatch"
+    argv = [sys.executable, "-m", "starchol", "slurm", *options, "--n", "400", "--nb", "100",
+            "--time", "00:05:00", "-o", str(script)]
+    made = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    proc = _cmd(env, "sbatch", "--parsable", str(script), cwd=tmp_path, check=False)
+    job = proc.stdout.strip().split(";")[0]
+    if job.isdigit():
+        _cmd(env, "scancel", job, check=False)
+    assert proc.returncode != 0 and not job, f"sbatch accepted job {job!r}:\n{proc.stderr}"
+    assert "Batch job submission failed" in proc.stderr, proc.stderr
+    assert "Node count" in proc.stderr or "processors" in proc.stderr, proc.stderr
+
+
 def _sha256(path):
     import hashlib
 

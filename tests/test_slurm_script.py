@@ -266,6 +266,36 @@ def test_job_files_checked_when_the_script_is_written(capsys, tmp_path, monkeypa
         capsys.readouterr().err
 
 
+def test_output_run_would_refuse_warns_when_the_script_is_written(capsys, tmp_path,
+                                                                  monkeypatch):
+    """Rerunning a job into its own output: the dataset exists, so the job's `starchol
+    run` would fail at once after the queue wait; `starchol slurm` says so (a warning:
+    the file may go before the job starts), unless --run-arg=--overwrite is given. So
+    does a missing output folder. Nothing is warned for a new dataset in an existing
+    file, and the output file is not touched."""
+    import h5py
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    with h5py.File("l.h5", "w") as f:
+        f["L"] = np.eye(4)
+    before = (tmp_path / "l.h5").read_bytes()
+    base = ["slurm", "--dist", "sbc", "--nodes", "6", "--n", "400", "--nb", "100",
+            "--max-workers", "4", "-o", "job.sbatch"]
+    assert main(base + ["--output", "l.h5:/L"]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: the job's starchol run would refuse its output if it started now: "
+            f"{tmp_path / 'l.h5'}:/L already exists; pass --overwrite to replace it") in err
+    assert "(here: --run-arg=--overwrite)" in err and "wrote job.sbatch" in err
+    for fine in (["--output", "l.h5:/L", "--run-arg=--overwrite"], ["--output", "l.h5:/L2"]):
+        assert main(base + fine) == 0
+        assert "warning" not in capsys.readouterr().err, fine
+    assert main(base + ["--output", "gone/l.h5:/L"]) == 0
+    err = capsys.readouterr().err
+    assert f"folder {tmp_path / 'gone'} does not exist" in err and "overwrite" not in err
+    assert (tmp_path / "l.h5").read_bytes() == before
+
+
 def _namespace(argv):
     parser = argparse.ArgumentParser()
     slurm_cmd.register(parser.add_subparsers())
