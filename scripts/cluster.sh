@@ -39,7 +39,8 @@
 # says so, and `status` shows "latency: not emulated").
 #
 # Open MPI. `cluster.sh mpirun -np P PROGRAM...` runs mpirun inside node0 with a hostfile
-# of the nodes (1 slot each, --map-by node: rank i on node i), a launch agent that enters
+# of the nodes (1 slot each, --map-by node: rank i on node i; both are defaults, which your
+# own --hostfile, --host or --map-by replace), a launch agent that enters
 # each node's namespaces (plm_rsh_agent), and only TCP between processes (pml ob1,
 # btl tcp,self on the cluster's /24, oob on the same /24). Lost daemons are detected by
 # TCP keepalive within about 10 s, and then mpirun ends the job.
@@ -121,6 +122,26 @@ ns_exists() { [ -e "/run/netns/$1" ]; }
 
 # pids of the processes whose network namespace is NS
 ns_pids() { ns_exists "$1" && ip netns pids "$1" 2>/dev/null || true; }
+
+# the identity (nsfs inode) of the network namespace named NS
+ns_id() { stat -L -c %i "/run/netns/$1"; }
+
+# pids of every process in one of the cluster's network namespaces: those still named,
+# and those whose name was deleted (`ip netns del` on a node with processes left in it
+# removes the name only), found by the namespace ids recorded by `up` in netns.ids
+cluster_pids() {
+    local ns ids
+    ids=$({ cat "$STATE/netns.ids" 2>/dev/null || true
+            for ns in "$SW" $(ip netns list 2>/dev/null | awk '{print $1}' \
+                              | grep -E "^$NAME-n[0-9]+$"); do
+                ns_exists "$ns" && ns_id "$ns"
+            done; } | sort -u | tr '\n' ' ')
+    [ -n "${ids// /}" ] || return 0
+    find /proc/[0-9]*/ns/net -maxdepth 0 -printf '%h %l\n' 2>/dev/null \
+        | awk -v ids="$ids" 'BEGIN { n = split(ids, a, " "); for (i = 1; i <= n; i++) want["net:[" a[i] "]"] = 1 }
+                             $2 in want { split($1, p, "/"); print p[3] }' \
+        | grep -vx "$$" || true
+}
 
 # --- shaping --------------------------------------------------------------------------
 rate_ok() { [[ $1 == none || $1 =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]]; }
@@ -221,6 +242,9 @@ make_network() {
         ip -n "$ns" addr add "$addr/24" dev eth0
         ip -n "$ns" link set eth0 up
     done
+    # the namespaces' ids, for `down` to find processes in a node whose name was deleted
+    for ns in "$SW" $(for ((i = 0; i < NODES; i++)); do node_ns "$i"; done); do ns_id "$ns"; done \
+        >"$STATE/netns.ids"
 }
 
 write_files() {
@@ -412,17 +436,16 @@ show_logs() { show_log_tails 10 "$STATE"/slurm/log/*.log "$STATE"/slurm/munge/mu
 
 # --- down -----------------------------------------------------------------------------
 kill_ns_processes() {   # TERM, then KILL, every process left in the cluster's namespaces
-    local ns pids i all
-    all() { for ns in "$SW" $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$NAME-n[0-9]+$"); do ns_pids "$ns"; done; }
-    pids=$(all | sort -u)
+    local pids i
+    pids=$(cluster_pids)
     [ -z "$pids" ] && return 0
     say "stopping processes left on the nodes: $(echo $pids)"
     kill -TERM $pids 2>/dev/null || true
     for i in $(seq 1 50); do
-        [ -z "$(all)" ] && return 0
+        [ -z "$(cluster_pids)" ] && return 0
         sleep 0.1
     done
-    pids=$(all | sort -u)
+    pids=$(cluster_pids)
     [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
     sleep 0.2
 }
@@ -566,7 +589,10 @@ run_mpirun() {
     load_state
     node_env
     command -v mpirun >/dev/null 2>&1 || die "mpirun not found (install openmpi-bin)"
-    in_node 0 mpirun --hostfile "$STATE/hostfile" --map-by node "$@"
+    # the hostfile and --map-by node are defaults from mpi.env (orte_default_hostfile,
+    # rmaps_base_mapping_policy), not options: the caller's own --hostfile, --host or
+    # --map-by replace them (mpirun refuses a second --hostfile)
+    in_node 0 mpirun "$@"
 }
 
 agent() {   # Open MPI's plm_rsh_agent: AGENT HOST CMD... (CMD is shell text, like ssh)

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+from emulated_cluster import SCRIPT, ClusterUnavailable, EmulatedCluster  # noqa: E402
 
 #: seconds a link fault may take to end the job (TCP keepalive of Open MPI's daemons:
 #: 2 s idle + 5 probes 1 s apart, then mpirun ends the job)
@@ -123,6 +123,24 @@ def test_hosts_names_and_tcp_only(cluster6):
     assert env["OMPI_MCA_btl_tcp_if_include"] == "10.231.0.0/24"
 
 
+def test_mpirun_takes_the_callers_hostfile_and_hosts(cluster6, tmp_path):
+    """`cluster.sh mpirun` lets the caller's --hostfile or --host replace the cluster's
+    hostfile (mpirun refused a second --hostfile: 'More than one hostfile'); its own
+    hostfile and --map-by node stay the default: rank i on node i."""
+    where = ["sh", "-c", "echo rank $OMPI_COMM_WORLD_RANK on $(hostname)"]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node4 slots=2\nnode1 slots=1\n")
+    cases = {("--hostfile", str(hostfile), "--map-by", "slot"): 3,
+             ("--host", "node5,node2"): 2, (): 6}
+    want = {3: {"rank 0 on node4", "rank 1 on node4", "rank 2 on node1"},
+            2: {"rank 0 on node5", "rank 1 on node2"},
+            6: {f"rank {i} on node{i}" for i in range(6)}}
+    for args, np_ in cases.items():
+        res = cluster6.mpirun(np_, where, timeout=60, mpirun_args=args)
+        assert res.returncode == 0, f"{args}:\n{res.stdout}{res.stderr}"
+        assert set(res.stdout.splitlines()) == want[np_], (args, res.stdout)
+
+
 def test_up_is_idempotent_and_shaping_changes_live(cluster6):
     again = cluster6.script("up", "--nodes", 6, "--bandwidth", "1gbit")
     assert "already up" in again.stderr
@@ -163,6 +181,32 @@ def test_slurm_job_on_6_nodes_writes_its_factor(cluster6, starpu_env, tmp_path):
     with h5py.File(a_file, "r") as fa, h5py.File(l_file, "r") as fl:
         a, lower = fa["A"][...], fl["L"][...]
     assert np.allclose(lower @ lower.T, a, rtol=0, atol=1e-10 * np.abs(a).max())
+
+
+def test_down_ends_processes_of_a_node_whose_namespace_name_was_deleted():
+    """`ip netns del` on a node removes its name only; the processes in it (here a job's
+    `sleep`) and so the namespace live on. `down` must still end them: it finds them by
+    the namespace ids recorded at `up`, not by name."""
+    with _cluster_or_skip(2) as cl:
+        job = subprocess.Popen(["bash", str(SCRIPT), "--name", cl.name, "exec", "node1",
+                                "sleep", "300"], start_new_session=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not cl.processes()[1] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            [(pid, comm)] = cl.processes()[1]
+            assert comm == "sleep"
+            subprocess.run(["ip", "netns", "del", f"{cl.name}-n1"], check=True, timeout=30)
+            cl.down()
+            try:
+                job.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"down left the job's sleep (pid {pid}) running on node1")
+            assert job.returncode != 0
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, 9)
+                job.wait()
 
 
 @pytest.fixture
