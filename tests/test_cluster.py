@@ -60,6 +60,13 @@ def _cluster_or_skip(nodes, **options):
         cl.down()
 
 
+def test_script_runs_as_its_messages_show_it():
+    """`up` and `status` tell the user to run `scripts/cluster.sh mpirun ...` (its $0):
+    the script must be executable for that line to work (it was not: Permission denied)."""
+    res = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "cluster.sh up [--nodes K]" in res.stderr, res.stderr
+
+
 @pytest.fixture(scope="module")
 def starpu_env(tmp_path_factory):
     home = tmp_path_factory.mktemp("cluster_starpu_home")
