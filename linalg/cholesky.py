@@ -382,8 +382,9 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
             for h in partials:
                 h.unregister()
             home.unregister()
+            # even when it failed or was interrupted: the tiles hold a (partial) factor
+            L.factor = True
         elapsed = time.perf_counter() - t0
-    L.factor = True  # even when it failed: the tiles hold a (partial) factor now
     first, finite = _first_failure(L, info, comm, failed)
     if first < L.n:
         raise NotPositiveDefiniteError(first, L.n, finite=finite)

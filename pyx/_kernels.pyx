@@ -67,6 +67,18 @@ _blas = _scipy_blas
 BLAS_SYMBOLS = ("dgemm_", "sgemm_", "dsyrk_", "ssyrk_", "dtrsm_", "strsm_", "dpotrf_",
                 "spotrf_")
 
+# -- cancellation: set while a computation is being abandoned (an interrupt on one rank) --
+cdef int _cancelled = 0
+
+
+def set_cancelled(bint on):
+    """While on, every CPU kernel returns at once without touching its tiles, so that the
+    tasks already submitted drain in moments (their results are garbage and discarded);
+    :meth:`starchol.runtime.Session.wait_local` sets it when interrupted (Ctrl-C) and
+    clears it once the tasks are gone."""
+    global _cancelled
+    _cancelled = on
+
 
 def use_blas(path=None):
     """Make every kernel call the BLAS/LAPACK of the shared library ``path`` (its Fortran
@@ -224,82 +236,130 @@ cdef inline void *_p(void **buffers, int i) noexcept nogil:
 
 
 cdef void d_potrf(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _potrf(<double *>_p(b, 0), b, arg)
 
 cdef void s_potrf(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _potrf(<float *>_p(b, 0), b, arg)
 
 cdef void d_trsm(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _trsm_panel(<double *>_p(b, 0), _ld(b[0]), <double *>_p(b, 1), _ld(b[1]), _nx(b[1]),
                 _ny(b[1]))
 
 cdef void s_trsm(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _trsm_panel(<float *>_p(b, 0), _ld(b[0]), <float *>_p(b, 1), _ld(b[1]), _nx(b[1]),
                 _ny(b[1]))
 
 cdef void d_syrk(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _syrk(<double *>_p(b, 0), <double *>_p(b, 1), 1.0, b)
 
 cdef void s_syrk(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _syrk(<float *>_p(b, 0), <float *>_p(b, 1), 1.0, b)
 
 cdef void d_gemm(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _N, _T, 1.0, b)
 
 cdef void s_gemm(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _N, _T, 1.0, b)
 
 # first update of a 2.5D zero copy (W mode): C = -A B^T, upper triangle of SYRK zeroed
 cdef void d_syrk0(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _syrk(<double *>_p(b, 0), <double *>_p(b, 1), 0.0, b)
     _zero_upper(<double *>_p(b, 1), _nx(b[1]), _nx(b[1]), _ld(b[1]))
 
 cdef void s_syrk0(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _syrk(<float *>_p(b, 0), <float *>_p(b, 1), 0.0, b)
     _zero_upper(<float *>_p(b, 1), _nx(b[1]), _nx(b[1]), _ld(b[1]))
 
 cdef void d_gemm0(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _N, _T, 0.0, b)
 
 cdef void s_gemm0(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _N, _T, 0.0, b)
 
 cdef void d_add(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _add(<double *>_p(b, 0), <double *>_p(b, 1), b)
 
 cdef void s_add(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _add(<float *>_p(b, 0), <float *>_p(b, 1), b)
 
 cdef void d_tril(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _zero_upper(<double *>_p(b, 0), _nx(b[0]), _ny(b[0]), _ld(b[0]))
 
 cdef void s_tril(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _zero_upper(<float *>_p(b, 0), _nx(b[0]), _ny(b[0]), _ld(b[0]))
 
 # solve: B[k] = L[k][k]^-1 B[k] / L[k][k]^-T B[k]
 cdef void d_trsm_fwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _trsm(<double *>_p(b, 0), <double *>_p(b, 1), _L, _N, b)
 
 cdef void s_trsm_fwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _trsm(<float *>_p(b, 0), <float *>_p(b, 1), _L, _N, b)
 
 cdef void d_trsm_bwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _trsm(<double *>_p(b, 0), <double *>_p(b, 1), _L, _T, b)
 
 cdef void s_trsm_bwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _trsm(<float *>_p(b, 0), <float *>_p(b, 1), _L, _T, b)
 
 # solve updates: B[m] -= L[m][k] B[k] (forward), B[m] -= L[k][m]^T B[k] (backward)
 cdef void d_gemm_fwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _N, _N, 1.0, b)
 
 cdef void s_gemm_fwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _N, _N, 1.0, b)
 
 cdef void d_gemm_bwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _T, _N, 1.0, b)
 
 cdef void s_gemm_bwd(void **b, void *arg) noexcept nogil:
+    if _cancelled:
+        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _T, _N, 1.0, b)
 
 

@@ -232,6 +232,22 @@ class bus_calibration_lock:
         return False
 
 
+def _initialize_mpi(MPI):
+    """Initialise MPI (``MPI_THREAD_MULTIPLE``) when the program has not (``mpi4py.rc.initialize
+    = False``), and then finalise it at interpreter exit, after the session's shutdown
+    (registered first, so it runs last): mpi4py finalises only what it initialised, and
+    a process that ends without ``MPI_Finalize`` makes mpirun fail the whole job."""
+    if MPI.Is_initialized():
+        return
+    MPI.Init_thread(MPI.THREAD_MULTIPLE)
+
+    def finalize():
+        if not MPI.Is_finalized():
+            MPI.Finalize()
+
+    atexit.register(finalize)
+
+
 def _path_text(path, param):
     """A folder name as the ranks compare it (normalised); a UsageError naming ``param``
     when ``path`` is no file name."""
@@ -310,8 +326,7 @@ class Session:
         if self.started:
             return self
         MPI = _mpi()
-        if not MPI.Is_initialized():
-            MPI.Init_thread(MPI.THREAD_MULTIPLE)
+        _initialize_mpi(MPI)
         self._agree_arguments()
         from ..collective import run_everywhere
 
@@ -322,11 +337,6 @@ class Session:
         from . import kernel_blas
 
         self.kernel_blas = run_everywhere(self.user_comm, kernel_blas.activate)
-        level = MPI.Query_thread()
-        if level < MPI.THREAD_SERIALIZED:
-            raise RuntimeUnavailableError(
-                f"StarPU-MPI needs MPI_THREAD_SERIALIZED or more; MPI gave level {level} "
-                f"(do not set mpi4py.rc.thread_level lower)")
         local = self.user_comm.Split_type(MPI.COMM_TYPE_SHARED)
         local_ranks = local.Get_size()
         mine = affinity_cores()
@@ -426,6 +436,16 @@ class Session:
         agree(self.user_comm, error, same=same)
 
     def _check_state(self):
+        MPI = _mpi()
+        level = MPI.Query_thread()
+        if level < MPI.THREAD_SERIALIZED:
+            names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE",
+                     MPI.THREAD_FUNNELED: "MPI_THREAD_FUNNELED"}
+            raise RuntimeUnavailableError(
+                f"StarPU-MPI needs MPI_THREAD_SERIALIZED or more (its communication thread "
+                f"calls MPI); MPI was initialised with {names.get(level, level)} "
+                f"(do not set mpi4py.rc.thread_level below 'serialized'; mpi4py's default, "
+                f"'multiple', is right)")
         live = Session._live
         if live is not None and live is not self:
             raise SessionError(
@@ -642,38 +662,40 @@ class Session:
         self._require()
         self.wake()
         failed = None
-        if progress is not None and total:
-            import threading
+        import threading
 
-            done = threading.Event()
-            status = []
+        done = threading.Event()
+        status = []
 
-            def wait_tasks():
-                try:
-                    self._backend.wait_tasks()
-                except BaseException as exc:  # raised below, in the caller's thread
-                    status.append(exc)
-                finally:
-                    done.set()
+        def wait_tasks():
+            try:
+                self._backend.wait_tasks()
+            except BaseException as exc:  # raised below, in the caller's thread
+                status.append(exc)
+            finally:
+                done.set()
 
-            def report(count):
-                nonlocal failed
-                try:
-                    progress(count, total)
-                except Exception as exc:  # noqa: BLE001 - the user's code: any type
-                    failed = CallbackError.wrap("progress", progress, exc, self.rank)
+        def report(count):
+            nonlocal failed
+            try:
+                progress(count, total)
+            except Exception as exc:  # noqa: BLE001 - the user's code: any type
+                failed = CallbackError.wrap("progress", progress, exc, self.rank)
 
-            waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
-            waiter.start()
-            while failed is None and not done.wait(interval):
+        # the wait blocks in StarPU on a helper thread: this thread stays free for the
+        # progress display and for Ctrl-C (a signal reaches Python in the main thread
+        # only between bytecodes, never while it waits in C)
+        reporting = progress is not None and bool(total)
+        waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
+        waiter.start()
+        while not done.wait(interval if reporting and failed is None else None):
+            if reporting and failed is None:
                 report(max(0, total - self._backend.tasks_pending()))
-            waiter.join()
-            if status:
-                raise status[0]
-            if failed is None:
-                report(total)
-        else:
-            self._backend.wait_tasks()
+        waiter.join()
+        if status:
+            raise status[0]
+        if reporting and failed is None:
+            report(total)
         self._backend.wait_mpi()
         return failed
 
@@ -690,15 +712,58 @@ class Session:
         """
         self._require()
         self._active += 1
+        previous = self._catch_interrupt() if self._active == 1 else None
         if not deferred:
             self.wake()
         try:
             yield self
         finally:
             self._active -= 1
+            if self._active == 0:
+                self._release_interrupt(previous)
             if self._active == 0 and self.started and self._pause_idle and self._awake:
                 self._backend.pause()
                 self._awake = False
+
+    def _catch_interrupt(self):
+        """Install :meth:`_on_interrupt` as the SIGINT handler for a computation (main
+        thread, and only over Python's own handler: a program's or the command line's
+        stays). Returns the handler to restore, or None."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return None
+        signal.signal(signal.SIGINT, self._on_interrupt)
+        return signal.default_int_handler
+
+    def _release_interrupt(self, previous):
+        from . import _kernels
+
+        _kernels.set_cancelled(False)
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, previous)
+
+    def _on_interrupt(self, signum, frame):
+        """Ctrl-C (SIGINT) during a computation. With several ranks the others wait for
+        this rank's part of the same task graph, which can neither finish nor be
+        unwound on one rank: the job ends at once (``MPI_Abort``, one line; see
+        :func:`starchol.faults.end_diverged`). With one rank the computation is
+        abandoned: the kernels of the tasks still queued return without computing
+        (``_kernels.set_cancelled``), so the tasks drain in moments, and
+        ``KeyboardInterrupt`` is raised; the session stays usable (an in-place
+        ``overwrite_a`` leaves A's tiles half-factored)."""
+        from ..faults import end_diverged
+        from . import _kernels
+
+        end_diverged(KeyboardInterrupt(), self.user_comm)   # returns with one rank only
+        _kernels.set_cancelled(True)
+        self.wake()   # a deferred computation interrupted before its workers woke
+        raise KeyboardInterrupt
 
     def wake(self):
         """Resume the workers of a ``running(deferred=True)`` block (no-op otherwise)."""
