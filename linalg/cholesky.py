@@ -249,6 +249,28 @@ class Factor:
         return float(amax_r / amax_a * np.sqrt(ssq_r / ssq_a))
 
 
+def _ranks_error(M, name, comm):
+    """The UsageError (naming ``name``) when the DistributedMatrix ``M`` does not live on
+    the session's ranks in the session's order (``comm``: the session's communicator),
+    else None. Local (``MPI_Comm_compare``). A matrix made on a communicator of the same
+    size but of other processes, or of the same processes in another rank order, would
+    have its tiles registered on the wrong ranks."""
+    size = comm.Get_size()
+    if M.comm.Get_size() != size:
+        return UsageError(f"{name} lives on {M.comm.Get_size()} rank(s), the session on "
+                          f"{size}", param=name)
+    from mpi4py import MPI
+
+    if isinstance(M.comm, MPI.Comm) and isinstance(comm, MPI.Comm) and \
+            MPI.Comm.Compare(M.comm, comm) not in (MPI.IDENT, MPI.CONGRUENT):
+        return UsageError(
+            f"{name} lives on a communicator that is not the session's: its rank "
+            f"{M.comm.Get_rank()} is the session's rank {comm.Get_rank()} (other processes, "
+            f"or the same ones in another order); make it with comm= the communicator "
+            f"the session was started on", param=name)
+    return None
+
+
 def _check_operand(comm, M, name, tile_map, overwrite=None, factor=None, **expect):
     """UsageError on every rank unless ``M`` (the argument ``name``) is a
     DistributedMatrix laid out by ``tile_map`` as ``expect`` says (kind, n, nb, dtype)
@@ -264,6 +286,9 @@ def _check_operand(comm, M, name, tile_map, overwrite=None, factor=None, **expec
             raise UsageError(f"{name} is the factor L itself (cholesky with overwrite_a=True "
                              f"wrote L into its tiles); pass the original matrix: keep a "
                              f"copy, {name}.copy(), before factoring in place", param=name)
+        error = _ranks_error(M, name, comm)
+        if error is not None:
+            raise error
         error = M.local_error(tile_map, **expect)
         if isinstance(error, UsageError):
             error = UsageError(f"{name} does not match the factor: {error}",
@@ -309,7 +334,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     ------
     UsageError
         On every rank, when any rank's input is wrong: a map whose node count is not
-        the rank count, A not laid out by the map, a missing or misshapen tile, a wrong
+        the rank count, A made on a communicator that is not the session's (other
+        processes, or the same in another order), A not laid out by the map, a missing or misshapen tile, a wrong
         dtype, ranks given different sizes or maps, or a read-only tile with
         ``overwrite_a``.
     NotPositiveDefiniteError
@@ -330,10 +356,7 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         if not isinstance(A, DistributedMatrix):
             raise UsageError(f"A must be a DistributedMatrix, got {type(A).__name__}",
                              param="A")
-        if A.comm.Get_size() != comm.Get_size():
-            raise UsageError(f"A lives on {A.comm.Get_size()} rank(s), the session on "
-                             f"{comm.Get_size()}", param="A")
-        error = A.local_error(tile_map, kind="symmetric")
+        error = _ranks_error(A, "A", comm) or A.local_error(tile_map, kind="symmetric")
         if error is None and overwrite_a:
             error = A.read_only_error("overwrite_a")
         if error is None:       # the slices' owners, once: for the agreement and the graph

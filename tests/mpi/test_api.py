@@ -171,6 +171,29 @@ def test_different_sizes_on_one_rank(session, comm):
     assert err.params == ("shape",)
 
 
+def test_matrix_on_a_reordered_communicator_is_refused(session, comm):
+    """A matrix made on the session's processes in another rank order (same size) would
+    be registered on the wrong ranks (it hung, with a KeyError on some ranks)."""
+    if P == 1:
+        pytest.skip("needs two ranks")
+    tile_map = MAPS[0][1]
+    reordered = comm.Split(0, comm.Get_size() - comm.Get_rank())
+    try:
+        a = DistributedMatrix.from_function(block(A_FULL), (N, N), NB, tile_map,
+                                            comm=reordered)
+        b = DistributedMatrix.from_function(block(B_FULL), (N, K), NB, tile_map,
+                                            kind="rhs", comm=reordered)
+        err = raises_everywhere(comm, UsageError, "A lives on a communicator that is not "
+                                "the session's", lambda: cholesky(a, tile_map))
+        assert err.params == ("A",)
+        f = cholesky(make(tile_map)[0], tile_map)
+        err = raises_everywhere(comm, UsageError, "B lives on a communicator that is not "
+                                "the session's", lambda: f.solve(b))
+        assert err.params == ("B",)
+    finally:
+        reordered.Free()
+
+
 def test_not_positive_definite_is_linalgerror(session, comm):
     tile_map = MAPS[-1][1]
     bad = A_FULL.copy()
