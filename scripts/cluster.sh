@@ -597,9 +597,26 @@ run_mpirun() {
 
 agent() {   # Open MPI's plm_rsh_agent: AGENT HOST CMD... (CMD is shell text, like ssh)
     load_state
-    local i
+    local i link
     i=$(node_index "$1")
     shift
+    # Fail at once, with status 255 as ssh does, where the daemon started on the node
+    # could never call mpirun back: mpirun would wait for it forever (measured: > 5 min).
+    # mpirun outside the nodes (e.g. after `eval "$(cluster.sh env)"` in the machine's
+    # own namespace, which has no route to them):
+    if [ -f "$STATE/netns.ids" ] \
+            && ! grep -qx "$(stat -L -c %i /proc/$$/ns/net)" "$STATE/netns.ids"; then
+        say "error: mpirun runs outside cluster $NAME, where node$i cannot reach it; run" \
+            "it on a node: $0 mpirun ARGS (or $0 exec node0 mpirun ARGS)"
+        exit 255
+    fi
+    # a node whose link is down (cluster.sh link NODE down) at launch:
+    link=$(ip -n "$(node_ns "$i")" -br link show dev eth0 2>/dev/null | awk '{print $2}')
+    if [ "$link" != UP ]; then
+        say "error: cannot reach node$i: its link is ${link:-missing}" \
+            "(bring it up: $0 link node$i up)"
+        exit 255
+    fi
     in_node "$i" /bin/sh -c "$*"
 }
 

@@ -148,6 +148,33 @@ def test_mpirun_takes_the_callers_hostfile_and_hosts(cluster6, tmp_path):
         assert set(res.stdout.splitlines()) == want[np_], (args, res.stdout)
 
 
+def test_mpirun_that_no_node_could_call_back_fails_at_once(cluster6):
+    """Where the daemon started on a node could never reach mpirun, the launch agent fails
+    (status 255, like ssh to an unreachable host) and mpirun ends at once, saying why. Both
+    cases used to leave mpirun waiting forever (measured: over 5 minutes):
+    a node whose link is down at launch, and mpirun run in the machine's own namespace
+    with the cluster's environment (`eval "$(cluster.sh env)"`), which no node can reach."""
+    cluster6.link("node5", "down")
+    try:
+        t0 = time.monotonic()
+        res = cluster6.mpirun(6, ["hostname"], timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        cluster6.link("node5", "up")
+    assert res.returncode != 0 and took < 30, (took, res.stderr)
+    assert "cannot reach node5: its link is DOWN" in res.stderr, res.stderr
+    t0 = time.monotonic()
+    try:
+        res = subprocess.run(["mpirun", "-np", "2", "hostname"], capture_output=True, text=True,
+                             env=cluster6.env(), timeout=60, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        cluster6.kill_jobs()
+        pytest.fail("mpirun outside the nodes still waited after 60 s")
+    assert res.returncode != 0 and time.monotonic() - t0 < 30, res.stderr
+    assert f"mpirun runs outside cluster {cluster6.name}" in res.stderr, res.stderr
+    assert not cluster6.wait_no_processes(timeout=10)
+
+
 def test_up_is_idempotent_and_shaping_changes_live(cluster6):
     again = cluster6.script("up", "--nodes", 6, "--bandwidth", "1gbit")
     assert "already up" in again.stderr
