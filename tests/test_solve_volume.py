@@ -30,3 +30,33 @@ def test_float32_cholesky_bytes_are_half(name, nodes, grid, c):
     assert (b8 == 2 * b4).all()
     assert b4.tolist() == cholesky_bytes(m, 333, 50, itemsize=4)
     assert np.array_equal(b8, np.asarray(cholesky_bytes(m, 333, 50)))
+
+
+def test_hand_count_solve_1x2_partial_tiles():
+    # 2dbc 1x2 (owner j % 2), N = 5, NB = 2: rows [2, 2, 1], d = [0, 1, 0]; K = 3: B's
+    # column tiles [2, 1], a B row tile k weighs rows[k] * 3 * 8 bytes.
+    # cache on:  L10 (node 0) -> d(1) = 1: 32 | L21 (node 1) -> d(2) = 0: 16 | L20 local
+    #            forward  B0 -> {1}: 48, B1 -> {0}: 48 | backward B2 -> {1}: 24, B1 -> {0}: 48
+    # cache off: L10 read by 2 tasks on node 1: 64 | L21 by 2 tasks on node 0: 32; B as above
+    #            (one read per task and column tile, the same total here)
+    m = get_map("2dbc", 2, grid="1x2")
+    on = [[0, 32 + 48 + 24], [16 + 48 + 48, 0]]
+    off = [[0, 64 + 48 + 24], [32 + 48 + 48, 0]]
+    for cache, expect in ((True, on), (False, off)):
+        assert solve_transfer_pairs_bytes(m, 5, 2, 3, cache=cache).tolist() == expect
+        assert solve_bytes(m, 5, 2, 3, cache=cache) == expect
+        half = (np.asarray(expect) // 2).tolist()
+        assert solve_transfer_pairs_bytes(m, 5, 2, 3, cache=cache, itemsize=4).tolist() == half
+
+
+def test_hand_count_25d_reductions_partial_tiles():
+    # 2dbc25d, 2 slices of one node (slice 0 = node 0, slice 1 = node 1), N = 5, NB = 2:
+    # rows [2, 2, 1]. The panels stay inside a slice (one node); only partial sums move:
+    # column 1 (factored on slice 1): slice 0's (1,1) and (2,1): 0 -> 1, 32 + 16 bytes;
+    # column 2 (factored on slice 0): slice 1's (2,2): 1 -> 0, 8 bytes. Cache off alike.
+    m = get_map("2dbc25d", 2, slices=2, grid="1x1")
+    for cache in (True, False):
+        assert transfer_pairs_bytes(m, 5, 2, cache=cache).tolist() == [[0, 48], [8, 0]]
+        assert cholesky_bytes(m, 5, 2, cache=cache) == [[0, 48], [8, 0]]
+        assert transfer_pairs_bytes(m, 5, 2, cache=cache, itemsize=4).tolist() == \
+            [[0, 24], [4, 0]]
