@@ -116,5 +116,9 @@ class TileMap:
         """Parameters that identify the map, as a dict for reports."""
         return {"dist": self.name, "nodes": self.nodes, "slices": self.slices}
 
+    def __str__(self):
+        """``'NAME (P nodes)'``; the families print their parameters too."""
+        return f"{self.name} ({nodes_text(self.nodes)})"
+
     def __repr__(self):
         return f"<{type(self).__name__} {self}>"

@@ -21,7 +21,8 @@ transfer per (task, remote operand).
 2.5D maps (c slices): iteration k uses slice k mod c's owners. Tile (i, j) is factored on
 slice j mod c; before its POTRF/TRSM, every other slice that applied at least one update
 to it (slice s with s < j, s != j mod c) sends its partial sum once, from its owner of
-(i, j) to the factoring slice's owner.
+(i, j) to the factoring slice's owner (nothing when both are the same node, which only
+happens when slices share nodes).
 
 Counts are in tiles, or in bytes with :func:`transfer_pairs_bytes` (float64 tiles; the last
 tile row/column is smaller when N is not a multiple of NB). The count is exact and costs
@@ -173,8 +174,11 @@ def _add_reduction_pairs(owners, p, out, row_weights=None):
         np.asarray(row_weights[i, j], dtype=np.int64)
     keys, weights = [], []
     for s in range(c):
-        sends = (s < j) & (s != home)
-        keys.append(owners[s, i[sends], j[sends]].astype(np.int64) * p + target[sends])
+        sender = owners[s, i, j]
+        # a partial sum already on the factoring node (slices that share nodes) is added
+        # in place: nothing moves
+        sends = (s < j) & (s != home) & (sender != target)
+        keys.append(sender[sends].astype(np.int64) * p + target[sends])
         weights.append(w[sends])
     # at most c NT^2 / 2 (sender, receiver) keys: summed sparse, then placed, so that no
     # dense P x P temporary is made per slice (P = 10^4: 800 MB each)

@@ -184,3 +184,19 @@ def test_candidates_for_at_most_p_nodes():
     assert by[("sbc", 1)].nodes == 28 and by[("sym", 1)].nodes == 31
     assert all(m.nodes <= 31 for m in maps)
     assert {g.params()["grid"] for g in maps if g.name == "2dbc"} == {"1x31", "31x1"}
+
+
+def test_a_tile_map_subclass_has_a_description():
+    # the base class's __repr__ uses str(): a subclass that only gives the owners (as
+    # the base class asks) must still print, e.g. in error messages and records
+    from starchol.distributions import TileMap
+
+    class Diagonal(TileMap):
+        name = "diagonal"
+
+        def _slice_owner_map(self, nt, s):
+            i = np.arange(nt)
+            return (i[:, None] + i[None, :]) % self.nodes
+
+    m = Diagonal(3)
+    assert str(m) == "diagonal (3 nodes)" and repr(m) == "<Diagonal diagonal (3 nodes)>"
