@@ -36,6 +36,31 @@ def test_hand_count_cache_off_counts_each_task():
     assert off.tolist() == [[0, 3], [1, 0]]
 
 
+def test_hand_count_sbc_r3_and_r4():
+    # SBC (extended): node a(a-1)/2 + b owns the pair {a, b}; diagonal cell x of the first
+    # pattern block goes to the pair {x, x+1 mod r} (FACTS.md section 2).
+    # r = 3, NT = 3:  row0: 0 | row1: 0 2 | row2: 1 2 1
+    #   L00 (0) -> TRSMs on 0, 1: 0->1 | L10 (0) -> SYRK(1,0), GEMM(2,1,0) on 2: 0->2
+    #   L20 (1) -> SYRK on 1, GEMM(2,1,0) on 2: 1->2 | L11 (2) -> TRSM on 2 | L21 (2) -> 1
+    # N = 5, NB = 2 (rows 2 2 1): L00, L10 32 bytes; L20, L21 16 bytes.
+    m = get_map("sbc", 3)
+    assert m.owner_map(3)[np.tril_indices(3)].tolist() == [0, 0, 2, 1, 2, 1]
+    assert transfer_pairs_tiles(m, 3).tolist() == [[0, 1, 1], [0, 0, 1], [0, 1, 0]]
+    assert transfer_pairs_tiles(m, 3, cache=False).tolist() == [[0, 1, 2], [0, 0, 1],
+                                                                [0, 1, 0]]
+    assert transfer_pairs_bytes(m, 5, 2).tolist() == [[0, 32, 32], [0, 0, 16], [0, 16, 0]]
+    # r = 4 (6 nodes), NT = 4:  row0: 0 | row1: 0 2 | row2: 1 2 5 | row3: 3 4 5 3
+    #   k=0: L00 -> {1, 3}; L10 (0) -> {2, 4}; L20 (1) -> {2, 5}; L30 (3) -> {4, 5}
+    #   k=1: L11 (2) -> {4}; L21 (2) -> {5}; L31 (4) -> {5, 3};  k=2: L32 (5) -> {3}
+    m = get_map("sbc", 6)
+    assert m.owner_map(4)[np.tril_indices(4)].tolist() == [0, 0, 2, 1, 2, 5, 3, 4, 5, 3]
+    expected = np.zeros((6, 6), dtype=int)
+    for a, b in [(0, 1), (0, 3), (0, 2), (0, 4), (1, 2), (1, 5), (3, 4), (3, 5), (2, 4),
+                 (2, 5), (4, 5), (4, 3), (5, 3)]:
+        expected[a, b] += 1
+    np.testing.assert_array_equal(transfer_pairs_tiles(m, 4), expected)
+
+
 CASES = [
     ("2dbc", 4, {"grid": "2x2"}), ("2dbc", 6, {"grid": "3x2"}), ("2dbc", 6, {"grid": "1x6"}),
     ("sbc", 3, {}), ("sbc", 6, {}), ("sbc", 10, {}), ("sbc", 15, {}),
