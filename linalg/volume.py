@@ -49,13 +49,27 @@ def stored_tiles(nt):
     return nt * (nt + 1) // 2
 
 
-def _as_owner_stack(owners):
-    owners = np.asarray(owners, dtype=np.int64)
+def _as_owner_stack(owners, nodes=None):
+    """owners as an int64 (slices, nt, nt) array, and P (``nodes``, default max + 1).
+
+    ValueError unless every owner of the lower triangle is a node 0 .. P-1 (a negative
+    id would otherwise index the pair matrix from its end and count silently wrong)."""
+    owners = np.asarray(owners)
+    if owners.dtype.kind not in "iu":
+        raise ValueError(f"owners must hold integer node ids, got {owners.dtype}")
+    owners = owners.astype(np.int64, copy=False)
     if owners.ndim == 2:
         owners = owners[None]
-    if owners.ndim != 3 or owners.shape[1] != owners.shape[2]:
-        raise ValueError(f"owners must be (nt, nt) or (slices, nt, nt), got {owners.shape}")
-    return owners
+    if owners.ndim != 3 or owners.shape[1] != owners.shape[2] or owners.shape[1] == 0:
+        raise ValueError(f"owners must be (nt, nt) or (slices, nt, nt), nt >= 1, got "
+                         f"{owners.shape}")
+    low = owners[:, np.tril(np.ones(owners.shape[1:], dtype=bool))]
+    lo, hi = int(low.min()), int(low.max())
+    p = hi + 1 if nodes is None else int(nodes)
+    if lo < 0 or hi >= p:
+        raise ValueError(f"owners must be node ids 0..{p - 1} (nodes={p}), got "
+                         f"{lo if lo < 0 else hi}")
+    return owners, p
 
 
 def _broadcast_counts(row_lab, col_lab, u, ks, i):
@@ -113,7 +127,8 @@ def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=No
     Args:
         owners: int array (nt, nt) for a 2D map, or (slices, nt, nt) for a 2.5D map
             (global node ids; only the lower triangle i >= j is read).
-        nodes: P; defaults to max owner + 1.
+        nodes: P; defaults to max owner + 1. ValueError if an owner of the lower
+            triangle is not a node 0 .. P-1.
         cache: StarPU-MPI receive cache on (one transfer per tile version and
             destination node) or off (one per task and remote operand).
         row_weights: optional int array (nt, nt) ``w``: a transfer of tile (i, j) counts
@@ -124,9 +139,8 @@ def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=No
         int64 array (P, P): entry [a, b] is what node a sends to node b (tiles, or the
         unit of ``row_weights``).
     """
-    owners = _as_owner_stack(owners)
+    owners, p = _as_owner_stack(owners, nodes)
     c, nt, _ = owners.shape
-    p = int(owners.max()) + 1 if nodes is None else int(nodes)
     pairs = np.zeros((p, p), dtype=np.int64)
     weight = (lambda i, j: 1) if row_weights is None else (lambda i, j: int(row_weights[i, j]))
     counter = _broadcast_counts if cache else _task_operand_counts

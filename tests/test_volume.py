@@ -177,3 +177,16 @@ def test_2_5d_reductions_count_c_minus_1_per_tile():
     # panel broadcasts stay on the one node of each slice; tile (i, j) gets min(j, c-1)
     expected = sum(min(j, 2) for j in range(nt) for i in range(j, nt))
     assert d.sum() == expected
+
+
+@pytest.mark.parametrize("owners,nodes,msg", [
+    ([[0, 0], [-2, 1]], 3, "got -2"),          # once counted silently (wrapped index)
+    ([[0, 0], [2, 1]], 2, "0..1 (nodes=2), got 2"),
+    ([[0.0, 0], [1, 1]], None, "integer node ids"),
+    (np.zeros((0, 0), dtype=int), None, "nt >= 1"),
+])
+def test_owner_arrays_are_checked(owners, nodes, msg):
+    with pytest.raises(ValueError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        transfer_pairs(owners, nodes)
+    # the upper triangle is not read
+    assert transfer_pairs([[0, -5], [1, 1]], 2).tolist() == [[0, 1], [0, 0]]
