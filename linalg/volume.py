@@ -35,8 +35,18 @@ import numpy as np
 DOUBLE_BYTES = 8
 
 
+def _check_count(name, value):
+    """ValueError unless ``value`` is an integer >= 1 (a size in elements)."""
+    if isinstance(value, bool) or not float(value).is_integer() or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
 def tile_extents(n, nb):
-    """Sizes (in matrix rows) of the NT = ceil(n / nb) tile rows; the last may be smaller."""
+    """Sizes (in matrix rows) of the NT = ceil(n / nb) tile rows; the last may be smaller.
+
+    ValueError unless n and nb are integers >= 1."""
+    _check_count("n", n)
+    _check_count("nb", nb)
     n, nb = int(n), int(nb)
     nt = -(-n // nb)
     sizes = np.full(nt, nb, dtype=np.int64)
@@ -263,6 +273,7 @@ def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBL
     Cache off: one transfer per (task, remote operand): L[i][j] KT times to d(i) and KT
     times to d(j), B[k] once per task m. KT = ceil(nrhs / nb) tile columns of B.
     """
+    _check_count("nrhs", nrhs)
     rows = tile_extents(n, nb)
     nt = len(rows)
     cols = tile_extents(nrhs, nb)

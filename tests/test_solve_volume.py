@@ -60,3 +60,13 @@ def test_hand_count_25d_reductions_partial_tiles():
         assert cholesky_bytes(m, 5, 2, cache=cache) == [[0, 48], [8, 0]]
         assert transfer_pairs_bytes(m, 5, 2, cache=cache, itemsize=4).tolist() == \
             [[0, 24], [4, 0]]
+
+
+@pytest.mark.parametrize("n,nb,k,msg", [(10, 5, 0, "nrhs must be an integer >= 1, got 0"),
+                                        (0, 5, 1, "got 0"), (10, 0, 1, "nb must be"),
+                                        (10.5, 5, 1, "got 10.5")])
+def test_sizes_are_checked(n, nb, k, msg):
+    # a bare IndexError / ZeroDivisionError once, or (10.5) a silently truncated count
+    m = get_map("2dbc", 2)
+    with pytest.raises(ValueError, match=msg):
+        solve_transfer_pairs_bytes(m, n, nb, k)
