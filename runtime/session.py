@@ -248,6 +248,35 @@ def _initialize_mpi(MPI):
     atexit.register(finalize)
 
 
+def _end_job_on_uncaught_errors():
+    """Chain a ``sys.excepthook`` (once per process) that ends the job when an exception
+    nobody caught ends the program on one rank while a session runs on several.
+
+    The interpreter would otherwise go on to the session's shutdown at exit, which is
+    collective (``starpu_mpi_shutdown``) and waits forever for ranks that are elsewhere
+    (in a barrier, a computation); even ``python -m mpi4py``, whose ``MPI_Abort`` comes
+    after the exit handlers, hung. The hook prints the traceback as before (the previous
+    hook), then :func:`starchol.faults.end_diverged` ends the job with one line, unless
+    the exception is one starchol raised on every rank alike (then every rank exits and
+    shuts down together)."""
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "starchol_session_hook", False):
+        return
+
+    def hook(exc_type, exc, tb):
+        previous(exc_type, exc, tb)
+        live = Session._live
+        if live is not None and live.started:
+            from ..faults import end_diverged
+
+            end_diverged(exc, live.user_comm)
+
+    hook.starchol_session_hook = True
+    sys.excepthook = hook
+
+
 def _path_text(path, param):
     """A folder name as the ranks compare it (normalised); a UsageError naming ``param``
     when ``path`` is no file name."""
@@ -379,6 +408,7 @@ class Session:
         self.started = True
         Session._live = self
         atexit.register(self.shutdown)
+        _end_job_on_uncaught_errors()
         # per-worker cuBLAS/cuSOLVER handles: runs on the CUDA workers, so before the pause
         gpu.after_start(self._backend, self.gpu_plan)
         # idle StarPU workers poll for tasks; keep them asleep between computations --

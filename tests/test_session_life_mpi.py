@@ -10,6 +10,7 @@ pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built
 pytestmark = pytest.mark.mpi
 
 NO_INIT = """
+import sys
 import mpi4py
 mpi4py.rc.initialize = False          # the program leaves MPI to starchol
 from mpi4py import MPI
@@ -24,7 +25,9 @@ with Session(workers=1):
         lambda r0, r1, c0, c1: 2.0 * np.eye(r1 - r0, c1 - c0) if r0 == c0
         else np.zeros((r1 - r0, c1 - c0)), (120, 120), 40, tile_map)
     logdet = cholesky(a, tile_map).logdet()
-    print("RESULT", comm.Get_rank(), MPI.Query_thread(), round(logdet, 6), flush=True)
+    line = f"RESULT {comm.Get_rank()} {MPI.Query_thread()} {logdet:.6f}\\n"
+    sys.stdout.write(line)     # one write per line: mpirun interleaves the ranks' pieces
+    sys.stdout.flush()
 """
 
 
@@ -70,7 +73,9 @@ with Session(comm, workers=1):
     t0 = time.perf_counter()
     reference = cholesky(A, tile_map)
     ref_s = time.perf_counter() - t0
-    print("REF", json.dumps({{"ref_s": ref_s}}), flush=True)
+    if rank == 0:   # one line per write (mpirun interleaves the ranks' pieces)
+        sys.stdout.write("REF " + json.dumps({{"ref_s": ref_s}}) + "\\n")
+        sys.stdout.flush()
     comm.Barrier()
     t0 = time.perf_counter()
     try:
@@ -118,6 +123,7 @@ def test_ctrl_c_on_one_of_two_ranks_ends_the_job_at_once(mpi_python):
 
 
 LOW_LEVEL = """
+import sys
 import mpi4py
 mpi4py.rc.thread_level = "funneled"
 from mpi4py import MPI
@@ -127,7 +133,8 @@ from starchol.runtime.errors import RuntimeUnavailableError
 try:
     Session(workers=1).start()
 except RuntimeUnavailableError as exc:
-    print("REFUSED", MPI.COMM_WORLD.Get_rank(), exc, flush=True)
+    sys.stdout.write(f"REFUSED {MPI.COMM_WORLD.Get_rank()} {exc}\\n")
+    sys.stdout.flush()
 """
 
 
@@ -139,3 +146,44 @@ def test_a_thread_level_below_serialized_is_refused_on_every_rank(mpi_python):
     for ln in refused:
         assert ("StarPU-MPI needs MPI_THREAD_SERIALIZED or more (its communication thread "
                 "calls MPI); MPI was initialised with MPI_THREAD_FUNNELED") in ln
+
+
+# a session started with .start() (no `with`); the program ends with an exception that
+# nobody caught: on rank 1 only, or (agreed) on every rank
+UNCAUGHT = """
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+
+comm = MPI.COMM_WORLD
+session = Session(comm, workers=1).start()
+if {agreed}:      # starchol raises it on every rank alike
+    tile_map = get_map("2dbc", comm.Get_size())
+    a = DistributedMatrix.from_function(
+        lambda r0, r1, c0, c1: -np.eye(r1 - r0, c1 - c0), (80, 80), 40, tile_map)
+    cholesky(a, tile_map)
+if comm.Get_rank() == 1:
+    raise ValueError("a bug on rank 1")
+comm.Barrier()
+"""
+
+
+def test_an_uncaught_exception_on_one_rank_ends_the_job(mpi_python):
+    # it hung: the exit handlers ran the collective shutdown on rank 1 alone
+    proc = mpi_python(2, UNCAUGHT.format(agreed=False), timeout=60,
+                      what="an uncaught exception on one rank of a started session")
+    assert proc.returncode != 0
+    assert "ValueError: a bug on rank 1" in proc.stderr          # the traceback
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("starchol:")]
+    assert lines == ["starchol: rank 1: error: ValueError: a bug on rank 1; ending the job "
+                     "on every rank (MPI_Abort)"], proc.stderr
+
+
+def test_an_uncaught_agreed_error_ends_every_rank_normally(mpi_python):
+    proc = mpi_python(2, UNCAUGHT.format(agreed=True), timeout=60,
+                      what="an uncaught NotPositiveDefiniteError on every rank")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("NotPositiveDefiniteError: matrix is not positive "
+                             "definite") == 2, proc.stderr
+    assert "MPI_Abort" not in proc.stderr and "MPI_ABORT" not in proc.stderr
