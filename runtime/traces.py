@@ -138,20 +138,25 @@ def finish(comm, folder):
         missing = [r for r, _, files in facts if not files or
                    not all(os.path.exists(f) for f in files)]
     missing = comm.bcast(missing, root=0)
-    # ranks whose file rank 0 cannot see (another node, no shared folder) send it
-    for r in missing:
-        if r == 0:
-            continue  # rank 0's own file is missing: _convert says so
-        if rank == r and mine:
-            with open(mine[0], "rb") as f:
-                comm.send((os.path.basename(mine[0]), f.read()), dest=0, tag=7301)
-        elif rank == r:
-            comm.send(None, dest=0, tag=7301)
-        if rank == 0:
-            got = comm.recv(source=r, tag=7301)
-            if got is not None:
-                with open(os.path.join(folder, got[0]), "wb") as f:
-                    f.write(got[1])
+    # ranks whose file rank 0 cannot see (another node, no shared folder) send it, on a
+    # duplicate of comm (the caller's own messages on comm, of any tag, are never matched)
+    sending = [r for r in missing if r != 0]   # rank 0's own file missing: _convert says so
+    files = comm.Dup() if sending else None    # `missing` is the same on every rank
+    try:
+        for r in sending:
+            if rank == r and mine:
+                with open(mine[0], "rb") as f:
+                    files.send((os.path.basename(mine[0]), f.read()), dest=0, tag=7301)
+            elif rank == r:
+                files.send(None, dest=0, tag=7301)
+            if rank == 0:
+                got = files.recv(source=r, tag=7301)
+                if got is not None:
+                    with open(os.path.join(folder, got[0]), "wb") as f:
+                        f.write(got[1])
+    finally:
+        if files is not None:
+            files.Free()
     error = summary = None
     if rank == 0:
         try:
