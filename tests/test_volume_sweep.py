@@ -12,7 +12,7 @@ flush on and off; and NT = 10..16 with 3 CPU workers per rank. The cases are dra
 a fixed seed (``STARCHOL_SWEEP_SEED`` draws others); one ``mpirun`` per (P, cache) runs
 all of that P's cases in one session (tests/volume_sweep_worker.py).
 
-The sweep is slow (about 25 minutes on 2 busy cores: ``scripts/test.sh -m slow -k
+The sweep is slow (about 18 minutes on 2 busy cores: ``scripts/test.sh -m slow -k
 measured_bytes``); one quick real run of a 2.5D map whose slices share nodes is in the
 default suite.
 """
