@@ -416,6 +416,9 @@ def render_script(args, plan, json_dir, starchol):
         version=__version__, map=p.map,
         n=p.n if p.n is not None else f"(from {args.input})", nb=args.nb,
         ranks=p.nodes, slurm_nodes=p.slurm_nodes, ranks_per_node=p.ranks_per_node,
+        ranks_mismatch=q(f"the script runs {p.map} on {p.nodes} ranks (resized by sbatch "
+                         f"--ntasks or --nodes?); for another count write a new script: "
+                         f"starchol slurm --nodes P"),
         sbatch="\n".join(_sbatch_lines(args, p)), starchol=q(starchol), cores=cores,
         workers=workers, json_dir=json_line, sched=q(args.sched), ncpu=ncpu, nobind=nobind,
         setup="\n".join(args.setup), launch_comment="\n".join(comment),

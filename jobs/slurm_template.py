@@ -17,6 +17,13 @@ $sbatch
 set -euo pipefail
 
 # --- the run ----------------------------------------------------------------
+# the map is for exactly $ranks ranks (starchol run takes the rank count as the map's
+# node count): a job resized at submission (sbatch --ntasks/--nodes on the command
+# line) would otherwise run another map without a word
+if [ "$${SLURM_NTASKS:-$ranks}" -ne $ranks ]; then
+    printf 'starchol: this job has %s tasks, but %s\\n' "$$SLURM_NTASKS" $ranks_mismatch >&2
+    exit 2
+fi
 STARCHOL=$${STARCHOL:-$starchol}
 RANKS_PER_NODE=$ranks_per_node
 $cores

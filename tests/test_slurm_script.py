@@ -449,3 +449,12 @@ def test_script_logic_with_stand_ins(capsys, tmp_path):
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
                           env=dict(env, SLURM_JOB_ID="4243"), timeout=60)
     assert proc.returncode == 1 and "no report written" in proc.stderr
+
+    # a job resized at submission (sbatch --ntasks=3 for this 2-rank map) stops before
+    # any work: starchol run would have made a map of 3 nodes, another experiment
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                          env=dict(env, SLURM_JOB_ID="4244", SLURM_NTASKS="3"), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert ("starchol: this job has 3 tasks, but the script runs 2dbc 1x2 (2 nodes) on 2 "
+            "ranks") in proc.stderr, proc.stderr
+    assert not (tmp_path / "node-tmp" / "starpu-4244").exists()
