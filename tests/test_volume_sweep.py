@@ -4,11 +4,11 @@ byte, for the factorization and the solve.
 
 Every map family (2dbc on every grid, sbc extended and basic, pplane, aplane, sym,
 sbc25d / 2dbc25d / sym25d with every slice count that fits, custom maps read from a
-Chameleon text file, a random 2.5D map whose slices share nodes), P = 1..10, 12 and 13
-ranks (oversubscribed), NT from 1 to 9 (NT = 1, NT < P, NT not a multiple of the
-pattern), N a multiple of NB or not (the last tile smaller), float64 and float32, the
-solve with K = 1 and K > NB right-hand sides, StarPU-MPI's cache on and off, the cache
-flush on and off; and NT = 10..16 with 3 CPU workers per rank. The cases are drawn from
+Chameleon text file and from a .npy file, a random 2.5D map whose slices share nodes),
+P = 1..10, 12 and 13 ranks (oversubscribed), NT from 1 to 9 (NT = 1, NT < P, NT not a
+multiple of the pattern), N a multiple of NB or not (the last tile smaller), float64 and
+float32, the solve with K = 1 and K > NB right-hand sides, StarPU-MPI's cache on and
+off, the cache flush on and off; and NT = 10..16 with 3 CPU workers per rank. The cases are drawn from
 a fixed seed (``STARCHOL_SWEEP_SEED`` draws others); one ``mpirun`` per (P, cache) runs
 all of that P's cases in one session (tests/volume_sweep_worker.py).
 
@@ -68,8 +68,11 @@ def maps_for(p, rng, tmp):
         shape = (int(rng.integers(1, 5)), int(rng.integers(1, 5)))
         pattern = rng.integers(0, p, size=shape)
         pattern.flat[int(rng.integers(pattern.size))] = p - 1    # the map has p nodes
-        path = os.path.join(tmp, f"map-{p}-{t}.txt")
-        write_chameleon_text(path, pattern)
+        path = os.path.join(tmp, f"map-{p}-{t}" + (".txt" if t == 0 else ".npy"))
+        if t == 0:
+            write_chameleon_text(path, pattern)
+        else:
+            np.save(path, pattern)
         out.append({"dist": "custom", "map_file": path})
     c = int(rng.integers(2, 4))                     # 2.5D, slices that share nodes
     stack = rng.integers(0, p, size=(c, int(rng.integers(1, 4)), int(rng.integers(1, 4))))
