@@ -8,9 +8,9 @@ Chameleon text file and from a .npy file, a random 2.5D map whose slices share n
 P = 1..10, 12 and 13 ranks (oversubscribed), NT from 1 to 9 (NT = 1, NT < P, NT not a
 multiple of the pattern), N a multiple of NB or not (the last tile smaller), float64 and
 float32, the solve with K = 1 and K > NB right-hand sides, StarPU-MPI's cache on and
-off, the cache flush on and off; and NT = 10..16 with 3 CPU workers per rank. The cases are drawn from
-a fixed seed (``STARCHOL_SWEEP_SEED`` draws others); one ``mpirun`` per (P, cache) runs
-all of that P's cases in one session (tests/volume_sweep_worker.py).
+off, the cache flush on and off; and NT = 10..16 with 3 CPU workers per rank. The cases
+are drawn from a fixed seed (``STARCHOL_SWEEP_SEED`` draws others); one ``mpirun`` per
+(P, cache) runs all of that P's cases in one session (tests/volume_sweep_worker.py).
 
 The sweep is slow (about 18 minutes on 2 busy cores: ``scripts/test.sh -m slow -k
 measured_bytes``); one quick real run of a 2.5D map whose slices share nodes is in the
