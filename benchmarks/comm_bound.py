@@ -97,6 +97,12 @@ def main():
     if os.geteuid() != 0:
         sys.exit("comm_bound: needs root (network namespaces and tc); run it as root")
     bandwidths = [b.strip() for b in opts.bandwidth.split(",") if b.strip()]
+    if opts.keep:
+        stale = sorted(Path(opts.keep).glob("*/*.json"))
+        if stale:
+            sys.exit(f"comm_bound: --keep {opts.keep} already holds run documents "
+                     f"({stale[0]}, ...): `starchol report {opts.keep}/BANDWIDTH/*.json` "
+                     f"would mix them with this run's; give a new or empty folder")
     maps = candidates(opts.n, opts.nb)
     if opts.no_25d:
         maps = maps[:2]

@@ -67,6 +67,27 @@ def test_script_runs_as_its_messages_show_it():
     assert res.returncode == 2 and "cluster.sh up [--nodes K]" in res.stderr, res.stderr
 
 
+def test_comm_bound_refuses_a_keep_folder_with_older_runs(tmp_path):
+    """`benchmarks/comm_bound.py --keep DIR` over a folder with run documents of an earlier
+    run would leave both in DIR/BANDWIDTH/, which `starchol report` then mixes; it is
+    refused before any cluster is made."""
+    _need_root()
+    (tmp_path / "10mbit").mkdir()
+    (tmp_path / "10mbit" / "sbc-1.json").write_text("{}")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "comm_bound.py"),
+                             "--keep", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        EmulatedCluster.sweep_orphans()
+        pytest.fail("comm_bound started over a --keep folder holding older runs")
+    assert proc.returncode == 1 and "already holds run documents" in err, err
+    assert [p.name for p in (tmp_path / "10mbit").iterdir()] == ["sbc-1.json"]
+
+
 @pytest.fixture(scope="module")
 def starpu_env(tmp_path_factory):
     home = tmp_path_factory.mktemp("cluster_starpu_home")
