@@ -89,6 +89,14 @@ with Session(comm, workers=1):
 """
 
 
+def _skip_if_too_fast(out):
+    """The first progress call comes 0.25 s into the wait: a machine that factors the
+    matrix in well under a second leaves no time to interrupt it."""
+    ref = _line(out, "REF")["ref_s"]
+    if "NOT INTERRUPTED" in out and ref < 0.6:
+        pytest.skip(f"the factorization took only {ref:.2f} s here: nothing to interrupt")
+
+
 def _line(out, key):
     line = next((ln for ln in out.splitlines() if ln.startswith(key + " ")), None)
     assert line is not None, out
@@ -100,6 +108,7 @@ def test_ctrl_c_abandons_the_computation_of_one_rank_and_the_session_stays_usabl
     proc = mpi_python(1, INTERRUPT.format(n=4000), timeout=120,
                       what="Ctrl-C during a 1-rank factorization")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    _skip_if_too_fast(proc.stdout)
     sigint, result = _line(proc.stdout, "SIGINT"), _line(proc.stdout, "RESULT")
     assert sigint["done"] < sigint["total"]
     # raised at once (the queued tasks skip their kernels), not after the factorization
@@ -108,10 +117,10 @@ def test_ctrl_c_abandons_the_computation_of_one_rank_and_the_session_stays_usabl
 
 
 def test_ctrl_c_on_one_of_two_ranks_ends_the_job_at_once(mpi_python):
-    t_end = None
     proc = mpi_python(2, INTERRUPT.format(n=4800), timeout=120,
                       what="Ctrl-C on one rank of a 2-rank factorization")
     t_end = time.time()
+    _skip_if_too_fast(proc.stdout)
     assert "RESULT" not in proc.stdout and "NOT INTERRUPTED" not in proc.stdout
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if "starchol:" in ln]
