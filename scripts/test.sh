@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Run starchol's test suite (fast cases; `scripts/test.sh -m slow` runs the slow ones).
+# Run starchol's test suite: the fast cases of tests/ by default. Arguments go to pytest:
+#   scripts/test.sh -m slow              the slow cases
+#   scripts/test.sh -m ""                every case
+#   scripts/test.sh tests/test_cli.py -x one file (still without the slow cases)
+# Without an -m of its own the run keeps -m "not slow"; without a test path it runs tests/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${STARCHOL_VENV:-.venv}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ $# -eq 0 ]; then
-    set -- -m "not slow"
-fi
-exec "$VENV/bin/python" -m pytest -q -ra "$@" tests
+marker=(-m "not slow")
+paths=(tests)
+for arg in "$@"; do
+    case "$arg" in
+        -m|-m*) marker=() ;;
+        tests|tests/*) paths=() ;;
+    esac
+done
+exec "$VENV/bin/python" -m pytest -q -ra "${marker[@]}" "$@" "${paths[@]}"
