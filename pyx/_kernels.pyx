@@ -140,6 +140,8 @@ cdef inline int _ld(void *buf) noexcept nogil:
 # -- bodies (one per operation, both precisions) ----------------------------------------
 cdef inline void _potrf(real *a, void **buffers, void *arg) noexcept nogil:
     # A[k][k] = chol(A[k][k]) (lower); LAPACK's info lands in the task's slot
+    if _cancelled:   # an abandoned computation: drain without computing
+        return
     cdef int n = _nx(buffers[0]), ld = _ld(buffers[0]), info = 0
     if real is double:
         _blas.dpotrf(&_L, &n, a, &ld, &info)
@@ -152,6 +154,8 @@ cdef inline void _potrf(real *a, void **buffers, void *arg) noexcept nogil:
 cdef inline void _trsm(real *l, real *b, char side, char trans, void **buffers) noexcept nogil:
     # side L, trans N: B[k] = L[k][k]^-1 B[k]                  (forward solve)
     # side L, trans T: B[k] = L[k][k]^-T B[k]                  (backward solve)
+    if _cancelled:   # an abandoned computation: drain without computing
+        return
     cdef int ldl = _ld(buffers[0]), m = _nx(buffers[1]), n = _ny(buffers[1])
     cdef int ldb = _ld(buffers[1])
     cdef real one = 1
@@ -170,6 +174,8 @@ cdef void _trsm_panel(real *l, int ldl, real *b, int ldb, int m, int n) noexcept
     # OpenBLAS's ?trsm runs at about half its ?gemm speed at NB = 256 (benchmarks/
     # small_sizes.py); with L = [L11 0; L21 L22] and B = [B1 B2], X = B L^-T is
     # X1 = B1 L11^-T, then X2 = (B2 - X1 L21^T) L22^-T.
+    if _cancelled:   # an abandoned computation: drain without computing
+        return
     cdef int h, n2
     cdef real one = 1, mone = -1
     if n <= TRSM_BASE:
@@ -192,6 +198,8 @@ cdef void _trsm_panel(real *l, int ldl, real *b, int ldb, int m, int n) noexcept
 
 cdef inline void _syrk(real *a, real *c, real beta, void **buffers) noexcept nogil:
     # C[n][n] = beta C[n][n] - A[n][k] A[n][k]^T   (lower triangle)
+    if _cancelled:   # an abandoned computation: drain without computing
+        return
     cdef int k = _ny(buffers[0]), lda = _ld(buffers[0])
     cdef int n = _nx(buffers[1]), ldc = _ld(buffers[1])
     cdef real mone = -1
@@ -204,6 +212,8 @@ cdef inline void _syrk(real *a, real *c, real beta, void **buffers) noexcept nog
 cdef inline void _gemm(real *a, real *b, real *c, char ta, char tb, real beta,
                        void **buffers) noexcept nogil:
     # C = beta C - op(A) op(B); op(A) is m x k, op(B) is k x n, C is m x n
+    if _cancelled:   # an abandoned computation: drain without computing
+        return
     cdef int m = _nx(buffers[2]), n = _ny(buffers[2]), ldc = _ld(buffers[2])
     cdef int k = _ny(buffers[0]) if ta == _N else _nx(buffers[0])
     cdef int lda = _ld(buffers[0]), ldb = _ld(buffers[1])
@@ -215,6 +225,8 @@ cdef inline void _gemm(real *a, real *b, real *c, char ta, char tb, real beta,
 
 
 cdef inline void _zero_upper(real *a, int n, int ny, int ld) noexcept nogil:
+    if _cancelled:   # an abandoned computation: drain without computing
+        return
     cdef int i, j
     for j in range(ny):
         for i in range(min(j, n)):
@@ -223,6 +235,8 @@ cdef inline void _zero_upper(real *a, int n, int ny, int ld) noexcept nogil:
 
 cdef inline void _add(real *p, real *b, void **buffers) noexcept nogil:
     # B[i][j] += P[i][j]
+    if _cancelled:   # an abandoned computation: drain without computing
+        return
     cdef int ldp = _ld(buffers[0]), m = _nx(buffers[1]), n = _ny(buffers[1])
     cdef int ldb = _ld(buffers[1]), i, j
     for j in range(n):
@@ -236,130 +250,82 @@ cdef inline void *_p(void **buffers, int i) noexcept nogil:
 
 
 cdef void d_potrf(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _potrf(<double *>_p(b, 0), b, arg)
 
 cdef void s_potrf(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _potrf(<float *>_p(b, 0), b, arg)
 
 cdef void d_trsm(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _trsm_panel(<double *>_p(b, 0), _ld(b[0]), <double *>_p(b, 1), _ld(b[1]), _nx(b[1]),
                 _ny(b[1]))
 
 cdef void s_trsm(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _trsm_panel(<float *>_p(b, 0), _ld(b[0]), <float *>_p(b, 1), _ld(b[1]), _nx(b[1]),
                 _ny(b[1]))
 
 cdef void d_syrk(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _syrk(<double *>_p(b, 0), <double *>_p(b, 1), 1.0, b)
 
 cdef void s_syrk(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _syrk(<float *>_p(b, 0), <float *>_p(b, 1), 1.0, b)
 
 cdef void d_gemm(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _N, _T, 1.0, b)
 
 cdef void s_gemm(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _N, _T, 1.0, b)
 
 # first update of a 2.5D zero copy (W mode): C = -A B^T, upper triangle of SYRK zeroed
 cdef void d_syrk0(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _syrk(<double *>_p(b, 0), <double *>_p(b, 1), 0.0, b)
     _zero_upper(<double *>_p(b, 1), _nx(b[1]), _nx(b[1]), _ld(b[1]))
 
 cdef void s_syrk0(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _syrk(<float *>_p(b, 0), <float *>_p(b, 1), 0.0, b)
     _zero_upper(<float *>_p(b, 1), _nx(b[1]), _nx(b[1]), _ld(b[1]))
 
 cdef void d_gemm0(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _N, _T, 0.0, b)
 
 cdef void s_gemm0(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _N, _T, 0.0, b)
 
 cdef void d_add(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _add(<double *>_p(b, 0), <double *>_p(b, 1), b)
 
 cdef void s_add(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _add(<float *>_p(b, 0), <float *>_p(b, 1), b)
 
 cdef void d_tril(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _zero_upper(<double *>_p(b, 0), _nx(b[0]), _ny(b[0]), _ld(b[0]))
 
 cdef void s_tril(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _zero_upper(<float *>_p(b, 0), _nx(b[0]), _ny(b[0]), _ld(b[0]))
 
 # solve: B[k] = L[k][k]^-1 B[k] / L[k][k]^-T B[k]
 cdef void d_trsm_fwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _trsm(<double *>_p(b, 0), <double *>_p(b, 1), _L, _N, b)
 
 cdef void s_trsm_fwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _trsm(<float *>_p(b, 0), <float *>_p(b, 1), _L, _N, b)
 
 cdef void d_trsm_bwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _trsm(<double *>_p(b, 0), <double *>_p(b, 1), _L, _T, b)
 
 cdef void s_trsm_bwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _trsm(<float *>_p(b, 0), <float *>_p(b, 1), _L, _T, b)
 
 # solve updates: B[m] -= L[m][k] B[k] (forward), B[m] -= L[k][m]^T B[k] (backward)
 cdef void d_gemm_fwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _N, _N, 1.0, b)
 
 cdef void s_gemm_fwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _N, _N, 1.0, b)
 
 cdef void d_gemm_bwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<double *>_p(b, 0), <double *>_p(b, 1), <double *>_p(b, 2), _T, _N, 1.0, b)
 
 cdef void s_gemm_bwd(void **b, void *arg) noexcept nogil:
-    if _cancelled:
-        return
     _gemm(<float *>_p(b, 0), <float *>_p(b, 1), <float *>_p(b, 2), _T, _N, 1.0, b)
 
 
