@@ -718,9 +718,9 @@ class Session:
         reporting = progress is not None and bool(total)
         waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
         waiter.start()
-        while not done.wait(interval if reporting and failed is None else None):
-            if reporting and failed is None:
-                report(max(0, total - self._backend.tasks_pending()))
+        while reporting and failed is None and not done.wait(interval):
+            report(max(0, total - self._backend.tasks_pending()))
+        done.wait()
         waiter.join()
         if status:
             raise status[0]
