@@ -4,13 +4,13 @@ All tiles are NB x NB except the last tile row/column when N is not a multiple o
 The distributed matrix itself is :class:`starchol.linalg.distributed.DistributedMatrix`.
 """
 from ..errors import UsageError
-from .volume import tile_extents
+from .volume import exact_int, tile_extents
 
 
 def check_sizes(n, nb):
     """Raise :class:`UsageError` unless 0 < nb <= n (integers). Returns ``(n, nb)``."""
     try:
-        n, nb = _int(n), _int(nb)
+        n, nb = exact_int(n), exact_int(nb)
     except (TypeError, ValueError):
         raise UsageError(f"n and nb must be integers, got {n!r}, {nb!r}",
                          params=("n", "nb")) from None
@@ -32,7 +32,7 @@ def check_shape(shape, kind="symmetric"):
     try:
         if isinstance(shape, (str, bytes)) or len(shape) != 2:
             raise TypeError(shape)
-        n, ncols = _int(shape[0]), _int(shape[1])
+        n, ncols = exact_int(shape[0]), exact_int(shape[1])
     except (TypeError, ValueError):
         raise UsageError(f"shape must be a pair of integers (n, n) for a symmetric matrix, "
                          f"(n, k) for right-hand sides, got {shape!r}",
@@ -44,12 +44,6 @@ def check_shape(shape, kind="symmetric"):
         raise UsageError(f"the right-hand sides need at least one column, got {ncols}",
                          param="shape")
     return n, ncols
-
-
-def _int(v):
-    if isinstance(v, bool) or int(v) != v:
-        raise TypeError(v)
-    return int(v)
 
 
 def tile_sizes(n, nb):

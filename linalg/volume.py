@@ -35,9 +35,22 @@ import numpy as np
 DOUBLE_BYTES = 8
 
 
+def exact_int(value):
+    """``value`` as an int when it is an integer (a Python or numpy int, or a float such
+    as 3.0); TypeError otherwise (a bool, 10.5, a string), ValueError for NaN or a
+    string that is no number, OverflowError for an infinity."""
+    if isinstance(value, bool) or int(value) != value:
+        raise TypeError(value)
+    return int(value)
+
+
 def _check_count(name, value):
     """ValueError unless ``value`` is an integer >= 1 (a size in elements)."""
-    if isinstance(value, bool) or not float(value).is_integer() or value < 1:
+    try:
+        count = exact_int(value)
+    except (TypeError, ValueError, OverflowError):
+        count = 0
+    if count < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
