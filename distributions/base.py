@@ -33,6 +33,8 @@ class TileMap:
 
     name = "map"
     slices = 1
+    #: the first node id of a 2D map (2.5D slices shift theirs: slice s starts at s*P/c)
+    offset = 0
 
     def __init__(self, nodes):
         self.nodes = int(nodes)

@@ -95,6 +95,47 @@ def test_2_5d_slices_use_their_own_nodes(name, nodes, c, base):
     assert m.slice_of_iteration(5) == 5 % c
 
 
+def test_sliced25d_refuses_slices_that_are_not_p_over_c_disjoint_2d_maps():
+    from starchol.distributions import BlockCyclic2D, CustomMap, Sliced25D, TileMap
+
+    ok = Sliced25D("2dbc25d", [BlockCyclic2D(1, 2), BlockCyclic2D(1, 2, offset=2)])
+    assert ok.nodes == 4 and ok.owner_maps(3)[1].tolist() == [[2, 3, 2]] * 3
+    with pytest.raises(UsageError, match=r"^slice_maps is empty"):
+        Sliced25D("x", [])
+    with pytest.raises(UsageError, match=r"slice_maps\[1\] .* has 0 nodes"):
+        Sliced25D("x", [BlockCyclic2D(1, 1), TileMap(0)])
+    with pytest.raises(UsageError, match=r"slice_maps\[1\] \(2dbc25d: 2 slices of .*\) is "
+                                         r"itself a 2.5D map with 2 slices"):
+        Sliced25D("x", [BlockCyclic2D(1, 2), ok])
+    with pytest.raises(UsageError, match=r"slice_maps\[1\] \(2dbc 1x3 .*\) has 3 nodes but "
+                                         r"slice_maps\[0\] has 2"):
+        Sliced25D("x", [BlockCyclic2D(1, 2), BlockCyclic2D(1, 3, offset=2)])
+    with pytest.raises(UsageError, match=r"^slice_maps\[1\] uses nodes 0..1, which overlaps "
+                                         r"slice_maps\[0\] \(nodes 0..1\); slice 1 of 2 "
+                                         r"slices of 2 nodes must use nodes 2..3 \(offset 2\)"):
+        Sliced25D("x", [BlockCyclic2D(1, 2), BlockCyclic2D(1, 2)])
+    with pytest.raises(UsageError, match=r"slice_maps\[1\] uses nodes 1..2, which overlaps"):
+        Sliced25D("x", [BlockCyclic2D(1, 2), BlockCyclic2D(1, 2, offset=1)])
+    with pytest.raises(UsageError, match=r"slice_maps\[1\] uses nodes 4..5, which leaves a "
+                                         r"gap or is out of order; .* must use nodes 2..3"):
+        Sliced25D("x", [BlockCyclic2D(1, 2), BlockCyclic2D(1, 2, offset=4)])
+    with pytest.raises(UsageError, match=r"slice_maps\[0\] uses nodes 2..3, which overlaps "
+                                         r"slice_maps\[1\]"):
+        Sliced25D("x", [BlockCyclic2D(1, 2, offset=2), BlockCyclic2D(1, 2, offset=2)])
+
+    class Unshifted(TileMap):     # says it starts at node 2, puts tiles on nodes 0..1
+        offset = 2
+
+        def _slice_owner_map(self, nt, s):
+            return np.add.outer(np.arange(nt), np.arange(nt)) % 2
+
+    # a map whose node ids ignore its offset: refused where its owners are made
+    wrong = Sliced25D("x", [CustomMap(np.array([[0, 1]])), Unshifted(2)])
+    with pytest.raises(UsageError, match=r"slice_maps\[1\] .* puts tiles on nodes 0..1 at "
+                                         r"NT = 2, outside its nodes 2..3"):
+        wrong.owner_maps(2)
+
+
 def test_grid_of_2dbc25d_is_one_slice():
     m = get_map("2dbc25d", 8, slices=2, grid="2x2")
     assert m.base.p == 2 and m.base.q == 2
