@@ -285,8 +285,8 @@ class DistributedMatrix:
 
     # -- output (collective) -------------------------------------------------------------
     def to_hdf5(self, path, dataset, overwrite=False, attrs=None, input_path=None):
-        """Write the matrix to ``path:dataset`` as float64, atomically (a temporary file
-        renamed when complete). Collective.
+        """Write the matrix to ``path:dataset`` in its own dtype (float64 or float32),
+        atomically (a temporary file renamed when complete). Collective.
 
         A symmetric matrix is written whole (both triangles: what :meth:`from_hdf5` and
         any other reader expect); a factor (:attr:`factor`) as its lower triangle, zeros
@@ -301,7 +301,7 @@ class DistributedMatrix:
         # layout is this matrix's own: checking it against its map would recompute it)
         agree(self.comm, self.local_error())
         writer = FactorWriter(path, dataset, self.n, self.comm, overwrite=overwrite,
-                              input_path=input_path)
+                              input_path=input_path, nb=self.nb, dtype=self.dtype)
         writer.write(self, attrs, whole=not self.factor)
 
     def gather(self, root=0):

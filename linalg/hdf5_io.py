@@ -6,10 +6,13 @@ Targets are written ``FILE.h5:/dataset``. Conventions:
   own dtype unless another is asked: ``starchol run`` reads float64); each
   rank reads only the tiles it owns (and, for the symmetry check, their mirror images in
   the upper triangle). The lower triangle is what the factorization uses.
-- Output: the factor L (lower triangular, zeros above) as a float64 dataset with
-  attributes. It is written to a temporary file in the output's folder and renamed over
-  the final name only when complete: a failed or killed run leaves no file at the output
-  name. The input file is never opened for writing.
+- Output: the factor L (lower triangular; its strict upper triangle is never written,
+  reads as zeros and takes no space), a symmetric matrix (both triangles) or right-hand
+  sides, in the matrix's dtype, with attributes. Chunks are at most min(NB, 256) entries
+  a side and split the size evenly. The dataset is written into a temporary file in the
+  output's folder (a copy of the existing file, less the dataset it replaces: no dead
+  space) renamed over the final name only when complete: a failed or killed run leaves
+  no file at the output name. The input file is never opened for writing.
 
 Every check is collective: rank 0 (or every rank, for what each reads) decides, the
 verdict is shared, and every rank raises the same :class:`UsageError`; no rank waits on
@@ -262,17 +265,28 @@ def _check_output(path, dataset, overwrite=False, input_path=None, role="path"):
                                  param="overwrite")
 
 
-def _chunks(n, nb=None):
-    """Chunk shape of an n x n dataset: tile-sized (so the untouched upper tiles of a
-    factor take no space), at most 512 x 512 and never larger than the matrix. Without a
-    tile size (a dense matrix from ``generate``), chunks of at most 256 x 256 that split n
-    evenly, so the last chunk row and column hold no padding."""
-    if nb:
-        c = min(n, nb, 512)
-    else:
-        per_side = -(-n // 256)
-        c = -(-n // per_side)
-    return (c, c)
+#: the largest chunk side (entries): a 256 x 256 float64 chunk (512 KiB) fits HDF5's
+#: default 1 MiB chunk cache, so writing a tile part by part does not re-read its chunk
+CHUNK_MAX = 256
+
+
+def _chunk_side(n, nb=None):
+    """The chunk side for ``n`` entries: at most min(nb, :data:`CHUNK_MAX`), and the
+    smallest side that covers n with the fewest such chunks: n = 1000, nb = 500 gives
+    250, not 256 (whose fourth chunk would be 232 entries of data and 24 of padding)."""
+    most = max(1, min(nb or CHUNK_MAX, CHUNK_MAX))
+    per_side = -(-n // most)
+    return max(1, -(-n // per_side))
+
+
+def _chunks(shape, nb=None):
+    """Chunk shape of a dataset of ``shape`` (``(n, k)``; an int n for n x n): each side
+    at most min(nb, 256) entries, splitting its side evenly (:func:`_chunk_side`). Chunks
+    no larger than a tile let a factor's strict upper triangle go unwritten, and so take
+    no space (:meth:`FactorWriter.write` never touches a chunk above the diagonal)."""
+    if isinstance(shape, int):
+        shape = (shape, shape)
+    return tuple(_chunk_side(int(s), nb) for s in shape)
 
 
 def _new_tmp(path):
@@ -289,25 +303,86 @@ def _drop_tmp(tmp):
     drop_temporary(tmp)
 
 
-def _create_tmp(path, dataset, n, attrs, nb=None):
-    """A temporary copy of ``path`` (or a new file) beside it, holding a zero n x n
-    float64 ``dataset`` with ``attrs``. Returns its name (tracked: removed on signals)."""
+def _norm(dataset):
+    import posixpath
+
+    return posixpath.normpath("/" + dataset.lstrip("/"))
+
+
+def _copy_without(src, dst, skip):
+    """Copy the HDF5 file ``src`` into the new file ``dst``, every object and attribute
+    but the one at path ``skip``.
+
+    Deleting a dataset from a copy of the file instead leaves its bytes in the file as
+    dead space (HDF5 does not reclaim it): replacing a dataset again and again grew the
+    file each time. Soft and external links are kept as links; an object reached by
+    several hard links is copied once and linked again.
+    """
+    h5py = _h5py()
+    skip = _norm(skip)
+    seen = {}
+
+    def copy_attrs(a, b):
+        for k in a.attrs:
+            b.attrs.create(k, a.attrs[k], dtype=a.attrs.get_id(k).dtype)
+
+    def walk(gi, go):
+        for name in gi:
+            full = _norm(f"{gi.name}/{name}")
+            if full == skip:
+                continue
+            link = gi.get(name, getlink=True)
+            if isinstance(link, h5py.SoftLink):
+                go[name] = h5py.SoftLink(link.path)
+                continue
+            if isinstance(link, h5py.ExternalLink):
+                go[name] = h5py.ExternalLink(link.filename, link.path)
+                continue
+            obj = gi[name]
+            info = h5py.h5o.get_info(obj.id)
+            key = (info.fileno, info.addr)
+            if key in seen:                     # another hard link to a copied object
+                go[name] = go.file[seen[key]]
+                continue
+            if isinstance(obj, h5py.Group):
+                sub = go.create_group(name)
+                copy_attrs(obj, sub)
+                seen[key] = sub.name
+                walk(obj, sub)
+            else:                               # a dataset or a named datatype
+                gi.copy(obj, go, name)
+                seen[key] = go[name].name
+
+    with h5py.File(src, "r") as fi, h5py.File(dst, "w") as fo:
+        copy_attrs(fi, fo)
+        walk(fi, fo)
+
+
+def _create_tmp(path, dataset, shape, attrs, nb=None, dtype=np.float64):
+    """A temporary copy of ``path`` (or a new file) beside it, holding a zero ``dataset``
+    of ``shape`` (an int n for n x n) and ``dtype`` with ``attrs``. An existing dataset
+    of that name is left out of the copy (no dead space). Returns its name (tracked:
+    removed on signals)."""
     import shutil
 
     h5py = _h5py()
+    if isinstance(shape, int):
+        shape = (shape, shape)
     tmp = _new_tmp(path)
     try:
         target = resolve(path)
+        mode = "w"
         if os.path.exists(target):
-            shutil.copyfile(target, tmp)  # keep the file's other datasets
+            with h5py.File(target, "r") as fh:
+                replaced = fh.get(dataset, getlink=True) is not None
+            if replaced:
+                _copy_without(target, tmp, dataset)
+            else:
+                shutil.copyfile(target, tmp)  # keep the file's other datasets
             mode = "a"
-        else:
-            mode = "w"
         with h5py.File(tmp, mode) as fh:
-            if dataset in fh:
-                del fh[dataset]
-            d = fh.create_dataset(dataset, shape=(n, n), dtype="f8", chunks=_chunks(n, nb),
-                                  fillvalue=0.0)
+            d = fh.create_dataset(dataset, shape=shape, dtype=np.dtype(dtype),
+                                  chunks=_chunks(shape, nb), fillvalue=0.0)
             for k, v in attrs.items():
                 d.attrs[k] = v
     except BaseException:
@@ -336,11 +411,13 @@ class FactorWriter:
     """
 
     def __init__(self, path, dataset, n, comm=None, overwrite=False, input_path=None,
-                 nb=None, role="path"):
+                 nb=None, role="path", dtype=np.float64, ncols=None):
         self.comm = _comm(comm)
         self.role = role
         self.path, self.dataset, self.n = path, dataset, int(n)
+        self.ncols = self.n if ncols is None else int(ncols)
         self.nb = nb
+        self.dtype = np.dtype(dtype)
         self.overwrite = bool(overwrite)
         self.tmp = None
         self.published = None
@@ -355,35 +432,30 @@ class FactorWriter:
         return fingerprint(resolve(self.path))
 
     def write(self, tiled, attrs=None, whole=False):
-        """Write every rank's tiles (lower part; zeros above). Collective.
+        """Write every rank's tiles, in the writer's dtype. Collective.
 
-        ``whole``: ``tiled`` is a symmetric matrix, written with both triangles (each
-        tile also goes, transposed, to its mirror position). The dataset's ``content``
-        attribute (:data:`CONTENT`) says which was written. Returns the name published.
-        Raises :class:`OutputAppeared` (on every rank) when the output appeared or
-        changed during the run.
+        A factor (the default) is written as its lower triangle: the strict upper
+        triangle is never written, so its chunks take no space in the file and read as
+        zeros. ``whole``: ``tiled`` is a symmetric matrix, written with both triangles
+        (each tile also goes, transposed, to its mirror position). Right-hand sides
+        (``tiled.kind == "rhs"``) are written tile by tile, every entry. The dataset's
+        ``content`` attribute (:data:`CONTENT`) says which was written. Returns the name
+        published. Raises :class:`OutputAppeared` (on every rank) when the output
+        appeared or changed during the run.
         """
         h5py = _h5py()
         rank, size = self.comm.Get_rank(), self.comm.Get_size()
-        attrs = {**(attrs or {}), "content": CONTENT["matrix" if whole else "factor"]}
-        self.tmp = run_on_root(self.comm, _create_tmp, self.path, self.dataset, self.n,
-                              attrs, self.nb)
+        kind = "rhs" if tiled.kind == "rhs" else "matrix" if whole else "factor"
+        attrs = {**(attrs or {}), "content": CONTENT[kind]}
+        self.tmp = run_on_root(self.comm, _create_tmp, self.path, self.dataset,
+                               (self.n, self.ncols), attrs, self.nb, self.dtype)
         error = None
         try:
-            o = tiled.offsets
             for turn in range(size):
                 if turn == rank:
                     try:
                         with h5py.File(self.tmp, "r+") as fh:
-                            d = fh[self.dataset]
-                            for (i, j), t in sorted(tiled.tiles.items()):
-                                if i == j:
-                                    t = np.tril(t)
-                                    if whole:
-                                        t = t + np.tril(t, -1).T
-                                elif whole:
-                                    d[o[j]:o[j + 1], o[i]:o[i + 1]] = t.T
-                                d[o[i]:o[i + 1], o[j]:o[j + 1]] = t
+                            _write_tiles(fh[self.dataset], tiled, kind)
                     except Exception as exc:  # noqa: BLE001 - shared below, not raised alone
                         error = (f"rank {rank} cannot write its tiles to {self.tmp}: "
                                  f"{exc if isinstance(exc, OSError) else describe(exc)}")
@@ -413,6 +485,30 @@ class FactorWriter:
                 self.tmp = None
 
 
+def _write_tiles(d, tiled, kind):
+    """Write this rank's tiles of ``tiled`` into the dataset ``d``: ``kind`` "rhs" every
+    tile as it is, "matrix" each tile and its transposed mirror, "factor" the lower
+    triangle only. A factor's diagonal tile is written one chunk row at a time, each up
+    to the diagonal, so that no chunk above the diagonal is ever written (allocated)."""
+    o, oc = tiled.offsets, tiled.col_offsets
+    c = d.chunks[0] if d.chunks else d.shape[0]
+    for (i, j), t in sorted(tiled.tiles.items()):
+        r0, r1, c0, c1 = int(o[i]), int(o[i + 1]), int(oc[j]), int(oc[j + 1])
+        if kind == "rhs" or i != j:
+            if kind == "matrix":
+                d[c0:c1, r0:r1] = t.T
+            d[r0:r1, c0:c1] = t
+        elif kind == "matrix":
+            t = np.tril(t)
+            d[r0:r1, c0:c1] = t + np.tril(t, -1).T
+        else:
+            a = r0
+            while a < r1:
+                b = min(r1, (a // c + 1) * c)      # the end of a's chunk row
+                d[a:b, r0:b] = np.tril(t[a - r0:b - r0, :b - r0], a - r0)
+                a = b
+
+
 def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_per_chunk=None):
     """Write an n x n float64 matrix row block by row block, atomically (one process).
 
@@ -430,9 +526,11 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
     h5py = _h5py()
     tmp = _create_tmp(path, dataset, n, attrs or {})
     try:
-        step = rows_per_chunk or max(1, (8 << 20) // max(n, 1))
         with h5py.File(tmp, "r+") as fh:
             d = fh[dataset]
+            # whole chunk rows per block (about 64 MB), so that no chunk is written twice
+            c = d.chunks[0]
+            step = rows_per_chunk or max(1, (8 << 20) // max(n, 1) // c) * c
             for r0 in range(0, n, step):
                 r1 = min(n, r0 + step)
                 d[r0:r1, :] = make_rows(r0, r1)

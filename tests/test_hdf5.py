@@ -194,3 +194,86 @@ def test_from_hdf5_any_byte_order_into_one_arena(tmp_path, file_dtype, dtype):
         bases.add(id(t))
     assert len(bases) == 1
     np.testing.assert_allclose(m.gather(), np.tril(a), rtol=1e-6)
+
+
+# -- file sizes -------------------------------------------------------------------------
+def filled(n, nb, dtype=np.float64, factor=False):
+    """A one-rank symmetric matrix (or factor) of ones in ``dtype``."""
+    from mpi4py import MPI
+
+    a = DistributedMatrix.from_function(lambda r0, r1, c0, c1: np.ones((r1 - r0, c1 - c0)),
+                                        (n, n), nb, get_map("2dbc", 1), dtype=dtype,
+                                        comm=MPI.COMM_SELF)
+    a.factor = factor
+    return a
+
+
+def test_chunks_at_most_nb_and_256_and_split_n_evenly():
+    from starchol.linalg.hdf5_io import _chunks
+
+    assert _chunks(1000, 300) == (250, 250)      # 4 chunks of 250, not 256 + 232 pad
+    assert _chunks(1000, 100) == (100, 100)
+    assert _chunks(1400) == (234, 234)           # no tile size: at most 256
+    assert _chunks((1001, 7), 512) == (251, 7)
+    assert _chunks(10, 300) == (10, 10)
+
+
+def test_float32_matrix_is_stored_as_float32(tmp_path):
+    """It was upcast to float64: twice the bytes (8.0 MB instead of 4.0 MB at n = 1000)."""
+    out = tmp_path / "a.h5"
+    filled(1000, 300, np.float32).to_hdf5(str(out), "/A")
+    with h5py.File(out) as fh:
+        assert fh["A"].dtype == np.float32 and fh["A"].chunks == (250, 250)
+        np.testing.assert_array_equal(fh["A"][...], 1.0)
+    assert 4_000_000 < out.stat().st_size < 4_100_000
+
+
+def test_factor_file_allocates_lower_triangle_chunks_only(tmp_path):
+    """NB = 300 > the chunk side 250: a diagonal tile covers chunks above the diagonal,
+    which are never written (10 of 16 chunks, 5.0 MB instead of 6.5 MB or 7.2 MB)."""
+    out = tmp_path / "l.h5"
+    filled(1000, 300, factor=True).to_hdf5(str(out), "/L")
+    with h5py.File(out) as fh:
+        d = fh["L"]
+        assert d.chunks == (250, 250) and d.id.get_num_chunks() == 10
+        rows_cols = [d.id.get_chunk_info(k).chunk_offset for k in range(10)]
+        assert all(r >= c for r, c in rows_cols)
+        L = d[...]
+    np.testing.assert_array_equal(L, np.tril(np.ones((1000, 1000))))
+    assert 5_000_000 < out.stat().st_size < 5_100_000
+    w = tmp_path / "w.h5"                       # starchol run's writer: chunks of <= NB
+    FactorWriter(str(w), "/L", 1000, nb=100).write(filled(1000, 100, factor=True))
+    with h5py.File(w) as fh:
+        assert fh["L"].chunks == (100, 100) and fh["L"].id.get_num_chunks() == 55
+        np.testing.assert_array_equal(fh["L"][...], L)
+
+
+def test_replacing_a_dataset_leaves_no_dead_space(tmp_path):
+    """The old dataset was deleted from a copy of the file, its bytes left behind: a
+    23.8 MB file grew to 39.6 MB at the first replacement of its 15.7 MB dataset. The
+    rest of the file (groups, attributes, links) is kept."""
+    f = tmp_path / "b.h5"
+    a = filled(1400, 200)
+    a.to_hdf5(str(f), "/M")
+    with h5py.File(f, "a") as fh:
+        fh.attrs["note"] = "root"
+        g = fh.create_group("g/h")
+        g["v"] = np.arange(5)
+        g["v"].attrs["unit"] = "m"
+        fh["hard"] = g["v"]                     # a second hard link to g/h/v
+        fh["soft"] = h5py.SoftLink("/g/h/v")
+        fh["ext"] = h5py.ExternalLink("other.h5", "/X")
+    assert main(["generate", "--n", "1000", "--output", f"{f}:/A"]) == 0   # after /M
+    sizes = [f.stat().st_size]
+    for _ in range(3):
+        a.to_hdf5(str(f), "/M", overwrite=True)
+        sizes.append(f.stat().st_size)
+    assert max(sizes) - min(sizes) < 100_000, sizes
+    with h5py.File(f) as fh:
+        np.testing.assert_array_equal(fh["M"][...], 1.0)
+        assert fh.attrs["note"] == "root" and fh["g/h/v"].attrs["unit"] == "m"
+        assert fh["hard"].id == fh["g/h/v"].id              # still one object
+        assert fh.get("soft", getlink=True).path == "/g/h/v"
+        assert fh.get("ext", getlink=True).filename == "other.h5"
+        assert fh["A"].shape == (1000, 1000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.h5"]
