@@ -21,7 +21,11 @@ Choosing the StarPU (first match wins):
   ``user PREFIX``; ``system``), so a later ``pip install -e .`` builds against the same;
 - otherwise the system's.
 
-``setup.py`` calls :func:`runtime_extensions`; ``CMakeLists.txt`` asks for the same
+``setup.py`` calls :func:`runtime_extensions`, which records the chosen StarPU and the
+flags in ``build/starpu-flags`` (:func:`record_flags`); the compiled modules depend on
+that file, so building after a switch of StarPU recompiles them (setuptools otherwise
+keeps a module that is newer than its sources, linked to the StarPU it was built with).
+``CMakeLists.txt`` asks for the same
 module list and flags (``python build_flags.py modules|gpu-module|cflags|libs|gpu-cflags|gpu-libs``).
 """
 import glob
@@ -50,6 +54,10 @@ STARPU_MAXCUDADEVS = 8
 STARPU_MAXNODES = 32
 #: where setup.sh records which StarPU this checkout builds against
 CHOICE_FILE = os.path.join(HERE, "build", "starpu-choice")
+#: what the compiled layer was last built against (:func:`record_flags`): the StarPU
+#: and every flag; the compiled modules depend on this file, so that a build after a
+#: switch of StarPU recompiles them instead of keeping modules linked to the other one
+FLAGS_STAMP = os.path.join(HERE, "build", "starpu-flags")
 #: environment variable naming a StarPU build cache shared by several checkouts
 CACHE_ENV = "STARCHOL_STARPU_CACHE"
 
@@ -309,8 +317,64 @@ RUNTIME_MODULES = (
 )
 
 
+def starpu_identity(kind, dirs):
+    """One line naming the StarPU a build uses: kind, pkg-config version and prefix
+    (e.g. ``system 1.3.10 /usr``); ``dirs`` as :func:`starpu_choice` gives them."""
+    env = _pkg_config_env(dirs)
+    words = []
+    for what in (["--modversion"], ["--variable=prefix"]):
+        try:
+            words.append(" ".join(_run(["pkg-config", *what, STARPU_PKG], env)) or "?")
+        except BuildConfigError:
+            words.append("?")
+    return " ".join([kind, *words])
+
+
+def flags_record(kind, dirs, runtime_flags, gpu):
+    """The text of :data:`FLAGS_STAMP`: the StarPU (:func:`starpu_identity`), its
+    pkg-config folders, then the flags of the runtime modules and of the GPU module
+    (``gpu``: :func:`gpu_flags`'s tuple), one ``name: words`` line each."""
+    inc, libdirs, libnames, ccx, lx = runtime_flags
+    ginc, glibdirs, glibnames, gccx, glx, macros = gpu
+    lines = ["# the StarPU and flags of starchol's last build (build_flags.py); the compiled",
+             "# modules are rebuilt when this changes",
+             f"starpu: {starpu_identity(kind, dirs)}",
+             f"pkgconfig: {' '.join(dirs) or '(the system default)'}",
+             f"cflags: {' '.join(['-I' + d for d in inc] + list(ccx))}",
+             f"libs: {' '.join(['-L' + d for d in libdirs] + ['-l' + n for n in libnames] + list(lx))}",
+             f"gpu-cflags: {' '.join(['-I' + d for d in ginc] + list(gccx) + [f'-D{k}={v}' for k, v in macros])}",
+             f"gpu-libs: {' '.join(['-L' + d for d in glibdirs] + ['-l' + n for n in glibnames] + list(glx))}"]
+    return "\n".join(lines) + "\n"
+
+
+def record_flags(text, path=None):
+    """Write ``text`` to the stamp ``path`` (default :data:`FLAGS_STAMP`) unless it already
+    holds exactly that; atomically (a temporary file renamed). Returns True when written.
+
+    The compiled modules list the stamp among their ``depends``, so setuptools rebuilds
+    a module older than the stamp: a changed stamp (another StarPU, other flags) makes
+    the next build recompile, an unchanged one leaves its modules as they are.
+    """
+    path = path or FLAGS_STAMP
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return False
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return True
+
+
 def runtime_extensions():
-    """Extensions of the runtime layer (empty list when STARCHOL_NO_RUNTIME=1)."""
+    """Extensions of the runtime layer (empty list when STARCHOL_NO_RUNTIME=1).
+
+    Records the StarPU and flags in :data:`FLAGS_STAMP` (:func:`record_flags`) and makes
+    every module depend on it."""
     if os.environ.get("STARCHOL_NO_RUNTIME") == "1":
         return []
     if not all(os.path.exists(os.path.join(HERE, "pyx", src)) for _, src in RUNTIME_MODULES):
@@ -319,7 +383,12 @@ def runtime_extensions():
     from Cython.Build import cythonize
     from setuptools import Extension
 
+    kind, dirs = starpu_choice()
     inc, libdirs, libnames, ccx, lx = flags()
+    gpu = gpu_flags(inc, libdirs, libnames, ccx, lx)
+    if record_flags(flags_record(kind, dirs, (inc, libdirs, libnames, ccx, lx), gpu)):
+        print(f"build_flags: {FLAGS_STAMP} records a new StarPU or new flags; the compiled "
+              f"modules will be rebuilt", file=sys.stderr)
     exts = [Extension(
         name,
         sources=[os.path.join("pyx", src)],
@@ -331,10 +400,11 @@ def runtime_extensions():
         extra_compile_args=ccx + ["-O3"],
         extra_link_args=lx,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        depends=[FLAGS_STAMP],
     ) for name, src in RUNTIME_MODULES]
     # pyx/ holds the raw declarations (starpu.pxd, starpu_mpi.pxd) and, under
     # pyx/starchol/runtime/, the .pxd of the modules that others cimport
-    return cythonize(exts + [gpu_extension(inc, libdirs, libnames, ccx, lx)],
+    return cythonize(exts + [gpu_extension(inc, libdirs, libnames, ccx, lx, gpu)],
                      language_level=3, include_path=[os.path.join(HERE, "pyx")])
 
 
@@ -392,19 +462,20 @@ def gpu_flags(inc, libdirs, libnames, ccx, lx):
     return inc, libdirs, libnames, ccx, lx, macros
 
 
-def gpu_extension(inc, libdirs, libnames, ccx, lx):
+def gpu_extension(inc, libdirs, libnames, ccx, lx, gpu=None):
     """``starchol.runtime._gpu`` (pyx/_gpu.pyx + pyx/starchol_gpu.c): HeteroPrio set-up,
     performance models and per-kernel counts always; the CUDA kernels as
-    :func:`gpu_flags` decides."""
+    :func:`gpu_flags` decides (``gpu``: its result, when already computed)."""
     from setuptools import Extension
 
-    inc, libdirs, libnames, ccx, lx, macros = gpu_flags(inc, libdirs, libnames, ccx, lx)
+    inc, libdirs, libnames, ccx, lx, macros = gpu or gpu_flags(inc, libdirs, libnames, ccx, lx)
     name, sources = GPU_MODULE
     return Extension(
         name, sources=[os.path.join("pyx", src) for src in sources],
         include_dirs=[os.path.join(HERE, "pyx")] + inc,
         library_dirs=libdirs, libraries=libnames,
-        extra_compile_args=ccx, extra_link_args=lx, define_macros=macros)
+        extra_compile_args=ccx, extra_link_args=lx, define_macros=macros,
+        depends=[FLAGS_STAMP])
 
 
 def module_names():

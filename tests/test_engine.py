@@ -138,6 +138,46 @@ def test_source_dir_is_beside_the_recorded_build(monkeypatch, tmp_path):
     assert build_flags.starpu_source_dir() == str(tmp_path / "other" / "source")
 
 
+def _system_starpu():
+    """pkg-config finds Debian's StarPU-MPI on its default path."""
+    env = {k: v for k, v in os.environ.items() if k != "PKG_CONFIG_PATH"}
+    return subprocess.run(["pkg-config", "--exists", build_flags.STARPU_PKG],
+                          env=env).returncode == 0
+
+
+def test_flags_stamp_follows_the_starpu(monkeypatch, tmp_path):
+    """Every compiled module depends on build/starpu-flags (what setuptools compares with
+    the module's date), which names the StarPU and the flags: another StarPU rewrites it,
+    so the next build recompiles instead of keeping a module linked to the old one; the
+    same StarPU leaves it untouched (no rebuild)."""
+    pytest.importorskip("Cython")
+    if not _system_starpu():
+        pytest.skip("no system StarPU (libstarpu-dev) to switch to")
+    stamp = tmp_path / "build" / "starpu-flags"
+    monkeypatch.setattr(build_flags, "FLAGS_STAMP", str(stamp))
+    monkeypatch.delenv("STARPU_PREFIX", raising=False)
+    monkeypatch.setenv("STARCHOL_STARPU", "system")
+    exts = build_flags.runtime_extensions()
+    assert [e.name.rpartition(".")[2] for e in exts] == build_flags.module_names()
+    assert all(str(stamp) in e.depends for e in exts)
+    system = stamp.read_text()
+    version = build_flags._run(["pkg-config", "--modversion", build_flags.STARPU_PKG])[0]
+    assert f"starpu: system {version} /usr\n" in system
+    assert "pkgconfig: (the system default)" in system and "-rpath" not in system
+    before = stamp.stat().st_mtime_ns
+    build_flags.runtime_extensions()
+    assert stamp.stat().st_mtime_ns == before and stamp.read_text() == system
+
+    # the same library named as a user's prefix: another kind, an rpath to its folder
+    monkeypatch.delenv("STARCHOL_STARPU")
+    monkeypatch.setenv("STARPU_PREFIX", "/usr")
+    build_flags.runtime_extensions()
+    user = stamp.read_text()
+    assert f"starpu: user {version} /usr\n" in user and "-Wl,-rpath," in user
+    assert stamp.stat().st_mtime_ns > before
+    assert list(tmp_path.joinpath("build").iterdir()) == [stamp]   # no temporary left
+
+
 # -- the loaded StarPU and starchol info ---------------------------------------------------
 def test_info_json_describes_the_loaded_starpu():
     pytest.importorskip("starchol.runtime._binding")
