@@ -105,9 +105,11 @@ def run(args):
            "submit_s": submit, "tasks": tasks,
            "runtime": {"scheduler": info["scheduler"], "workers_per_rank": info["workers_per_rank"],
                        "starpu_version": info["starpu_version"],
+                       "starpu_build": info["starpu_build"],
                        "kernel_blas": info.get("kernel_blas")}}
     lines = [f"starchol bench: N = {n}, NB = {nb} (NT = {nt}, {tasks} tasks), {cores} cores, "
              f"{info['workers_per_rank']} StarPU workers, scheduler {info['scheduler']}",
+             f"  StarPU build: {info['starpu_build']}",
              f"  kernels' BLAS: {info.get('kernel_blas') or 'not recorded'}",
              "  starchol GFlop/s: " + ", ".join(f"{g:.1f}" for g in ours)
              + f"  (median {med_ours:.1f}; submission "

@@ -143,6 +143,17 @@ def _kernel_blas_short(run):
     return short(text) or "-"
 
 
+def _starpu_cell(run):
+    """'1.3.10 (system package)' from the run's ``starpu_build``; the bare version for
+    documents from before it was recorded; '-' without either."""
+    rt = run.get("runtime", {})
+    text = run.get("starpu_build") or rt.get("starpu_build") or ""
+    if text:
+        return "; ".join(t[len("StarPU "):] if t.startswith("StarPU ") else t
+                         for t in text.split("; "))
+    return rt.get("starpu_version", "-")
+
+
 def run_markdown(runs, sections, comparison, command):
     """report.md of ``starchol report RUN.json ...``.
 
@@ -165,7 +176,7 @@ def run_markdown(runs, sections, comparison, command):
             _bytes_or_dash(run.get("bytes_predicted_total")),
             _match_cell(run),
             rt.get("scheduler", "-"), rt.get("workers_per_rank", "-"),
-            rt.get("starpu_version", "-"), _kernel_blas_short(run),
+            _starpu_cell(run), _kernel_blas_short(run),
         ])
     lines.append(table(["#", "file", "map", "nodes", "N", "NB", "NT", "time (s)", "GFlop/s",
                         "residual", "bytes measured", "bytes predicted", "match", "scheduler",

@@ -7,7 +7,7 @@ file and the key of anything damaged.
 A run document (written by rank 0) has the keys ``dist, nodes, n, nb, nt, time_s, gflops,
 residual, bytes_measured_pairs, bytes_predicted_pairs`` (P x P lists, sender row),
 ``bytes_measured_total, bytes_predicted_total, match`` and ``runtime`` (``scheduler,
-workers_per_rank, starpu_version``), maybe ``grid`` and ``slices``. Only ``dist, nodes, n,
+workers_per_rank, starpu_version, starpu_build``), maybe ``grid`` and ``slices``. Only ``dist, nodes, n,
 nb`` are required here; every other key is optional and the report leaves out what it
 cannot draw. Keys that are present are checked (types, P x P shapes) so that a damaged
 document gives an error naming the file and the key, never a traceback.
@@ -26,11 +26,11 @@ import numpy as np
 
 from ..distributions.base import nodes_text
 from ..errors import UsageError
+from ..linalg.record import RUNTIME_KEYS  # the record's one list
 
 REQUIRED = ("dist", "nodes", "n", "nb")
 PAIR_KEYS = ("bytes_measured_pairs", "bytes_predicted_pairs")
 NUMBER_KEYS = ("time_s", "gflops", "residual", "bytes_measured_total", "bytes_predicted_total")
-RUNTIME_KEYS = ("scheduler", "workers_per_rank", "starpu_version")
 
 
 def _is_number(value):

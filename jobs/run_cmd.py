@@ -377,6 +377,7 @@ def _run(args, comm, tile_map, spec):
                     "workers_per_rank": info["workers_per_rank"],
                     "gpus_per_rank": info.get("gpus_per_rank", 0),
                     "starpu_version": info["starpu_version"],
+                    "starpu_build": record.starpu_build,
                     "kernel_blas": record.kernel_blas,
                     **({"heteroprio": info["heteroprio"]} if info.get("heteroprio") else {})},
         "kernels": _kernel_table(kernels),
@@ -438,6 +439,7 @@ def summary(doc):
         f"starchol run: {doc['map']}, {count_text(doc['nodes'], 'rank')}, "
         f"{count_text(doc['runtime']['workers_per_rank'], 'worker')}/rank, scheduler "
         f"{doc['runtime']['scheduler']}, StarPU {doc['runtime']['starpu_version']}",
+        f"  StarPU build: {doc['runtime'].get('starpu_build') or 'not recorded'}",
         f"  kernels' BLAS: {doc['runtime'].get('kernel_blas') or 'not recorded'}",
         f"  N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} (elements, tiles), matrix "
         f"{doc['matrix']}, seed {doc['seed']}",

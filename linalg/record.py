@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, dataclass, field, fields
 
 #: keys of the nested ``runtime`` object of the JSON document (kept for old readers)
-RUNTIME_KEYS = ("scheduler", "workers_per_rank", "starpu_version")
+RUNTIME_KEYS = ("scheduler", "workers_per_rank", "starpu_version", "starpu_build")
 
 
 @dataclass
@@ -51,6 +51,11 @@ class RunRecord:
         StarPU scheduler, host names (one per rank).
     date, command_line, starchol_version, starpu_version : str
         When (UTC, ISO 8601), how (``sys.argv`` of rank 0) and with what it ran.
+    starpu_build : str
+        Which StarPU build ran, in words (:func:`starchol.runtime.starpu_build.label`),
+        e.g. ``"StarPU 1.3.10 (system package)"`` or ``"StarPU 1.3.10 (built from
+        Debian bookworm source, PREFIX)"``; every distinct one, joined by "; ", when the
+        ranks loaded different ones; ``""`` in documents from before it was recorded.
     kernel_blas : str
         The BLAS/LAPACK the tile kernels called (:mod:`starchol.runtime.kernel_blas`):
         version, source and file; every distinct one, joined by "; ", when the ranks
@@ -84,6 +89,7 @@ class RunRecord:
     command_line: list = field(default_factory=list)
     starchol_version: str = ""
     starpu_version: str = ""
+    starpu_build: str = ""
     kernel_blas: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -129,7 +135,8 @@ class RunRecord:
         doc.update(flops=self.flops, gflops=self.gflops, bytes_measured_total=self.bytes_measured_total,
                    bytes_predicted_total=self.bytes_predicted_total, match=self.match,
                    runtime={"scheduler": self.scheduler, "workers_per_rank": self.workers,
-                            "starpu_version": self.starpu_version})
+                            "starpu_version": self.starpu_version,
+                            "starpu_build": self.starpu_build})
         return doc
 
     def to_json(self, indent=1):
@@ -157,6 +164,7 @@ class RunRecord:
             values.setdefault("scheduler", rt.get("scheduler", ""))
             values.setdefault("workers", rt.get("workers_per_rank", 1))
             values.setdefault("starpu_version", rt.get("starpu_version", ""))
+            values.setdefault("starpu_build", rt.get("starpu_build", ""))
         for key in ("nodes", "slices", "n", "nb", "nt", "nrhs", "tasks", "ranks",
                     "ranks_per_host", "workers"):
             if key in values and not _is_int(values[key]):
@@ -213,12 +221,14 @@ def describe_job(session):
     # each rank chooses its kernels' BLAS itself (nodes may differ): every distinct one
     blas = joined(comm.allgather(session.kernel_blas.describe() if session.kernel_blas
                                  else ""))
+    # each rank loads its StarPU itself (nodes may differ): every distinct one
+    starpu = joined(comm.allgather(session.starpu_build))
     argv = comm.bcast(list(sys.argv), root=0)
     return dict(ranks=comm.Get_size(), hosts=hosts,
                 ranks_per_host=max(hosts.count(h) for h in set(hosts)),
                 workers=session.workers, scheduler=session.scheduler, cache=session.cache,
                 date=now_utc(), command_line=argv, starchol_version=__version__,
-                starpu_version=session.version, kernel_blas=blas)
+                starpu_version=session.version, starpu_build=starpu, kernel_blas=blas)
 
 
 __all__ = ["RunRecord", "describe_job", "now_utc"]

@@ -572,10 +572,19 @@ class Session:
     def version(self):
         return starpu_version()
 
+    @property
+    def starpu_build(self):
+        """Which StarPU build this process loaded, in words
+        (:func:`starchol.runtime.starpu_build.label`)."""
+        from .starpu_build import label
+
+        return label()
+
     def describe(self):
         """Runtime facts for reports."""
         out = {"scheduler": self.scheduler, "workers_per_rank": self.workers,
-               "starpu_version": self.version, "cache": self.cache, "stats": self.stats,
+               "starpu_version": self.version, "starpu_build": self.starpu_build,
+               "cache": self.cache, "stats": self.stats,
                "kernel_blas": self.kernel_blas.describe() if self.kernel_blas else None}
         p = self.gpu_plan
         if p is not None:

@@ -83,3 +83,21 @@ def describe(version=None):
     else:
         out["kind"] = "user install"
     return out
+
+
+def label(d=None):
+    """Which StarPU ran, in words: ``"StarPU 1.3.10 (system package)"``, ``"StarPU 1.3.10
+    (built from Debian source, PREFIX)"`` (starchol's build, ``scripts/build-starpu.sh``),
+    ``"StarPU 1.3.10 (user install, PREFIX)"``; ``d`` is :func:`describe`'s dict (default:
+    the loaded StarPU's). Just ``"StarPU VERSION"`` when the library file is not found."""
+    d = describe() if d is None else d
+    text = f"StarPU {d['version']}"
+    if d.get("kind") == "starchol build":
+        suite = (d.get("build") or {}).get("suite")
+        source = f"Debian {suite} source" if suite else "Debian source"
+        return f"{text} (built from {source}, {d['prefix']})"
+    if d.get("kind") == "system package":
+        return f"{text} (system package)"
+    if d.get("kind"):
+        return f"{text} ({d['kind']}, {d['prefix']})"
+    return text

@@ -309,7 +309,7 @@ def test_model_commands_write_the_documented_keys(capsys):
 BENCH_KEYS = {"n", "nb", "nt", "repeat", "cores", "starchol_gflops", "lapack_gflops",
               "starchol_median_gflops", "lapack_median_gflops", "ratio_median", "submit_s",
               "tasks", "runtime", "runtime.scheduler", "runtime.workers_per_rank",
-              "runtime.starpu_version", "runtime.kernel_blas"}
+              "runtime.starpu_version", "runtime.starpu_build", "runtime.kernel_blas"}
 INFO_KEYS = {"starchol", "starpu.version", "starpu.prefix", "starpu.kind", "starpu.maxcpus",
              "starpu.fxt", "starpu.mpi", "starpu.cuda.built", "starpu.cuda.devices",
              "starpu.schedulers", "starpu.build", "mpi.library", "kernel_blas", "blas",
@@ -337,7 +337,8 @@ def test_bench_and_info_write_the_documented_keys(starpu_home):
 #: keys of ``starchol run --json`` beyond RunRecord's fields that the documents name
 #: (docs/api.md: runtime; docs/runtime.md: memory; docs/gpu.md: kernels, device bytes)
 RUN_KEYS = {"runtime.scheduler", "runtime.workers_per_rank", "runtime.starpu_version",
-            "runtime.kernel_blas", "runtime.gpus_per_rank", "memory.tile_bytes_per_node",
+            "runtime.starpu_build", "runtime.kernel_blas", "runtime.gpus_per_rank",
+            "memory.tile_bytes_per_node",
             "memory.peak_rss_bytes_per_rank", "kernels", "kernels_per_rank", "device_bytes",
             "device_bytes_per_rank", "residual"}
 

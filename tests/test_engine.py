@@ -201,6 +201,46 @@ def test_info_json_describes_the_loaded_starpu():
     assert text.returncode == 0 and f"MAXCPUS     {s['maxcpus']}" in text.stdout
 
 
+def test_label_names_the_kind_of_starpu():
+    from starchol.runtime.starpu_build import label
+
+    base = {"version": "1.3.10", "prefix": "/opt/s", "build": None}
+    assert label({**base, "kind": "system package", "prefix": "/usr"}) == \
+        "StarPU 1.3.10 (system package)"
+    assert label({**base, "kind": "starchol build", "build": {"suite": "bookworm"}}) == \
+        "StarPU 1.3.10 (built from Debian bookworm source, /opt/s)"
+    assert label({**base, "kind": "starchol build", "build": {}}) == \
+        "StarPU 1.3.10 (built from Debian source, /opt/s)"
+    assert label({**base, "kind": "user install"}) == "StarPU 1.3.10 (user install, /opt/s)"
+    assert label({**base, "kind": None, "prefix": None}) == "StarPU 1.3.10"
+
+
+def test_run_and_bench_documents_say_which_starpu_ran(starpu_home):
+    """``starchol run --json`` (record and ``runtime``) and ``starchol bench --json`` name
+    the StarPU build the process loaded: the one build_flags chose for this checkout."""
+    pytest.importorskip("starchol.runtime._binding")
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1")
+    run = _starchol("run", "--dist", "2dbc", "--n", "64", "--nb", "32", "--workers", "1",
+                    "--quiet", "--json", "-", env=env)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    bench = _starchol("bench", "--n", "64", "--nb", "32", "--repeat", "1", "--no-lapack",
+                      "--json", "-", env=env)
+    assert bench.returncode == 0, bench.stderr
+    kind, dirs = build_flags.starpu_choice()
+    version = doc["starpu_version"]
+    want = {"system": f"StarPU {version} (system package)",
+            "build": f"StarPU {version} (built from Debian bookworm source, "
+                     f"{build_flags._prefix_of(dirs[0]) if dirs else ''})"}.get(kind)
+    if want is None:
+        want = doc["starpu_build"]
+        assert want.startswith(f"StarPU {version} (")
+    assert doc["starpu_build"] == doc["runtime"]["starpu_build"] == want
+    assert f"  StarPU build: {want}" in run.stderr
+    assert json.loads(bench.stdout)["runtime"]["starpu_build"] == want
+    assert f"  StarPU build: {want}" in bench.stderr
+
+
 def test_run_refuses_more_workers_than_maxcpus():
     starpu = pytest.importorskip("starchol.runtime._binding")
     limit = starpu.max_cpus()

@@ -139,7 +139,8 @@ def write(path, doc):
 def test_run_report_two_runs(tmp_path, capsys):
     a = write(tmp_path / "a.json", model_run_doc("2dbc", 4, 400, 100, grid=(2, 2)))
     b = write(tmp_path / "b.json", model_run_doc(
-        "sbc", 6, 1000, 96, kernel_blas="OpenBLAS 0.3.21 (system: /usr/lib/libopenblas.so)"))
+        "sbc", 6, 1000, 96, kernel_blas="OpenBLAS 0.3.21 (system: /usr/lib/libopenblas.so)",
+        starpu_build="StarPU 1.3.10 (built from Debian bookworm source, /opt/s)"))
     out = str(tmp_path / "out")
     assert main(["report", a, b, "-o", out]) == 0
     assert "6 figures for 2 runs" in capsys.readouterr().out
@@ -147,8 +148,11 @@ def test_run_report_two_runs(tmp_path, capsys):
                              "run2-b_per_node.png", "runs_gflops.png", "runs_bytes.png"])
     assert "2dbc 2x2 (4 nodes)" in md and "sbc r=4 (extended, 6 nodes)" in md
     assert md.count("| yes |") == 2 and "DIFFER" not in md
-    # the kernels' BLAS column: version and source (file left out); "-" before it existed
-    assert "| 1.3.10 | - |" in md and "| 1.3.10 | OpenBLAS 0.3.21 (system) |" in md
+    # the kernels' BLAS column: version and source (file left out); "-" before it existed;
+    # the StarPU column: the build that ran, the bare version before it was recorded
+    assert "| 1.3.10 | - |" in md
+    assert ("| 1.3.10 (built from Debian bookworm source, /opt/s) | OpenBLAS 0.3.21 (system) |"
+            in md)
     # the per-node table of run 2 holds the model's sent bytes of node 0
     pred = transfer_pairs_bytes(get_map("sbc", 6), 1000, 96)
     from starchol.linalg.volume_summary import format_bytes

@@ -93,12 +93,29 @@ def test_record_json_round_trip():
     assert doc["match"] is True and doc["bytes_measured_total"] == 16
     assert doc["flops"] == 300 ** 3 / 3 and doc["gflops"] == doc["flops"] / 0.5 / 1e9
     assert doc["runtime"] == {"scheduler": "prio", "workers_per_rank": 2,
-                              "starpu_version": ""}
+                              "starpu_version": "", "starpu_build": ""}
     assert doc["residual"] == 1e-16
     back = RunRecord.from_json(r.to_json())
     assert back == r
     with pytest.raises(ValueError, match="'n' must be an integer"):
         RunRecord.from_dict({"n": "many"})
+
+
+def test_record_reads_documents_without_starpu_build():
+    """Documents from before ``starpu_build`` was recorded still load (empty); one in the
+    nested ``runtime`` object is read; a record keeps it through JSON."""
+    from starchol.linalg.record import RunRecord
+
+    old = {"dist": "sbc", "nodes": 6, "n": 300, "nb": 64,
+           "runtime": {"scheduler": "prio", "workers_per_rank": 2, "starpu_version": "1.3.10"}}
+    r = RunRecord.from_dict(old)
+    assert r.starpu_build == "" and r.starpu_version == "1.3.10" and "starpu_build" not in r.extra
+    nested = dict(old, runtime=dict(old["runtime"], starpu_build="StarPU 1.3.10 (system package)"))
+    assert RunRecord.from_dict(nested).starpu_build == "StarPU 1.3.10 (system package)"
+    r.starpu_build = "StarPU 1.3.10 (built from Debian bookworm source, /opt/s)"
+    doc = r.to_dict()
+    assert doc["starpu_build"] == doc["runtime"]["starpu_build"] == r.starpu_build
+    assert RunRecord.from_json(r.to_json()) == r
 
 
 @pytest.mark.parametrize("n,nb", [(0, 1), (10, 0), (-3, 2), (10, 11)])
