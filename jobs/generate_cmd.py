@@ -13,8 +13,10 @@ def register(sub):
     p = sub.add_parser(
         "generate", help="write a test matrix (SPD or indefinite) to FILE.h5:/DATASET",
         description="Write the same symmetric test matrix that `starchol run --seed S "
-                    "--matrix KIND` generates in memory, as a float64 HDF5 dataset. The file "
-                    "is written under a temporary name and renamed when complete.")
+                    "--matrix KIND` generates in memory, as a float64 HDF5 dataset, both "
+                    "triangles, with attributes: content ('symmetric matrix (both "
+                    "triangles)'), kind, seed, n, generator, date. The file is written "
+                    "under a temporary name and renamed when complete.")
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--output", required=True, metavar="FILE.h5:/DATASET",
                    help="HDF5 file and dataset to write (other datasets of the file kept)")

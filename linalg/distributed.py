@@ -21,6 +21,7 @@ import operator
 
 import numpy as np
 
+from ..collective import run_on_root
 from ..distributions.base import TileMap, nodes_text
 from ..errors import UsageError
 from ..runtime.collective import Keyed, agree, allreduce_max
@@ -252,13 +253,17 @@ class DistributedMatrix:
 
     @classmethod
     def from_hdf5(cls, path, dataset, nb, tile_map, dtype=None, comm=None,
-                  symmetry_tol=None):
-        """Read a symmetric matrix from ``path:dataset`` (each rank reads its tiles).
-        Collective. Checks (every rank, same error): the file, the dataset (square,
-        float), finite entries, symmetry within ``symmetry_tol`` (a finite number >= 0,
-        default :data:`~starchol.linalg.hdf5_io.SYMMETRY_TOL`), and that every rank was
-        given the same path, dataset, nb, map, dtype and tolerance. ``dtype`` defaults to
-        the dataset's."""
+                  symmetry_tol=None, kind=None):
+        """Read a matrix from ``path:dataset`` (each rank reads its tiles). Collective.
+
+        Checks (every rank, same error): the file, the dataset (float; square for a
+        symmetric matrix), finite entries, symmetry within ``symmetry_tol`` (a finite
+        number >= 0, default :data:`~starchol.linalg.hdf5_io.SYMMETRY_TOL`; not for
+        right-hand sides), and that every rank was given the same path, dataset, nb,
+        map, dtype, tolerance and kind. ``dtype`` defaults to the dataset's. ``kind``
+        (``"symmetric"`` or ``"rhs"``) defaults to what the dataset's ``content``
+        attribute says: right-hand sides or solutions written by :meth:`to_hdf5` come
+        back as ``"rhs"``, any other dataset as ``"symmetric"``."""
         from . import hdf5_io
 
         comm = _comm_or_world(comm)
@@ -266,17 +271,21 @@ class DistributedMatrix:
         try:
             if dtype is not None:
                 check_dtype(dtype)
+            if kind is not None and kind not in KINDS:
+                raise UsageError(f"kind must be one of {', '.join(KINDS)} or None (the "
+                                 f"file's), got {kind!r}", param="kind")
             tol = hdf5_io.check_symmetry_tol(symmetry_tol)
         except Exception as exc:  # noqa: BLE001
             error = error or exc
         agree(comm, error, same={**hdf5_io.names_compared(path, dataset),
-                                 **_same(None, nb, None, dtype, tile_map),
+                                 **_same(None, nb, kind, dtype, tile_map),
                                  "symmetry_tol": tol})
-        n, file_dtype = hdf5_io.inspect_input(path, dataset, comm)
+        kind, shape, file_dtype = run_on_root(comm, hdf5_io.inspect_dataset, path,
+                                              dataset, kind)
         # file_dtype is a name: "float32", "float64 (big-endian)", ...
         out, error = None, None
         try:
-            out = cls((n, n), nb, tile_map, "symmetric", dtype or file_dtype.split()[0], comm)
+            out = cls(shape, nb, tile_map, kind, dtype or file_dtype.split()[0], comm)
         except Exception as exc:  # noqa: BLE001 - nb against n: the same everywhere
             error = exc
         agree(comm, error, same={"tile_map": map_key(tile_map, out.nt if out else 0)})
@@ -290,18 +299,19 @@ class DistributedMatrix:
 
         A symmetric matrix is written whole (both triangles: what :meth:`from_hdf5` and
         any other reader expect); a factor (:attr:`factor`) as its lower triangle, zeros
-        above. The dataset's ``content`` attribute says which.
+        above; right-hand sides or solutions (``kind="rhs"``) as they are, N x K, and
+        :meth:`from_hdf5` reads them back as ``"rhs"``. The dataset's ``content``
+        attribute says which.
         """
         from .hdf5_io import FactorWriter
 
-        if self.kind != "symmetric":
-            raise UsageError("to_hdf5 writes symmetric matrices and factors", param="kind")
         # every rank must hold its tiles, each of its shape: a missing one was written as
         # zeros (a wrong file, published), a misshapen one failed on its rank alone (the
         # layout is this matrix's own: checking it against its map would recompute it)
         agree(self.comm, self.local_error())
         writer = FactorWriter(path, dataset, self.n, self.comm, overwrite=overwrite,
-                              input_path=input_path, nb=self.nb, dtype=self.dtype)
+                              input_path=input_path, nb=self.nb, dtype=self.dtype,
+                              ncols=self.ncols)
         writer.write(self, attrs, whole=not self.factor)
 
     def gather(self, root=0):

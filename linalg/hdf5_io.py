@@ -30,14 +30,17 @@ from ..runtime.collective import agree, allreduce_max
 from ..files import (OutputAppeared, check_folder_writable, fingerprint, parse_target,  # noqa: F401
                      publish, resolve, same_file)
 
-__all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input", "read_tiles", "check_output",
+__all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input",
+           "inspect_dataset", "read_tiles", "check_output",
            "FactorWriter", "write_matrix", "now_iso"]
 
 log = logging.getLogger("starchol.hdf5")
 
-#: the ``content`` attribute of a dataset written by :class:`FactorWriter`
+#: the ``content`` attribute of a dataset written by :class:`FactorWriter` (``starchol run
+#: --output``, ``to_hdf5``) and :func:`write_matrix` (``starchol generate``), by kind
 CONTENT = {"matrix": "symmetric matrix (both triangles)",
-           "factor": "Cholesky factor L (lower triangle; zeros above)"}
+           "factor": "Cholesky factor L (lower triangle; zeros above)",
+           "rhs": "right-hand sides or solutions (N x K, every entry)"}
 
 #: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
 SYMMETRY_TOL = 1e-10
@@ -119,7 +122,24 @@ def _open(path, role, shown=None, mode="r"):
 
 
 def inspect_file(path, dataset):
-    """Check ``path:dataset`` from this rank (see :func:`inspect_input`). Local."""
+    """Check ``path:dataset`` from this rank (see :func:`inspect_input`). Local.
+
+    Returns ``(n, dtype_name)`` of a symmetric matrix (:func:`inspect_dataset`)."""
+    _, shape, name = inspect_dataset(path, dataset, "symmetric")
+    return shape[0], name
+
+
+def inspect_dataset(path, dataset, kind=None):
+    """Check ``path:dataset`` from this rank as a matrix of ``kind``. Local.
+
+    ``kind``: ``"symmetric"`` (a square matrix) or ``"rhs"`` (any N x K matrix); None
+    takes it from the dataset's ``content`` attribute (:data:`CONTENT`): right-hand
+    sides written by starchol are read back as ``"rhs"``, anything else as
+    ``"symmetric"``. Returns ``(kind, (rows, columns), dtype_name)``, dtype_name such
+    as ``"float32"`` or ``"float64 (big-endian)"``. Raises :class:`UsageError` (see
+    :func:`inspect_input`), also for a factor or right-hand sides read as a symmetric
+    matrix.
+    """
     h5py = _h5py()
     if os.path.isdir(path):
         raise UsageError(f"input {path!r} is a folder, not an HDF5 file")
@@ -140,21 +160,31 @@ def inspect_file(path, dataset):
         d = fh[dataset]
         if not isinstance(d, h5py.Dataset):
             raise UsageError(f"{path}:{dataset} is a group, not a dataset")
-        if d.ndim != 2 or d.shape[0] != d.shape[1]:
-            raise UsageError(f"{path}:{dataset} must be a square matrix, it has shape {d.shape}")
-        if d.attrs.get("content") == CONTENT["factor"]:
+        content = d.attrs.get("content")
+        if kind is None:
+            kind = "rhs" if content == CONTENT["rhs"] else "symmetric"
+        if kind == "symmetric" and content == CONTENT["factor"]:
             raise UsageError(f"{path}:{dataset} holds a Cholesky factor L (its 'content' "
                              f"attribute; written by starchol run --output or Factor.L"
                              f".to_hdf5), not a symmetric matrix to factor")
+        if kind == "symmetric" and content == CONTENT["rhs"]:
+            raise UsageError(f"{path}:{dataset} holds right-hand sides or solutions (its "
+                             f"'content' attribute; written by to_hdf5 of a kind='rhs' "
+                             f"matrix), not a symmetric matrix to factor; read it with "
+                             f"kind='rhs'", param="kind")
+        if kind == "symmetric" and (d.ndim != 2 or d.shape[0] != d.shape[1]):
+            raise UsageError(f"{path}:{dataset} must be a square matrix, it has shape {d.shape}")
+        if d.ndim != 2:
+            raise UsageError(f"{path}:{dataset} must be a 2-D matrix, it has shape {d.shape}")
         if d.dtype.kind != "f" or d.dtype.itemsize not in (4, 8):
             raise UsageError(f"{path}:{dataset} has dtype {d.dtype}; starchol reads float64 "
                              f"or float32, either byte order")
-        if d.shape[0] == 0:
+        if d.size == 0:
             raise UsageError(f"{path}:{dataset} is empty")
         name = "float64" if d.dtype.itemsize == 8 else "float32"
         if d.dtype.byteorder == ">":
             name += " (big-endian)"
-        return int(d.shape[0]), name
+        return kind, tuple(int(x) for x in d.shape), name
 
 
 def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
@@ -162,14 +192,15 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
     of ``path:dataset``, in one arena of its dtype (its tiles are replaced). Collective.
 
     Checks, over the whole matrix (each rank its own tiles, verdicts shared): every entry
-    finite; symmetric within ``symmetry_tol``: max |A - A^T| <= tol * max |A|.
+    finite; symmetric within ``symmetry_tol``: max |A - A^T| <= tol * max |A| (not for
+    right-hand sides, ``tiled.kind == "rhs"``, whose asymmetry is reported as 0).
 
     Returns a dict ``{"max_abs", "max_asymmetry", "relative_asymmetry", "symmetry_tol",
     "dtype"}`` (the same on every rank).
     """
     comm = _comm(comm)
     h5py = _h5py()
-    o = tiled.offsets
+    o, oc, rhs = tiled.offsets, tiled.col_offsets, tiled.kind == "rhs"
     max_abs, max_asym, max_upper, bad = 0.0, 0.0, 0.0, None
     error = None
     # this rank's tiles, agreed before any read: a MemoryError here on one rank alone
@@ -185,8 +216,11 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
             d = fh[dataset]
             dtype = str(d.dtype)
             for i, j in keys:
-                t = np.asfortranarray(d[o[i]:o[i + 1], o[j]:o[j + 1]], dtype=np.float64)
-                u = t if i == j else np.asarray(d[o[j]:o[j + 1], o[i]:o[i + 1]], dtype=np.float64)
+                t = np.asfortranarray(d[o[i]:o[i + 1], oc[j]:oc[j + 1]], dtype=np.float64)
+                # the mirror tile, for the symmetry check; right-hand sides have none
+                # (t.T: no asymmetry, every check below passes but finiteness)
+                u = (t.T if rhs else t if i == j else
+                     np.asarray(d[o[j]:o[j + 1], o[i]:o[i + 1]], dtype=np.float64))
                 finite = np.isfinite(t) & np.isfinite(u.T)
                 if not finite.all():
                     r, c = np.argwhere(~finite)[0]
@@ -512,9 +546,10 @@ def _write_tiles(d, tiled, kind):
 def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_per_chunk=None):
     """Write an n x n float64 matrix row block by row block, atomically (one process).
 
-    ``make_rows(r0, r1)`` returns rows r0..r1-1. Used by ``starchol generate``. Checks
-    the target and the free disk space first; the temporary file is removed if anything
-    (a signal included) stops the write. Returns the name written.
+    ``make_rows(r0, r1)`` returns rows r0..r1-1 of a symmetric matrix (the dataset's
+    ``content`` attribute says so, :data:`CONTENT`). Used by ``starchol generate``.
+    Checks the target and the free disk space first; the temporary file is removed if
+    anything (a signal included) stops the write. Returns the name written.
     """
     from ..files import check_disk_space
 
@@ -524,7 +559,7 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
     check_disk_space(path, n * n * 8 + existing, "--output")
     before = fingerprint(target)
     h5py = _h5py()
-    tmp = _create_tmp(path, dataset, n, attrs or {})
+    tmp = _create_tmp(path, dataset, n, {**(attrs or {}), "content": CONTENT["matrix"]})
     try:
         with h5py.File(tmp, "r+") as fh:
             d = fh[dataset]

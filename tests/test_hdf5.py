@@ -277,3 +277,63 @@ def test_replacing_a_dataset_leaves_no_dead_space(tmp_path):
         assert fh.get("ext", getlink=True).filename == "other.h5"
         assert fh["A"].shape == (1000, 1000)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.h5"]
+
+
+# -- what a dataset holds ---------------------------------------------------------------
+def test_generate_writes_a_content_attribute(tmp_path):
+    f = tmp_path / "a.h5"
+    assert main(["generate", "--n", "20", "--output", f"{f}:/A", "--seed", "2"]) == 0
+    with h5py.File(f) as fh:
+        attrs = dict(fh["A"].attrs)
+    assert attrs["content"] == "symmetric matrix (both triangles)"
+    assert attrs["kind"] == "spd" and attrs["seed"] == 2 and attrs["n"] == 20
+
+
+def test_right_hand_sides_round_trip_as_rhs(tmp_path):
+    """to_hdf5 refused kind='rhs' ('to_hdf5 writes symmetric matrices and factors')."""
+    from mpi4py import MPI
+
+    f = str(tmp_path / "b.h5")
+    b0 = np.arange(30, dtype=np.float32).reshape(10, 3) - 7.5
+    b = DistributedMatrix.from_numpy(b0, 4, get_map("2dbc", 1), kind="rhs",
+                                     comm=MPI.COMM_SELF)
+    b.to_hdf5(f, "/X", attrs={"note": "solution"})
+    with h5py.File(f) as fh:
+        d = fh["X"]
+        assert d.shape == (10, 3) and d.dtype == np.float32
+        assert d.attrs["content"] == "right-hand sides or solutions (N x K, every entry)"
+        assert d.attrs["note"] == "solution"
+        np.testing.assert_array_equal(d[...], b0)
+    back = DistributedMatrix.from_hdf5(f, "/X", 4, get_map("2dbc", 1), comm=MPI.COMM_SELF)
+    assert (back.kind, back.shape, back.dtype) == ("rhs", (10, 3), np.float32)
+    np.testing.assert_array_equal(back.gather(), b0)
+    with pytest.raises(UsageError, match=r"b\.h5:/X holds right-hand sides or solutions "
+                                         r".*read it with kind='rhs'") as info:
+        DistributedMatrix.from_hdf5(f, "/X", 4, get_map("2dbc", 1), kind="symmetric",
+                                    comm=MPI.COMM_SELF)
+    assert info.value.params == ("kind",)
+    with pytest.raises(UsageError, match="holds right-hand sides"):
+        inspect_input(f, "/X")                   # starchol run --input
+    with pytest.raises(UsageError, match="kind must be one of symmetric, rhs or None"):
+        DistributedMatrix.from_hdf5(f, "/X", 4, get_map("2dbc", 1), kind="lower",
+                                    comm=MPI.COMM_SELF)
+
+
+def test_any_matrix_reads_as_rhs_when_asked(tmp_path):
+    from mpi4py import MPI
+
+    f = str(tmp_path / "c.h5")
+    c0 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    with h5py.File(f, "w") as fh:
+        fh["C"] = c0                            # no content attribute: not starchol's
+    with pytest.raises(UsageError, match="must be a square matrix"):
+        DistributedMatrix.from_hdf5(f, "/C", 2, get_map("2dbc", 1), comm=MPI.COMM_SELF)
+    c = DistributedMatrix.from_hdf5(f, "/C", 2, get_map("2dbc", 1), kind="rhs",
+                                    comm=MPI.COMM_SELF)
+    assert c.kind == "rhs" and c.input_info["max_abs"] == 6.0
+    np.testing.assert_array_equal(c.gather(), c0)
+    with h5py.File(f, "a") as fh:
+        fh["C"][1, 1] = np.nan
+    with pytest.raises(UsageError, match="non-finite value .* row 1, column 1"):
+        DistributedMatrix.from_hdf5(f, "/C", 2, get_map("2dbc", 1), kind="rhs",
+                                    comm=MPI.COMM_SELF)

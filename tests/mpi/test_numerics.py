@@ -191,6 +191,16 @@ def test_hdf5_round_trips_on_uneven_tiles(session, comm):
         raises_everywhere(comm, UsageError, "l.h5:/L holds a Cholesky factor L (its "
                           "'content' attribute", lambda: DistributedMatrix.from_hdf5(
                               os.path.join(folder, "l.h5"), "/L", nb, tile_map))
+        # a solution (kind "rhs", N x K) is written as it is and read back as "rhs"
+        b0 = np.arange(2.0 * n).reshape(n, 2)
+        x = f.solve(DistributedMatrix.from_numpy(b0, nb, tile_map, kind="rhs"))
+        x.to_hdf5(os.path.join(folder, "x.h5"), "/X")
+        back = DistributedMatrix.from_hdf5(os.path.join(folder, "x.h5"), "/X", nb, tile_map)
+        assert back.kind == "rhs" and back.shape == (n, 2)
+        xs, xb = x.gather(), back.gather()
+        if comm.rank == 0:
+            np.testing.assert_array_equal(xb, xs)
+            np.testing.assert_allclose(xs, np.linalg.solve(a0, b0), rtol=1e-10)
     finally:
         comm.Barrier()
         if comm.rank == 0:
