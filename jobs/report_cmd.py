@@ -255,7 +255,7 @@ def _write_run_report(runs, traces, loaded, folder):
     from . import report_figures as figs
     from .report_markdown import run_markdown
     from .report_runs import file_stem, settle_bytes
-    from .report_trace import gantt_figure, trace_markdown
+    from .report_trace import clipped_text, gantt_figure, trace_markdown
 
     sections = []
     for k, run in enumerate(runs, start=1):
@@ -278,6 +278,9 @@ def _write_run_report(runs, traces, loaded, folder):
         if loaded[k - 1] is not None:
             name = f"{stem}_gantt.png"
             gantt_figure(loaded[k - 1], folder.path(name), run["label"])
+            cut = clipped_text(loaded[k - 1])
+            if cut:
+                print(f"starchol report: warning: {traces[k - 1]}: {cut}", file=sys.stderr)
             out.append((name, "Execution trace: one row per StarPU CPU worker, grouped by "
                               "rank (host), tasks coloured by kernel; grey lines are MPI "
                               "transfers from the sending rank to the receiving one; right: "

@@ -1,10 +1,12 @@
 """The execution-trace part of ``starchol report``: a Gantt chart and its tables.
 
 Reads ``trace.json`` (written by ``starchol run --trace DIR``, see
-:mod:`starchol.runtime.traces`) and draws one row per StarPU CPU worker, grouped by rank
-and host, tasks coloured by kernel, the MPI communications as lines from the sending
-rank to the receiving one, and the idle time of each worker beside it. Times are in
-milliseconds from the first task's start.
+:mod:`starchol.runtime.traces`) and draws one row per StarPU worker (idle ones too),
+grouped by rank and host, tasks coloured by kernel, the MPI communications as lines from
+the sending rank to the receiving one, and the idle time of each worker beside it. Times
+are in milliseconds from the first task's start; the time axis spans the tasks, and
+what it cuts (transfers that end after the last task, on another rank's clock) is
+said (:func:`clipped_text`: a warning from ``starchol report`` and a note in report.md).
 """
 import json
 import os
@@ -32,6 +34,38 @@ def load_trace(folder):
         if key not in trace:
             raise UsageError(f"{path}: missing key {key!r} (not a starchol trace summary)")
     return trace
+
+
+def clipped(trace):
+    """What the Gantt chart's time axis (0 to ``span_ms``: the tasks' extent) cuts: a
+    dict with the ``tasks`` and ``comms`` (MPI transfers) that reach outside it and how
+    far, ``before_ms`` and ``after_ms`` (0.0 when nothing does). Transfers can: each
+    starts on the sender's clock and ends on the receiver's."""
+    span = max(trace["span_ms"], 1e-3)
+    out = {"tasks": 0, "comms": 0, "before_ms": 0.0, "after_ms": 0.0}
+    for kind, rows in (("tasks", [t[3:5] for t in trace["tasks"]]),
+                       ("comms", [c[2:4] for c in trace["comms"]])):
+        for start, end in rows:
+            lo, hi = min(start, end), max(start, end)
+            if lo < 0 or hi > span:
+                out[kind] += 1
+                out["before_ms"] = max(out["before_ms"], -lo)
+                out["after_ms"] = max(out["after_ms"], hi - span)
+    return out
+
+
+def clipped_text(trace):
+    """One sentence saying what the chart's time axis cuts (:func:`clipped`), or ""."""
+    c = clipped(trace)
+    if not c["tasks"] and not c["comms"]:
+        return ""
+    what = [f"{c[k]} of {len(trace[k])} {name}" for k, name in
+            (("tasks", "tasks"), ("comms", "MPI transfers")) if c[k]]
+    beyond = [f"{c['before_ms']:.3f} ms before its start" if c["before_ms"] > 0 else "",
+              f"{c['after_ms']:.3f} ms after its end" if c["after_ms"] > 0 else ""]
+    return (f"the Gantt chart's time axis (0 to {trace['span_ms']:.3f} ms, the tasks' "
+            f"extent) cuts {' and '.join(what)}, which reach up to "
+            f"{' and '.join(b for b in beyond if b)}; the tables count them in full")
 
 
 def _colors(kernels):
@@ -113,6 +147,9 @@ def trace_markdown(trace, folder):
     lines = [f"Execution trace from `{folder}` (StarPU FxT, converted by starpu_fxt_tool): "
              f"{len(trace['tasks'])} tasks on {len(trace['workers'])} worker(s) of "
              f"{trace.get('ranks', '?')} rank(s) in {trace['span_ms']:.1f} ms.", ""]
+    cut = clipped_text(trace)
+    if cut:
+        lines += [f"**Note: {cut}.**", ""]
     lines.append(table(["kernel", "tasks"], [[k, v] for k, v in sorted(trace["kernels"].items())]))
     lines.append("")
     span = max(trace["span_ms"], 1e-9)

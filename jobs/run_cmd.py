@@ -327,6 +327,7 @@ def _run(args, comm, tile_map, spec):
                                 unit="tasks", enabled=True)
         # in place (the pinned tiles become L); --check keeps the copy of A made above
         fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress)
+        rt.stop_trace()                  # --trace: the factorization only, not the check
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)
         kernels = comm.gather(rt.kernel_counts(), root=0)
         device_bytes = comm.gather(rt.device_bytes(), root=0)

@@ -9,7 +9,8 @@ Only this module holds StarPU-MPI's process state. It does four things:
 - insert tasks (``ins1/ins2/ins3``: a plain ``starpu_task_insert`` when every operand is
   local, ``starpu_mpi_task_insert`` when this rank runs or feeds the task, nothing
   otherwise), flush StarPU-MPI's cache;
-- statistics (bytes sent per rank, tasks pending, versions, schedulers).
+- statistics (bytes sent per rank, tasks pending, versions, schedulers), the end of an
+  FxT trace (``fxt_stop``).
 
 Every StarPU status goes through one check, :c:func:`CHKERR`, which raises
 :class:`starchol.runtime.errors.StarPUError`; nogil loops return the first non-zero
@@ -198,6 +199,13 @@ def pause():
 
 def resume():
     starpu_resume()
+
+
+def fxt_stop():
+    """Stop recording this process's FxT trace: events after this call (tasks,
+    transfers) are not written. A no-op in a StarPU built without FxT."""
+    with nogil:
+        starpu_fxt_stop_profiling()
 
 
 def cache_set(bint enabled):

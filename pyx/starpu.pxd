@@ -45,6 +45,9 @@ cdef extern from "starpu.h" nogil:
     void starpu_resume()
     void starpu_get_version(int *major, int *minor, int *release)
 
+    # --- starpu_fxt.h (no-ops in a StarPU built without FxT) ---------------
+    void starpu_fxt_stop_profiling()
+
     # --- starpu_data.h (access modes, used by the codelet) ---------------
     enum starpu_data_access_mode:
         STARPU_NONE

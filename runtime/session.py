@@ -299,6 +299,7 @@ class Session:
         cache: StarPU-MPI's receive cache (one transfer per tile version and node).
         trace: a folder for FxT execution traces (needs a StarPU built with FxT); after
             the session, :func:`starchol.runtime.traces.finish` converts them.
+            :meth:`stop_trace` ends the recording earlier.
         gpus: CUDA workers on this rank (default: every GPU it sees; 0 without CUDA
             support). GPU codelets, models and heteroprio: :mod:`starchol.runtime.gpu`.
 
@@ -339,6 +340,7 @@ class Session:
         self._active = 0
         self._awake = False
         self._pause_idle = True
+        self._trace_stopped = False
         self.started = False
         self.closed = False
 
@@ -814,6 +816,18 @@ class Session:
     def current(cls):
         """The running session of this process, or None."""
         return cls._live
+
+    def stop_trace(self):
+        """Stop recording the FxT trace of this rank (``starpu_fxt_stop_profiling``): what
+        runs afterwards (a residual check, a gather) is left out of the trace. Local;
+        call it on every rank at the same point, once this rank's part of the traced work
+        is done (after :meth:`wait`: its tasks and transfers are complete). A no-op in a
+        session without ``trace`` or after an earlier call. The recording cannot restart.
+        """
+        self._require()
+        if self.trace is not None and not self._trace_stopped:
+            self._backend.fxt_stop()
+            self._trace_stopped = True
 
     def bytes_sent(self):
         """Bytes this rank has sent to each rank so far, int64 array (size,), or None

@@ -5,13 +5,17 @@ when ``STARPU_FXT_TRACE=1``; ``starpu_fxt_tool`` merges the ranks' files into
 ``tasks.rec`` (one record per task: name, worker, start and end in ms, MPI rank),
 ``paje.trace`` (states and the MPI communications) and more. This module
 
-1. sets the recording up before StarPU starts (:func:`prepare`): the folder, the
-   environment, and the bus calibration done beforehand (StarPU-MPI's FxT start has an
-   ``MPI_Barrier``, so ranks cannot start one at a time then);
-2. after StarPU has stopped (:func:`finish`, collective): brings every rank's raw file
+1. sets the recording up before StarPU starts (:func:`prepare`): the folder cleared of
+   an earlier run's trace files (:func:`clear_stale`), the environment, and the bus
+   calibration done beforehand (StarPU-MPI's FxT start has an ``MPI_Barrier``, so
+   ranks cannot start one at a time then);
+2. ``Session.stop_trace`` may end the recording before the session ends (``starchol
+   run --trace --check`` traces the factorization, not the residual check);
+3. after StarPU has stopped (:func:`finish`, collective): brings every rank's raw file
    to rank 0 (ranks on nodes that do not share the folder send theirs through MPI),
    runs ``starpu_fxt_tool`` there and writes ``trace.json``: the application's tasks
-   (StarPU-internal ones filtered), the workers, and the communications.
+   (StarPU-internal ones filtered), every worker (idle ones too), and the
+   communications.
 
 Without a trace folder nothing of this runs and ``STARPU_FXT_TRACE=0`` (a StarPU 1.3
 built with FxT otherwise records by default).
@@ -34,10 +38,14 @@ RAW_PATTERN = "prof_file_*"
 #: the summary written next to the tool's outputs
 SUMMARY = "trace.json"
 
-#: what a traced run writes in its folder (the tool's outputs, the raw traces, the
+#: the files ``starpu_fxt_tool`` (StarPU 1.3) writes in its working folder
+TOOL_OUTPUTS = ("paje.trace", "dag.dot", "tasks.rec", "data.rec", "trace.html", "trace.rec",
+                "distrib.data", "activity.data")
+#: the run document ``starchol run --trace DIR`` writes beside the trace
+RUN_DOCUMENT = "run.json"
+#: what a traced run writes in its folder (the raw traces, the tool's outputs, the
 #: summary, the run document): glob patterns on file names
-TRACE_FILES = (RAW_PATTERN, "*.rec", "*.data", "paje.trace", "dag.dot", "trace.html",
-               SUMMARY, "run.json")
+TRACE_FILES = (RAW_PATTERN, *TOOL_OUTPUTS, SUMMARY, RUN_DOCUMENT)
 
 _INTERNAL = re.compile(r"^(_starpu|starpu_)")
 
@@ -79,19 +87,37 @@ def _raw_rank(path):
     return int(tail) if tail.isdigit() else None
 
 
-def prepare(folder, rank, size=None):
-    """Before StarPU starts, on every rank: create ``folder``, remove this rank's raw
-    trace of an earlier run there (rank 0 also those of ranks >= ``size``, left by an
-    earlier run on more ranks), set ``STARPU_FXT_TRACE``/``STARPU_FXT_PREFIX``, and
-    calibrate the bus if needed (under the start lock). The tool's outputs of an earlier
-    run are replaced by the conversion. Not collective."""
-    check_supported()
-    folder = os.path.abspath(folder)
-    os.makedirs(folder, exist_ok=True)
+def clear_stale(folder, rank, size=None):
+    """Remove the files an earlier traced run left in ``folder``: this rank's raw trace;
+    on rank 0 also the raw traces of ranks >= ``size`` (an earlier run on more ranks),
+    the tool's outputs (:data:`TOOL_OUTPUTS`), the summary and the run document, so that
+    a run that fails before its conversion leaves no earlier run's trace looking like
+    its own. Other files are left alone. Returns the names removed."""
+    removed = []
     for path in glob.glob(os.path.join(folder, RAW_PATTERN)):
         r = _raw_rank(path)
         if r == rank or (rank == 0 and size is not None and r is not None and r >= size):
             os.unlink(path)
+            removed.append(os.path.basename(path))
+    if rank == 0:
+        for name in (*TOOL_OUTPUTS, SUMMARY, RUN_DOCUMENT):
+            try:
+                os.unlink(os.path.join(folder, name))
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def prepare(folder, rank, size=None):
+    """Before StarPU starts, on every rank: create ``folder``, remove what an earlier
+    traced run left there (:func:`clear_stale`), set ``STARPU_FXT_TRACE`` /
+    ``STARPU_FXT_PREFIX``, and calibrate the bus if needed (under the start lock). Not
+    collective (the session runs it on every rank before any starts)."""
+    check_supported()
+    folder = os.path.abspath(folder)
+    os.makedirs(folder, exist_ok=True)
+    clear_stale(folder, rank, size)
     env = os.environ
     env["STARPU_FXT_TRACE"] = "1"
     env["STARPU_FXT_PREFIX"] = folder + os.sep
@@ -182,8 +208,8 @@ def _convert(folder, size, hosts):
         raise StarcholError(f"starpu_fxt_tool failed ({proc.returncode}): "
                             f"{(proc.stderr or proc.stdout).strip()[-500:]}")
     tasks = read_tasks(os.path.join(folder, "tasks.rec"))
-    comms = read_comms(os.path.join(folder, "paje.trace"))
-    summary = summarize(tasks, comms, size, hosts)
+    paje = os.path.join(folder, "paje.trace")
+    summary = summarize(tasks, read_comms(paje), size, hosts, read_workers(paje))
     from ..jobs.output import write_atomic  # one atomic-write home
 
     write_atomic(os.path.join(folder, SUMMARY), json.dumps(summary) + "\n")
@@ -225,19 +251,13 @@ def read_tasks(path):
     return tasks
 
 
-def read_comms(path):
-    """MPI communications of a ``paje.trace`` written by ``starpu_fxt_tool``: dicts with
-    ``src``, ``dst`` (ranks), ``start``, ``end`` (ms) and ``bytes``.
-
-    The tool writes each transfer as a Paje link (``StartLink``/``EndLink`` events of
-    the ``MPIL`` link type) whose key joins the two ends and whose value is the message
-    size in bytes; the events' field layout is read from the file's own ``%EventDef``
-    header. Containers are named ``RANK_mpict``.
-    """
+def _paje_events(path, kinds):
+    """``(kind, fields)`` of every event of a Paje file whose kind (``PajeStartLink``,
+    ``PajeCreateContainer``, ...) is in ``kinds``, in file order; the fields are named
+    as the file's own ``%EventDef`` header declares them. Nothing for a missing file."""
     if not os.path.exists(path):
-        return []
+        return
     defs, fields = {}, {}
-    starts, ends = {}, {}
     with open(path, errors="replace") as f:
         current = None
         for line in f:
@@ -258,17 +278,51 @@ def read_comms(path):
             if not words:
                 continue
             kind = defs.get(words[0])
-            if kind not in ("PajeStartLink", "PajeEndLink"):
-                continue
-            rec = dict(zip(fields[words[0]], words[1:]))
-            if rec.get("Type") != "MPIL":
-                continue
-            # StarPU 1.3 declares its EndLink's key field under the name SubmitOrder
-            key = rec.get("Key", rec.get("SubmitOrder"))
-            if kind == "PajeStartLink":
-                starts[key] = rec
-            else:
-                ends[key] = rec
+            if kind in kinds:
+                yield kind, dict(zip(fields[words[0]], words[1:]))
+
+
+def read_workers(path):
+    """The StarPU workers of a ``paje.trace``, busy or not: dicts with ``rank``,
+    ``worker`` (StarPU's worker id, as ``WorkerId`` in ``tasks.rec``) and ``name``
+    (``CPU0``, ``CUDA0``, ...), in file order.
+
+    The tool declares each worker as a container of type ``W`` whose alias is
+    ``RANK_wID`` (``wID`` in a one-process trace) and whose name is ``RANK_NAME``.
+    """
+    out = []
+    for _, rec in _paje_events(path, ("PajeCreateContainer",)):
+        if rec.get("Type") != "W":
+            continue
+        m = re.match(r"^(?:(\d+)_)?w(\d+)$", rec.get("Alias", ""))
+        if not m:
+            continue
+        rank = int(m.group(1) or 0)
+        name = rec.get("Name", "")
+        out.append({"rank": rank, "worker": int(m.group(2)),
+                    "name": name[len(f"{rank}_"):] if name.startswith(f"{rank}_") else name})
+    return out
+
+
+def read_comms(path):
+    """MPI communications of a ``paje.trace`` written by ``starpu_fxt_tool``: dicts with
+    ``src``, ``dst`` (ranks), ``start``, ``end`` (ms) and ``bytes``.
+
+    The tool writes each transfer as a Paje link (``StartLink``/``EndLink`` events of
+    the ``MPIL`` link type) whose key joins the two ends and whose value is the message
+    size in bytes; the events' field layout is read from the file's own ``%EventDef``
+    header. Containers are named ``RANK_mpict``.
+    """
+    starts, ends = {}, {}
+    for kind, rec in _paje_events(path, ("PajeStartLink", "PajeEndLink")):
+        if rec.get("Type") != "MPIL":
+            continue
+        # StarPU 1.3 declares its EndLink's key field under the name SubmitOrder
+        key = rec.get("Key", rec.get("SubmitOrder"))
+        if kind == "PajeStartLink":
+            starts[key] = rec
+        else:
+            ends[key] = rec
     comms = []
     for key, s in starts.items():
         e = ends.get(key)
@@ -302,14 +356,19 @@ def _rank_of(container):
     return int(m.group(1)) if m else -1
 
 
-def summarize(tasks, comms, size, hosts=None):
+def summarize(tasks, comms, size, hosts=None, workers=None):
     """The content of ``trace.json``: tasks and communications on a common time origin
-    (ms from the first task start), the workers, idle time per worker, counts per kernel."""
+    (ms from the first task start), the workers, idle time per worker, counts per kernel.
+
+    ``workers`` (:func:`read_workers`) lists every worker of the run, so that a worker
+    that ran no task is listed too (idle for the whole span); workers that only the
+    tasks name are added."""
     hosts = hosts or {}
     t0 = min((t["start"] for t in tasks), default=0.0)
     t1 = max((t["end"] for t in tasks), default=0.0)
+    names = {(w["rank"], w["worker"]): w.get("name", "") for w in workers or ()}
     # grouped by node: host, then rank, then worker
-    workers = sorted({(t["rank"], t["worker"]) for t in tasks},
+    workers = sorted(set(names) | {(t["rank"], t["worker"]) for t in tasks},
                      key=lambda w: (hosts.get(w[0], ""), w[0], w[1]))
     busy = {w: 0.0 for w in workers}
     for t in tasks:
@@ -323,7 +382,8 @@ def summarize(tasks, comms, size, hosts=None):
         "hosts": {str(r): h for r, h in sorted(hosts.items())},
         "span_ms": span,
         "kernels": counts,
-        "workers": [{"rank": r, "worker": w, "host": hosts.get(r, ""),
+        "workers": [{"rank": r, "worker": w, "name": names.get((r, w), ""),
+                     "host": hosts.get(r, ""),
                      "busy_ms": busy[(r, w)], "idle_ms": max(0.0, span - busy[(r, w)])}
                     for r, w in workers],
         "tasks": [[t["kernel"], t["rank"], t["worker"], round(t["start"] - t0, 4),

@@ -320,3 +320,41 @@ def test_kernel_blas_column_of_ranks_that_chose_differently():
     assert _kernel_blas_short({"kernel_blas": both}) == \
         "OpenBLAS 0.3.21 (system); OpenBLAS 0.3.30 (scipy)"
     assert _kernel_blas_short({"runtime": {}}) == "-"
+
+
+def test_gantt_warns_when_its_time_axis_cuts_transfers(tmp_path, capsys):
+    """The chart's time axis spans the tasks; a transfer that ends after the last task
+    (received on a clock ahead of the sender's) or starts before the first is cut by it:
+    the report says so, on stderr and in report.md, instead of cutting it silently."""
+    from starchol.runtime.traces import summarize
+
+    tasks = [{"kernel": "potrf", "rank": 0, "worker": 0, "start": 10.0, "end": 12.0},
+             {"kernel": "trsm", "rank": 1, "worker": 0, "start": 13.0, "end": 20.0}]
+    comms = [{"src": 0, "dst": 1, "start": 12.0, "end": 12.5, "bytes": 800},
+             {"src": 0, "dst": 1, "start": 19.0, "end": 21.5, "bytes": 800},
+             {"src": 1, "dst": 0, "start": 9.25, "end": 11.0, "bytes": 800}]
+    workers = [{"rank": r, "worker": w, "name": f"CPU{w}"} for r in (0, 1) for w in (0, 1)]
+    trace = summarize(tasks, comms, 2, {0: "a", 1: "b"}, workers)
+    assert [(w["rank"], w["worker"], w["busy_ms"]) for w in trace["workers"]] == \
+        [(0, 0, 2.0), (0, 1, 0.0), (1, 0, 7.0), (1, 1, 0.0)]     # idle workers listed
+    folder = tmp_path / "t"
+    folder.mkdir()
+    (folder / "trace.json").write_text(json.dumps(trace))
+    doc = model_run_doc("2dbc", 2, 256, 128, grid=(1, 2))
+    doc["trace"] = {"dir": str(folder)}
+    (folder / "run.json").write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    assert main(["report", str(folder), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    cut = ("the Gantt chart's time axis (0 to 10.000 ms, the tasks' extent) cuts 2 of 3 MPI "
+           "transfers, which reach up to 0.750 ms before its start and 1.500 ms after its "
+           "end; the tables count them in full")
+    assert f"starchol report: warning: {folder}: {cut}" in err
+    md = (out / "report.md").read_text()
+    assert f"**Note: {cut}.**" in md and "| 1 | b | 1 | 0.0 | 10.0 | 100% |" in md
+    # nothing cut: no warning, no note
+    trace["comms"] = trace["comms"][:1]
+    (folder / "trace.json").write_text(json.dumps(trace))
+    assert main(["report", str(folder), "-o", str(tmp_path / "out2")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert "Note:" not in (tmp_path / "out2" / "report.md").read_text()

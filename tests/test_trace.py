@@ -33,12 +33,15 @@ def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
     (trace_dir / "prof_file_starchol_7").write_bytes(b"stale")
     (trace_dir / "run.json").write_text("{}")
     p = mpirun(4, "run", "--dist", "2dbc", "--grid", "2x2", "--n", "1024", "--nb", "128",
-               "--trace", trace_dir, "--json", tmp_path / "r.json", "--quiet", timeout=240)
+               "--trace", trace_dir, "--json", tmp_path / "r.json", "--quiet", "--check",
+               timeout=240)
     assert p.rank_exits == [0] * 4, p.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     trace = json.loads((trace_dir / "trace.json").read_text())
     nt = 8
-    # every task of the graph is in the trace, once, and nothing else
+    assert doc["residual"] < 1e-14
+    # every task of the graph is in the trace, once, and nothing else (the residual
+    # check's tasks come after Session.stop_trace)
     assert trace["kernels"] == graph_counts(nt) == doc["trace"]["kernels"]
     assert len(trace["tasks"]) == sum(graph_counts(nt).values())
     assert {w["rank"] for w in trace["workers"]} == {0, 1, 2, 3}
@@ -69,6 +72,33 @@ def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
 
     total = doc["bytes_measured_total"]
     assert f"{format_bytes(total)} ({total} B) in all" in md
+
+
+@needs_fxt
+def test_trace_lists_idle_workers_and_clears_an_earlier_trace(mpirun, tmp_path):
+    """One tile on 4 workers: the three that run nothing are in the trace, idle for the
+    whole span. Then a run that fails before its conversion leaves none of the earlier
+    trace's files (a report of the folder would have shown that run as this one's);
+    files the trace does not write stay."""
+    trace_dir = tmp_path / "t"
+    p = mpirun(1, "run", "--dist", "2dbc", "--n", "64", "--nb", "64", "--workers", "4",
+               "--trace", trace_dir, "--quiet")
+    assert p.rank_exits == [0], p.stderr
+    trace = json.loads((trace_dir / "trace.json").read_text())
+    assert trace["kernels"] == {"potrf": 1}
+    workers = trace["workers"]
+    assert [(w["rank"], w["worker"], w["name"]) for w in workers] == \
+        [(0, k, f"CPU{k}") for k in range(4)]
+    assert sorted(w["busy_ms"] == 0 for w in workers) == [False, True, True, True]
+    for w in workers:
+        assert w["busy_ms"] + w["idle_ms"] == pytest.approx(trace["span_ms"])
+    (trace_dir / "prof_file_alice_3").write_bytes(b"stale")   # an earlier 4-rank run's
+    (trace_dir / "notes.rec").write_text("mine")
+    p = mpirun(1, "run", "--dist", "2dbc", "--n", "256", "--nb", "64", "--workers", "2",
+               "--matrix", "indefinite:100", "--trace", trace_dir, "--quiet")
+    assert p.rank_exits == [1] and "not positive definite" in p.stderr, p.stderr
+    assert sorted(x.name for x in trace_dir.iterdir()) == ["notes.rec",
+                                                           "prof_file_starchol_0"]
 
 
 def test_run_without_trace_records_nothing(mpirun, tmp_path):
