@@ -6,8 +6,41 @@ iteration k < n (SYRK when m == n, GEMM otherwise), then one POTRF (m == n) or T
 For a 2.5D map, the update of iteration k runs on slice k mod c, the POTRF/TRSM of
 column n on slice n mod c; a slice stores its copy of tile (m, n) only if it factors it
 or updates it (s == n mod c or s < n).
+
+Tasks (one per kernel call, what StarPU creates): each update is one SYRK/GEMM task, each
+POTRF/TRSM one task, and before it the ADD tasks of the other slices' partial sums of
+column n: min(n, c - 1) of them (:func:`slice_task_weights`).
 """
 import numpy as np
+
+
+def slice_task_weights(nt, c, s):
+    """Tasks that write slice ``s``'s copy of each tile of column n, int64 (nt,): the
+    updates of iterations k < n with k mod c == s (SYRK/GEMM), plus, on the slice that
+    factors column n (n mod c == s), its POTRF/TRSM and the min(n, c - 1) ADDs of the
+    other slices' partial sums. The same for every tile (m, n), m >= n, of the column."""
+    n = np.arange(nt)
+    updates = np.maximum(0, -(-(n - s) // c))     # #{k < n : k mod c == s}
+    factors = (n % c) == s
+    return (updates + factors * (1 + np.minimum(n, c - 1))).astype(np.int64)
+
+
+def task_counts(owners, nodes=None):
+    """Tasks of the Cholesky graph that run on each node, int64 array (P,).
+
+    ``owners`` is a (c, nt, nt) stack of the slices' owners (or one (nt, nt) map);
+    ``nodes`` defaults to the highest owner + 1."""
+    so = np.asarray(owners)
+    if so.ndim == 2:
+        so = so[None]
+    c, nt, _ = so.shape
+    p = int(so.max()) + 1 if nodes is None else int(nodes)
+    rows, cols = np.tril_indices(nt)
+    out = np.zeros(p, dtype=np.int64)
+    for s in range(c):
+        out += np.bincount(so[s][rows, cols], weights=slice_task_weights(nt, c, s)[cols],
+                           minlength=p).astype(np.int64)
+    return out
 
 
 def node_load(tile_map, nt, tile_bytes=None):
@@ -18,6 +51,7 @@ def node_load(tile_map, nt, tile_bytes=None):
             tile storage per node (every slice's copies included).
 
     Returns a dict with ``tiles`` (int64 array, P), ``flops`` (float64 array, P),
+    ``tasks`` (int64 array, P: the tasks each node runs, see :func:`task_counts`),
     ``tiles_max_over_avg`` and ``flops_max_over_avg`` (busiest node / average), and
     ``bytes`` (int64 array, P) when ``tile_bytes`` is given.
     """
@@ -27,6 +61,7 @@ def node_load(tile_map, nt, tile_bytes=None):
     lower = m >= n
     diag = m == n
     tiles = np.zeros(p, dtype=np.int64)
+    tasks = np.zeros(p, dtype=np.int64)
     flops = np.zeros(p, dtype=np.float64)
     nbytes = np.zeros(p, dtype=np.int64)
     for s in range(c):
@@ -41,9 +76,12 @@ def node_load(tile_map, nt, tile_bytes=None):
                                   minlength=p).astype(np.int64)
         flops += np.bincount(owner[lower], weights=np.broadcast_to(per_tile, owner.shape)[lower],
                              minlength=p)
+        tasks += np.bincount(owner[lower], weights=np.broadcast_to(
+            slice_task_weights(nt, c, s), owner.shape)[lower], minlength=p).astype(np.int64)
     out = {
         "tiles": tiles,
         "flops": flops,
+        "tasks": tasks,
         "tiles_max_over_avg": float(tiles.max() / tiles.mean()) if tiles.sum() else 1.0,
         "flops_max_over_avg": float(flops.max() / flops.mean()) if flops.sum() else 1.0,
     }

@@ -7,8 +7,10 @@ model and the exact per-node load at the run's NT give a time estimate,
     estimate = (flops of the busiest node) / node_gflops
              + (bytes sent + received by the busiest node) / node_bandwidth,
 
-so a map's imbalance at this NT is in its estimate. Maps whose tile storage on the busiest
-node exceeds ``--memory-per-node`` are listed as not fitting. The pick is the fitting map
+so a map's imbalance at this NT is in its estimate. Maps whose peak memory on some node
+(:func:`starchol.linalg.memory.node_memory`: its tiles, every tile copy it receives, the
+runtime's handles and tasks, the process) exceeds ``--memory-per-node`` are listed as
+not fitting. The pick is the fitting map
 with the smallest estimate (then the fewest bytes, then the least storage per node). With
 ample memory, the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
 """
@@ -40,7 +42,9 @@ def register(sub):
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",
-                   help="memory available for tiles on each node, bytes (e.g. 64e9)")
+                   help="memory of each node for its rank, bytes (e.g. 64e9); a map fits "
+                        "when its peak per node (tiles, received tile copies, runtime) "
+                        "does")
     p.add_argument("--node-gflops", type=float, default=1000.0, metavar="GF",
                    help="sustained DGEMM GFlop/s of one node for the estimate (default 1000)")
     p.add_argument("--node-bandwidth", type=float, default=12.5e9, metavar="B/S",
@@ -92,7 +96,9 @@ def text_table(doc):
     lines = [f"maps for up to {nodes_text(doc['nodes'])}, N = {doc['n']}, NB = {doc['nb']}, "
              f"memory {format_bytes(doc['memory_per_node'])} per node; estimate = compute + "
              f"comm with {doc['node_gflops']:g} GFlop/s and "
-             f"{format_bytes(doc['node_bandwidth'])}/s per node (busiest node)"]
+             f"{format_bytes(doc['node_bandwidth'])}/s per node (busiest node); mem/node: "
+             f"the peak of the node that needs the most (tiles, received tile copies, "
+             f"runtime, process)"]
     head = (f"{'map':<56} {'nodes':>5} {'bytes':>11} {'mem/node':>10} {'fits':>4} "
             f"{'flops max/avg':>13} {'compute':>10} {'comm':>10} {'estimate':>10}")
     lines += [head, "-" * len(head)]
@@ -103,6 +109,11 @@ def text_table(doc):
                      f"{format_seconds(r['compute_s']):>10} {format_seconds(r['comm_s']):>10} "
                      f"{format_seconds(r['estimate_s']):>10}")
     return "\n".join(lines + ["", doc["explanation"]])
+
+
+def memory_text(row):
+    """The parts of a scored map's peak memory per node, as text."""
+    return ", ".join(f"{k} {format_bytes(v)}" for k, v in row["memory_parts"].items() if v)
 
 
 def _percent_more(a, b):
@@ -116,13 +127,15 @@ def explain(pick, rows, args):
         least = min(rows, key=lambda r: r["memory_per_node_bytes"])
         return (f"no map fits {format_bytes(args.memory_per_node)} per node: the smallest "
                 f"need is {least['map']} with {format_bytes(least['memory_per_node_bytes'])} "
-                f"per node; use more nodes or a larger --memory-per-node")
+                f"per node ({memory_text(least)}); use more nodes or a larger "
+                f"--memory-per-node")
     nt = -(-args.n // args.nb)
     fitting = [r for r in rows if r["fits"]]
     best2d = min((r for r in rows if r["slices"] == 1 and r["dist"] == "2dbc"),
                  key=lambda r: r["bytes"], default=None)
     parts = [f"pick: {pick['map']}: fits memory ({format_bytes(pick['memory_per_node_bytes'])} "
-             f"of {format_bytes(args.memory_per_node)} per node) and has the smallest "
+             f"of {format_bytes(args.memory_per_node)} per node: {memory_text(pick)}) and "
+             f"has the smallest "
              f"estimate ({format_seconds(pick['estimate_s'])}: "
              f"{format_seconds(pick['compute_s'])} compute on the busiest node + "
              f"{format_seconds(pick['comm_s'])} of its transfers)"]
@@ -132,11 +145,11 @@ def explain(pick, rows, args):
                      f"({best2d['map']}, {format_bytes(best2d['bytes'])})")
     if pick["slices"] > 1:
         flat = [r for r in fitting if r["slices"] == 1]
-        text = (f"2.5D keeps {pick['slices']} copies of the matrix, so it needs about "
-                f"{pick['slices']}x the tile storage per node of a 2D map on the same nodes")
+        text = (f"2.5D keeps {pick['slices']} copies of the matrix, so it stores about "
+                f"{pick['slices']}x the tiles per node of a 2D map on the same nodes")
         if flat:
             f = flat[0]
-            text += (f" ({format_bytes(pick['memory_per_node_bytes'])} per node against "
+            text += (f" (peak {format_bytes(pick['memory_per_node_bytes'])} per node against "
                      f"{format_bytes(f['memory_per_node_bytes'])} for the best 2D map, "
                      f"{f['map']}, whose estimate {format_seconds(f['estimate_s'])} is "
                      f"{_percent_more(f['estimate_s'], pick['estimate_s'])})")

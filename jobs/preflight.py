@@ -4,15 +4,11 @@ Used by ``starchol run`` (per rank, before any allocation), ``generate`` (disk),
 commands that build an NT x NT owner table (``map``, ``volume``). Figures are printed in
 decimal units (1 GB = 10^9 bytes).
 
-The estimate of one rank's memory for ``starchol run`` (bytes):
-
-- its tiles: the tile storage of its node under the map, every 2.5D slice's copies
-  included (:func:`starchol.distributions.node_load`), twice with ``--check`` (the
-  original is kept for the residual);
-- the owner tables: (c + 1) x NT^2 int64 (each slice's map and the composite one);
-- workspace: the tiles received for one panel, 2 x NT tiles;
-- ``--gather`` on rank 0: the dense N x N factor, twice (tiles and the assembled array);
-- a fixed :data:`PROCESS_BASE_BYTES` for Python, numpy, MPI and StarPU.
+The estimate of one rank's memory for ``starchol run`` is its node's peak from
+:func:`starchol.linalg.memory.node_memory` (the one home of the rule, shared with
+``starchol plan``): its tiles (every 2.5D slice's
+copies), every tile copy it receives, the runtime's handles and tasks, the owner tables,
+the process itself, A's copies with ``--check`` and the gathered factor on rank 0.
 
 It is compared with the memory available to the rank: the host's ``MemAvailable``
 (or the cgroup limit minus its usage, whichever is smaller), shared by the ranks of
@@ -21,10 +17,9 @@ that host.
 import os
 
 from ..errors import UsageError
+from ..linalg.memory import PROCESS_BASE_BYTES, node_memory
 from ..linalg.volume_summary import format_bytes
 
-#: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured ~150 MB)
-PROCESS_BASE_BYTES = 200 * 10**6
 DOUBLE = 8
 
 
@@ -104,35 +99,21 @@ def check_table_memory(nt, slices=1, role="--nt"):
                          f"available ({source}); use a smaller NT (or a larger NB)")
 
 
-def rank_memory(tile_map, n, nb, rank, check=False, gather=False):
-    """Estimated peak bytes of ``rank`` in ``starchol run`` and its parts (see the module
-    doc). Returns ``(total, parts)`` with parts a dict of bytes."""
-    from ..distributions import node_load
-    from ..linalg.volume import tile_bytes
-
-    nt = -(-n // nb)
-    c = tile_map.slices
-    tables = (c + 1) * nt * nt * DOUBLE
-    tile = nb * nb * DOUBLE
-    balanced = c * (nt * (nt + 1) // 2) * tile // tile_map.nodes
-    # the exact per-node storage needs the tables themselves: only when they are small
-    if tables <= 2 * 10**9:
-        tiles = int(node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb))["bytes"][rank])
-    else:
-        tiles = balanced
-    parts = {"tiles": tiles * (2 if check else 1), "owner tables": tables,
-             "workspace": 2 * nt * tile, "process": PROCESS_BASE_BYTES}
-    if gather and rank == 0:
-        parts["gathered factor"] = 2 * n * n * DOUBLE
-    return sum(parts.values()), parts
+def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True):
+    """Estimated peak bytes of ``rank`` in ``starchol run``
+    (:func:`starchol.linalg.memory.node_memory`). Returns ``(total, parts)`` with parts a
+    dict of bytes, the parts that apply."""
+    mem = node_memory(tile_map, n, nb, cache=cache, check=check, gather=gather)
+    parts = {k: int(v[rank]) for k, v in mem.items() if k != "total"}
+    return int(mem["total"][rank]), parts
 
 
 def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False,
-                      fix=None):
+                      fix=None, cache=True):
     """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host.
 
     ``fix`` replaces the advice of the message (default: ``starchol run``'s)."""
-    need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather)
+    need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather, cache=cache)
     avail, source = memory_available()
     if avail is None:
         return need

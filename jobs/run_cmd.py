@@ -223,7 +223,8 @@ def preflight(args, rank, size, host_ranks):
         if problem:
             raise problem
     plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
-                                    check=args.check, gather=bool(args.gather))
+                                    check=args.check, gather=bool(args.gather),
+                                    cache=cache_from_args(args))
     if rank == 0:
         if args.output:
             target = resolve(plan.output_path)
@@ -298,6 +299,7 @@ def run(args):
 def _run(args, comm, tile_map, spec):
     from ..distributions import node_load
     from ..linalg import DistributedMatrix, cholesky, matrices
+    from ..linalg.memory import node_memory
     from ..linalg.volume import tile_bytes
     from ..runtime import Session
 
@@ -328,11 +330,11 @@ def _run(args, comm, tile_map, spec):
         # in place (the pinned tiles become L); --check keeps the copy of A made above
         fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress)
         rt.stop_trace()                  # --trace: the factorization only, not the check
-        peak_rss = comm.gather(_peak_rss_bytes(), root=0)
         kernels = comm.gather(rt.kernel_counts(), root=0)
         device_bytes = comm.gather(rt.device_bytes(), root=0)
         res = fac.residual(orig) if args.check else None
         full = fac.L.gather() if args.gather else None
+        peak_rss = comm.gather(_peak_rss_bytes(), root=0)   # the whole run's, as modelled
         info = rt.describe()
     record = fac.record
     a = fac.L
@@ -359,6 +361,8 @@ def _run(args, comm, tile_map, spec):
             raise appeared
         return 0
     storage = node_load(tile_map, nt, tile_bytes=tile_bytes(args.n, args.nb))["bytes"]
+    model_peak = node_memory(tile_map, args.n, args.nb, cache=cache_from_args(args),
+                             check=args.check, gather=bool(args.gather))["total"]
     doc = record.to_dict()
     doc.update({
         "nodes": int(tile_map.nodes), "seed": args.seed,
@@ -371,9 +375,11 @@ def _run(args, comm, tile_map, spec):
         "memory": {"tile_bytes_per_node": storage,
                    "tile_bytes_max": int(storage.max()),
                    "peak_rss_bytes_per_rank": peak_rss,
+                   "model_peak_bytes_per_rank": model_peak,
                    "note": "tile_bytes: model (every slice's copies held at once); "
-                           "peak_rss: the process's peak resident memory (getrusage), "
-                           "StarPU 1.3 has no cheap peak of its own allocations"},
+                           "peak_rss: the process's peak resident memory over the run "
+                           "(getrusage); model_peak: starchol.linalg.memory.node_memory, "
+                           "what the pre-flight check and starchol plan use"},
         "runtime": {"scheduler": info["scheduler"],
                     "workers_per_rank": info["workers_per_rank"],
                     "gpus_per_rank": info.get("gpus_per_rank", 0),
@@ -498,4 +504,7 @@ def _memory_lines(doc):
             f"{format_bytes(mem['tile_bytes_max'])}")
     if rss:
         line += f"; peak RSS per rank max {format_bytes(max(rss))}"
+        model = mem.get("model_peak_bytes_per_rank")
+        if model is not None and len(model):
+            line += f" (model {format_bytes(max(model))})"
     return [line]

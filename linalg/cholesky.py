@@ -83,19 +83,12 @@ def partial_mask(nt, c, s):
 def local_task_count(slice_owners, rank):
     """Tasks of the Cholesky graph that run on ``rank`` (for progress displays): every
     slice's updates of its copies, the ADDs and POTRF/TRSM of the factoring copies.
-    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map)."""
-    so = np.asarray(slice_owners)
-    c, nt, _ = so.shape
-    low = np.tril(np.ones((nt, nt), dtype=bool))
-    j = np.arange(nt)
-    total = 0
-    for s in range(c):
-        upd = np.where(j > s, (j - s - 1) // c + 1, 0)   # iterations k < j on slice s
-        total += int(((so[s] == rank) & low).sum(axis=0) @ upd)
-    cols = j % c
-    home = (so[cols[None, :], j[:, None], j[None, :]] == rank) & low
-    total += int(home.sum(axis=0) @ (1 + np.minimum(j, c - 1)))
-    return total
+    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map); the count is
+    :func:`starchol.distributions.load.task_counts`'s."""
+    from ..distributions.load import task_counts
+
+    counts = task_counts(slice_owners)
+    return int(counts[rank]) if 0 <= rank < len(counts) else 0
 
 
 def get_session(comm, session=None):

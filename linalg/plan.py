@@ -9,10 +9,11 @@ run's NT (:func:`score_map`):
 
 The busiest node's flops and traffic already carry the map's imbalance at this NT, so no
 separate balance rule is applied: :func:`rank_key` orders maps that fit the memory
-first, then by estimate, then by total bytes, then by tile storage on the busiest node
-(a 2.5D map needs about c times the storage of a 2D map on the same nodes; the footprint
-decides only between maps of equal estimate and equal bytes: at an equal estimate the
-map moving fewer bytes, often the 2.5D one, wins).
+first, then by estimate, then by total bytes, then by the peak memory of the node that
+needs the most (:func:`starchol.linalg.memory.node_memory`; a 2.5D map stores about c
+times the tiles of a 2D map on the same nodes; the footprint decides only between maps
+of equal estimate and equal bytes: at an equal estimate the map moving fewer bytes,
+often the 2.5D one, wins).
 
 (An earlier rule ranked every map whose pattern appears fewer than 6 times in NT after
 all others. ``benchmarks/plan_balance.py`` found it a poor proxy over P = 2..16, 21, 28,
@@ -24,6 +25,7 @@ an estimate up to 2.75x larger. See docs/volume-model.md, "How plan ranks the ma
 import numpy as np
 
 from ..distributions import node_load
+from .memory import node_memory
 from .volume import tile_bytes
 from .volume_summary import volume_summary
 
@@ -42,7 +44,8 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
     node_bandwidth : float
         Network bytes/s of one node.
     memory_per_node : float, optional
-        Bytes available for tiles on each node; sets ``fits`` (True when not given).
+        Bytes of memory of each node (one rank per node); sets ``fits`` (True when not
+        given).
 
     Returns
     -------
@@ -50,8 +53,12 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         The map's parameters (``map``, ``dist``, ``nodes``, ``slices``, ...),
         ``pattern_size`` and ``periods`` (NT / pattern size, None if the map has no
         pattern; informative), ``bytes`` and ``ratio`` (D / S) of the whole
-        factorization, ``memory_per_node_bytes`` (tile storage of the busiest node, every
-        slice's copies included), ``busiest_node_traffic_bytes`` (sent + received; the
+        factorization, ``memory_per_node_bytes`` (the peak of the node that needs the
+        most, :func:`starchol.linalg.memory.node_memory`: its tiles, every slice's copies
+        included, every tile copy it receives, the runtime's handles and tasks, the
+        process), ``memory_parts`` (that node's parts, bytes), ``tile_bytes_per_node``
+        (the tile storage of the node that stores the most),
+        ``busiest_node_traffic_bytes`` (sent + received; the
         last tile row/column smaller when NB does not divide N), ``flops_max_over_avg``
         and ``tiles_max_over_avg`` (busiest node over the mean of the map's nodes),
         ``compute_s``, ``comm_s``, ``estimate_s`` (seconds) and ``fits``.
@@ -63,12 +70,17 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
                + np.asarray(doc["per_node"]["received_bytes"]))
     compute_s = float(load["flops"].max()) * nb ** 3 / (node_gflops * 1e9)
     comm_s = float(traffic.max()) / node_bandwidth
-    memory = int(load["bytes"].max())
+    mem = node_memory(tile_map, n, nb, received_bytes=doc["per_node"]["received_bytes"],
+                      load=load)
+    top = int(np.argmax(mem["total"]))
+    memory = int(mem["total"][top])
     return {
         "map": str(tile_map), **tile_map.params(),
         "pattern_size": tile_map.pattern_size(), "periods": tile_map.periods(nt),
         "bytes": doc["bytes"], "ratio": doc["ratio"],
         "memory_per_node_bytes": memory,
+        "memory_parts": {k: int(v[top]) for k, v in mem.items() if k != "total"},
+        "tile_bytes_per_node": int(load["bytes"].max()),
         "busiest_node_traffic_bytes": int(traffic.max()),
         "flops_max_over_avg": load["flops_max_over_avg"],
         "tiles_max_over_avg": load["tiles_max_over_avg"],
@@ -79,7 +91,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
 
 def rank_key(row):
     """Sort key of a scored map (:func:`score_map`): fits first, then the least estimate,
-    then the least total bytes, then the least tile storage on the busiest node."""
+    then the least total bytes, then the least peak memory per node."""
     return (not row["fits"], row["estimate_s"], row["bytes"], row["memory_per_node_bytes"])
 
 

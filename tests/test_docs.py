@@ -279,7 +279,8 @@ COMPARE_ROW = {"dist", "nodes", "slices", "map", "transfers_tiles", "bytes", "ra
 PLAN_KEYS = {"nodes", "n", "nb", "memory_per_node", "node_gflops", "node_bandwidth", "rows",
              "pick", "explanation"}
 PLAN_ROW = {"dist", "nodes", "slices", "map", "pattern_size", "periods", "bytes", "ratio",
-            "memory_per_node_bytes", "busiest_node_traffic_bytes", "flops_max_over_avg",
+            "memory_per_node_bytes", "memory_parts", "tile_bytes_per_node",
+            "busiest_node_traffic_bytes", "flops_max_over_avg",
             "tiles_max_over_avg", "compute_s", "comm_s", "estimate_s", "fits"}
 
 
@@ -339,7 +340,8 @@ def test_bench_and_info_write_the_documented_keys(starpu_home):
 RUN_KEYS = {"runtime.scheduler", "runtime.workers_per_rank", "runtime.starpu_version",
             "runtime.starpu_build", "runtime.kernel_blas", "runtime.gpus_per_rank",
             "memory.tile_bytes_per_node",
-            "memory.peak_rss_bytes_per_rank", "kernels", "kernels_per_rank", "device_bytes",
+            "memory.peak_rss_bytes_per_rank", "memory.model_peak_bytes_per_rank",
+            "kernels", "kernels_per_rank", "device_bytes",
             "device_bytes_per_rank", "residual"}
 
 

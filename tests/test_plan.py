@@ -26,7 +26,12 @@ def test_plan_memory_grows_with_slices(capsys):
     rows = json.loads(capsys.readouterr().out)["rows"]
     sbc2 = next(r for r in rows if r["dist"] == "sbc25d" and r["slices"] == 2)
     sbc1 = next(r for r in rows if r["dist"] == "sbc" and r["nodes"] == 10)
-    assert sbc2["memory_per_node_bytes"] > 1.5 * sbc1["memory_per_node_bytes"]
+    assert sbc2["tile_bytes_per_node"] > 1.5 * sbc1["tile_bytes_per_node"]
+    # the peak counts the received tile copies too (more than a node's own tiles here)
+    for r in (sbc1, sbc2):
+        assert r["memory_per_node_bytes"] == sum(r["memory_parts"].values())
+        assert r["memory_parts"]["tiles"] <= r["tile_bytes_per_node"]
+        assert r["memory_parts"]["received tiles"] > r["memory_parts"]["tiles"]
 
 
 def test_plan_nothing_fits(capsys):
@@ -52,11 +57,20 @@ def test_score_map_hand_count():
     from starchol.distributions import BlockCyclic2D
     from starchol.linalg.plan import score_map
 
-    row = score_map(BlockCyclic2D(2, 1), 300, 100, node_gflops=1.0, node_bandwidth=1e8,
-                    memory_per_node=320_000)
+    # Peak memory of node 0: its 4 tiles, the 2 it receives (L10, L11), 6 handles, 7 tasks
+    # ((0,0) POTRF, (2,0) TRSM, (2,1) GEMM + TRSM, (2,2) 2 SYRK + POTRF), 2 x 9 int64
+    # owner entries and the process (node 1: 2 tiles, 1 received, 3 tasks).
+    from starchol.linalg.memory import HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES
     tile = 100 * 100 * 8
+    peak = 6 * tile + 6 * HANDLE_BYTES + 7 * TASK_BYTES + 144 + PROCESS_BASE_BYTES
+    row = score_map(BlockCyclic2D(2, 1), 300, 100, node_gflops=1.0, node_bandwidth=1e8,
+                    memory_per_node=peak)
     assert row["bytes"] == 3 * tile and row["ratio"] == 3 / 6
-    assert row["memory_per_node_bytes"] == 4 * tile and row["fits"]
+    assert row["memory_per_node_bytes"] == peak and row["fits"]
+    assert row["memory_parts"] == {"tiles": 4 * tile, "received tiles": 2 * tile,
+                                   "tile handles": 6 * HANDLE_BYTES, "tasks": 7 * TASK_BYTES,
+                                   "owner tables": 144, "process": PROCESS_BASE_BYTES}
+    assert row["tile_bytes_per_node"] == 4 * tile
     assert row["busiest_node_traffic_bytes"] == 3 * tile
     assert abs(row["flops_max_over_avg"] - (20 / 3) / 4.5) < 1e-12
     assert abs(row["tiles_max_over_avg"] - 4 / 3) < 1e-12
@@ -65,7 +79,7 @@ def test_score_map_hand_count():
     assert abs(row["estimate_s"] - (row["compute_s"] + row["comm_s"])) < 1e-15
     assert row["periods"] == 1.5 and "balanced" not in row
     assert not score_map(BlockCyclic2D(2, 1), 300, 100, 1.0, 1e8,
-                         memory_per_node=4 * tile - 1)["fits"]
+                         memory_per_node=peak - 1)["fits"]
 
 
 def test_score_map_counts_the_smaller_last_tile():
@@ -106,11 +120,11 @@ def test_plan_picks_least_estimate_even_with_few_periods(capsys):
     pick = d["pick"]
     assert pick["map"] == "aplane r=4 (AG(2,2), 6 nodes)" and pick["periods"] == 3.75
     assert pick["bytes"] == 233 * tile
-    assert pick["memory_per_node_bytes"] == 23 * tile     # 120 tiles over 6 nodes, max 23
+    assert pick["tile_bytes_per_node"] == 23 * tile     # 120 tiles over 6 nodes, max 23
     assert round(pick["flops_max_over_avg"], 3) == 1.063
     old = next(r for r in d["rows"] if r["dist"] == "2dbc25d" and r["slices"] == 3)
     assert old["bytes"] == 301 * tile and round(old["flops_max_over_avg"], 3) == 1.205
-    assert old["memory_per_node_bytes"] == 64 * tile
+    assert old["tile_bytes_per_node"] == 64 * tile
     assert (old["estimate_s"], old["bytes"], old["memory_per_node_bytes"]) > \
         (pick["estimate_s"], pick["bytes"], pick["memory_per_node_bytes"])
     assert pick["estimate_s"] == min(r["estimate_s"] for r in d["rows"])

@@ -1,0 +1,143 @@
+"""Peak memory of every node (MPI rank) of a factorization: the one home of the rule.
+
+``starchol plan`` (memory per node of each map) and ``starchol run``'s pre-flight check
+use :func:`node_memory`. A node's peak, in bytes:
+
+- ``tiles``: its tiles, every 2.5D slice's copies included (:func:`node_load`);
+- ``received tiles``: every tile version it receives. ``starchol run`` submits the whole
+  task graph at once, and StarPU-MPI keeps each received copy until the end of the
+  factorization: measured peak RSS minus the other parts equals the model's received
+  bytes (cache on) for 2D maps. With the cache off a copy is received per task and most
+  are freed early; the count of all of them is an upper bound (measured: 15-32 % of it
+  alive). For 2.5D maps the partial sums are freed after their ADD, so the sum is an upper
+  bound there too (measured: 13-22 % above the peak RSS);
+- ``tile handles``: :data:`HANDLE_BYTES` for each tile handle, which every rank registers
+  for every stored tile of every copy (StarPU's handle structures);
+- ``tasks``: :data:`TASK_BYTES` for each task the node runs (all are submitted before most
+  have run);
+- ``owner tables``: (c + 1) NT^2 int64, each slice's owners and the composite;
+- ``process``: :data:`PROCESS_BASE_BYTES` for Python, numpy, MPI and StarPU;
+- with ``check`` (``starchol run --check``): A's tiles twice more (the copy kept for the
+  residual, and the residual's work copy);
+- with ``gather`` on node 0: the dense N x N factor, twice (tiles and the assembled array).
+
+The constants were fitted on ``starchol run`` under mpirun (peak RSS per rank from
+getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB per handle,
+0.93 kB per task, 83 MB per process, within 16 % of the remainder over 28 ranks of 7 runs.
+"""
+import numpy as np
+
+from ..distributions import node_load
+from ..distributions.load import slice_task_weights
+from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile_extents,
+                     transfer_pairs)
+
+#: bytes per registered tile handle (measured 20.5 kB with StarPU 1.3.10, MAXCPUS 256)
+HANDLE_BYTES = 20_000
+#: bytes per task of the node (measured 0.93 kB; the whole graph is submitted at once)
+TASK_BYTES = 1_000
+#: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured 83-95 MB,
+#: the same with 1, 4 and 8 workers)
+PROCESS_BASE_BYTES = 100 * 10**6
+#: owner tables up to this size are built for the exact per-node figures; above it
+#: (NT above about 11,000) the parts are the balanced means (:func:`node_memory`)
+EXACT_TABLE_BYTES = 2 * 10**9
+INDEX_BYTES = 8
+
+#: the parts of :func:`node_memory`, in the order the messages print them
+PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
+         "copies of A (--check)", "gathered factor")
+
+
+def handle_count(nt, c):
+    """Tile handles every rank registers: the S = NT(NT+1)/2 factoring copies, and for a
+    2.5D map (c > 1) each slice's partial sums, tiles (i, j) with s < j, j mod c != s."""
+    n = np.arange(int(nt))
+    partial = sum(int(((n > s) & (n % c != s)) @ (nt - n)) for s in range(c)) if c > 1 else 0
+    return stored_tiles(nt) + partial
+
+
+def _total_tasks(nt, c):
+    n = np.arange(int(nt))
+    return sum(int(slice_task_weights(nt, c, s) @ (nt - n)) for s in range(c))
+
+
+def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
+                itemsize=DOUBLE_BYTES, received_bytes=None, load=None, exact=None):
+    """Peak bytes of every node of ``starchol run`` for an n x n matrix, by part.
+
+    Parameters
+    ----------
+    tile_map : TileMap
+        The map (built for NT = ceil(n / nb) where it depends on NT).
+    n, nb : int
+        Matrix order and tile size (elements).
+    cache : bool
+        StarPU-MPI's receive cache on (one copy per tile version and node) or off.
+    check : bool
+        ``starchol run --check``: A's tiles are kept, and copied once more for the residual.
+    gather : bool
+        ``starchol run --gather``: node 0 assembles the dense factor.
+    itemsize : int
+        Bytes per entry (8: float64).
+    received_bytes : int array (P,), optional
+        Bytes each node receives, if the caller has counted them (the volume model with
+        the same ``cache``); counted here otherwise.
+    load : dict, optional
+        :func:`starchol.distributions.node_load` of the map at NT with ``tile_bytes`` of
+        this ``itemsize``, if the caller has it; computed here otherwise.
+    exact : bool, optional
+        Count per node from the owner tables (default: when they take at most
+        :data:`EXACT_TABLE_BYTES`); False gives every node the mean of the balanced
+        parts, with the received tiles of the map's leading term (P - 1 per stored tile
+        for maps without one): a bound that needs no table.
+
+    Returns
+    -------
+    dict
+        ``{part: int64 array (P,)}`` for the parts of :data:`PARTS` that apply (see the
+        module doc), and ``total`` (their sum), all in bytes.
+    """
+    p, c = tile_map.nodes, tile_map.slices
+    ext = tile_extents(n, nb)
+    nt = len(ext)
+    tables = (c + 1) * nt * nt * INDEX_BYTES
+    if exact is None:
+        exact = tables <= EXACT_TABLE_BYTES
+    ext = ext.astype(np.int64)
+    lower = int((int(ext.sum()) ** 2 + int(ext @ ext)) // 2) * int(itemsize)  # A's tiles
+    parts = {}
+    if exact:
+        sizes = tile_bytes(n, nb, itemsize)
+        if load is None:
+            load = node_load(tile_map, nt, tile_bytes=sizes)
+        parts["tiles"] = load["bytes"]
+        if received_bytes is None:
+            received_bytes = transfer_pairs(tile_map.owner_maps(nt), p, cache=cache,
+                                            row_weights=sizes).sum(axis=0)
+        parts["received tiles"] = np.asarray(received_bytes, dtype=np.int64)
+        tasks = load["tasks"]
+    else:
+        lead = tile_map.leading_factor()
+        lead = p - 1 if lead is None else lead
+        parts["tiles"] = np.full(p, -(-c * lower // p), dtype=np.int64)
+        parts["received tiles"] = np.full(p, int(np.ceil(lead * lower / p)), dtype=np.int64)
+        tasks = np.full(p, -(-_total_tasks(nt, c) // p), dtype=np.int64)
+    parts["tile handles"] = np.full(p, HANDLE_BYTES * handle_count(nt, c), dtype=np.int64)
+    parts["tasks"] = TASK_BYTES * np.asarray(tasks, dtype=np.int64)
+    parts["owner tables"] = np.full(p, tables, dtype=np.int64)
+    parts["process"] = np.full(p, PROCESS_BASE_BYTES, dtype=np.int64)
+    if check:
+        if exact:
+            home = np.bincount(factor_owners(tile_map, nt)[np.tril_indices(nt)],
+                               weights=sizes[np.tril_indices(nt)], minlength=p)
+            home = home.astype(np.int64)
+        else:
+            home = np.full(p, -(-lower // p), dtype=np.int64)
+        parts["copies of A (--check)"] = 2 * home
+    if gather:
+        dense = np.zeros(p, dtype=np.int64)
+        dense[0] = 2 * n * n * itemsize
+        parts["gathered factor"] = dense
+    parts["total"] = sum(parts.values())
+    return parts

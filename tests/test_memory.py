@@ -1,0 +1,113 @@
+"""Peak memory per node (``starchol.linalg.memory``): hand counts, and a real run's peak
+resident memory against the model."""
+import json
+
+import numpy as np
+import pytest
+
+from starchol import UsageError
+from starchol.distributions import BlockCyclic2D, get_map, node_load
+from starchol.distributions.load import task_counts
+from starchol.linalg.cholesky import local_task_count, partial_mask
+from starchol.linalg.memory import (HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES,
+                                    handle_count, node_memory)
+
+TILE = 100 * 100 * 8
+
+
+def test_hand_count_of_every_part():
+    # 2dbc 2x1, N = 300, NB = 100 (NT = 3): rows 0 and 2 on node 0, row 1 on node 1.
+    # node 0: tiles (0,0) (2,0) (2,1) (2,2); receives L10 and L11; tasks POTRF(0,0),
+    # TRSM(2,0), GEMM + TRSM (2,1), 2 SYRK + POTRF (2,2) = 7.
+    # node 1: tiles (1,0) (1,1); receives L00; tasks TRSM(1,0), SYRK + POTRF (1,1) = 3.
+    mem = node_memory(BlockCyclic2D(2, 1), 300, 100, check=True, gather=True)
+    assert mem["tiles"].tolist() == [4 * TILE, 2 * TILE]
+    assert mem["received tiles"].tolist() == [2 * TILE, 1 * TILE]
+    assert mem["tile handles"].tolist() == [6 * HANDLE_BYTES] * 2
+    assert mem["tasks"].tolist() == [7 * TASK_BYTES, 3 * TASK_BYTES]
+    assert mem["owner tables"].tolist() == [2 * 9 * 8] * 2
+    assert mem["process"].tolist() == [PROCESS_BASE_BYTES] * 2
+    assert mem["copies of A (--check)"].tolist() == [8 * TILE, 4 * TILE]
+    assert mem["gathered factor"].tolist() == [2 * 300 * 300 * 8, 0]
+    assert mem["total"].tolist() == [sum(int(v[r]) for k, v in mem.items() if k != "total")
+                                     for r in range(2)]
+    # without --check and --gather those parts are absent
+    assert set(node_memory(BlockCyclic2D(2, 1), 300, 100)) == {
+        "tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
+        "total"}
+
+
+def test_smaller_last_tile_float32_and_cache_off():
+    # 2dbc 1x2, N = 250, NB = 100 (last row 50), float32: columns 0 and 2 on node 0,
+    # column 1 on node 1. Cache on: node 1 receives L10 (100 x 100, for SYRK(1,0) and
+    # GEMM(2,1,0)) and L20 (50 x 100, GEMM(2,1,0)); node 0 receives L21 (SYRK(2,1)).
+    # Cache off: one copy per task, L10 twice.
+    on = node_memory(BlockCyclic2D(1, 2), 250, 100, itemsize=4)
+    assert on["tiles"].tolist() == [(2 * 100 * 100 + 50 * 100 + 50 * 50) * 4,
+                                    (100 * 100 + 50 * 100) * 4]
+    assert on["received tiles"].tolist() == [50 * 100 * 4, (100 * 100 + 50 * 100) * 4]
+    off = node_memory(BlockCyclic2D(1, 2), 250, 100, itemsize=4, cache=False)
+    assert off["received tiles"].tolist() == [50 * 100 * 4, (2 * 100 * 100 + 50 * 100) * 4]
+
+
+@pytest.mark.parametrize("name,nodes,c", [("sbc25d", 6, 2), ("2dbc25d", 12, 3),
+                                          ("2dbc", 4, 1), ("sym25d", 8, 2)])
+def test_tasks_and_handles_match_the_graph(name, nodes, c):
+    nt = 9
+    m = get_map(name, nodes, slices=c, nt=nt)
+    so = m.owner_maps(nt)
+    counts = task_counts(so, nodes)
+    assert counts.tolist() == [local_task_count(so, r) for r in range(nodes)]
+    assert node_load(m, nt)["tasks"].tolist() == counts.tolist()
+    assert counts.sum() == sum(  # every task once: updates, POTRF/TRSM, ADDs
+        (nt - k - 1) * (nt - k) // 2 + (nt - k) * (1 + min(k, c - 1)) for k in range(nt))
+    handles = nt * (nt + 1) // 2 + (sum(int(partial_mask(nt, c, s).sum()) for s in range(c))
+                                    if c > 1 else 0)
+    assert handle_count(nt, c) == handles
+    mem = node_memory(m, nt * 50, 50)
+    assert mem["tile handles"].tolist() == [handles * HANDLE_BYTES] * nodes
+    assert mem["tasks"].tolist() == (counts * TASK_BYTES).tolist()
+
+
+def test_without_tables_every_node_gets_the_balanced_mean():
+    m = get_map("sbc", 6)
+    exact = node_memory(m, 6000, 100)
+    mean = node_memory(m, 6000, 100, exact=False)
+    for part in ("tile handles", "owner tables", "process"):
+        assert mean[part].tolist() == exact[part].tolist()
+    # the leading term S (r - 2) bounds the received tiles; tiles and tasks are means
+    assert mean["received tiles"][0] >= exact["received tiles"].mean()
+    assert abs(mean["tiles"][0] - exact["tiles"].mean()) <= 1
+    assert abs(mean["tasks"][0] - exact["tasks"].mean()) <= TASK_BYTES
+    # N = 10^7: NT = 20,000 would need 6.4 GB of owner tables; nothing that large is made
+    big = node_memory(get_map("2dbc", 4), 10**7, 500)
+    assert big["owner tables"][0] == 2 * 20_000 ** 2 * 8
+    assert big["tiles"][0] == -(-(10**7 * (10**7 + 500) // 2) * 8 // 4)
+
+
+def test_preflight_names_the_parts(monkeypatch):
+    from starchol.jobs import preflight
+
+    monkeypatch.setattr(preflight, "memory_available", lambda: (10**9, "MemAvailable"))
+    with pytest.raises(UsageError, match=r"not enough memory: this rank needs about "
+                                         r"[0-9.]+ GB \(tiles [0-9.]+ GB, received tiles "
+                                         r"[0-9.]+ GB, tile handles .*, tasks .*, owner "
+                                         r"tables .*, process 100.00 MB\)"):
+        preflight.check_rank_memory(get_map("2dbc", 4), 40_000, 500, 1, 4)
+    assert preflight.check_rank_memory(get_map("2dbc", 4), 4000, 500, 1, 1) == \
+        node_memory(get_map("2dbc", 4), 4000, 500)["total"][1]
+
+
+def test_a_real_run_peaks_at_the_model(mpirun, tmp_path):
+    """Peak resident memory of every rank of a 4-rank run (1 x 4 grid: each rank receives
+    three times its own tiles) against the model: the received copies are all alive."""
+    out = tmp_path / "run.json"
+    p = mpirun(4, "run", "--dist", "2dbc", "--grid", "1x4", "--n", "6000", "--nb", "200",
+               "--workers", "1", "--quiet", "--json", out, timeout=300)
+    assert p.rank_exits == [0] * 4, p.stderr
+    rss = np.array(json.loads(out.read_text())["memory"]["peak_rss_bytes_per_rank"])
+    mem = node_memory(get_map("2dbc", 4, grid="1x4"), 6000, 200)
+    ratio = mem["total"] / rss
+    assert ((ratio > 0.95) & (ratio < 1.3)).all(), (ratio, rss, mem)
+    # without the received copies the model would fall well short of every rank's peak
+    assert ((mem["total"] - mem["received tiles"]) < 0.75 * rss).all(), (rss, mem)
