@@ -3,12 +3,17 @@
     starchol slurm --dist D --nodes P [--grid PxQ] [--slices C] --n N --nb NB
         [--time HH:MM:SS] [--partition NAME] [--cpus-per-node K] [--ranks-per-node R]
         [--launcher srun|mpirun] [--input F.h5:/A] [--output F.h5:/L] [--json-dir DIR]
-        [-o FILE]
+        [--mem auto|SIZE|0|none] [-o FILE]
     starchol slurm --sweep --dist sbc,2dbc --nodes 28 --n 20000,40000 --nb 500 -o DIR
 
 ``--nodes P`` is the map's node count, i.e. the number of MPI ranks. The script puts R
 ranks on each Slurm node (``--ranks-per-node``; by default derived from
 ``--cpus-per-node``, see :func:`plan_ranks`), so it asks Slurm for ceil(P / R) nodes.
+
+``--mem auto`` asks Slurm for the memory the job's ranks need on one node: R times the
+peak of the rank that needs the most under the model of ``starchol plan`` and ``starchol
+run``'s pre-flight check (:func:`starchol.linalg.memory.node_memory`; N read from
+``--input`` when ``--n`` is not given), plus :data:`MEM_HEADROOM`.
 
 Everything is checked before anything is written: the map (so a node count the map
 cannot use fails now, not in the queue), the sizes, the time limit, the files (no output
@@ -16,6 +21,7 @@ on an input, an input that exists here is inspected), and the ``starchol run`` c
 line itself against this installation's ``run`` parser.
 """
 import argparse
+import dataclasses
 import math
 import os
 import re
@@ -36,6 +42,10 @@ from .slurm_template import SCRIPT
 DEFAULT_TIME = "01:00:00"
 LAUNCHERS = ("srun", "mpirun")
 
+#: --mem auto asks for the model's peak times this (the model was measured up to 1 % under
+#: a rank's peak RSS; docs/volume-model.md, "Memory per node")
+MEM_HEADROOM = 1.10
+_MEM_RE = re.compile(r"^[0-9]+[KMGTkmgt]?$")
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+):(\d{2}):(\d{2})$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
@@ -84,6 +94,11 @@ def register(sub):
                         "whole nodes (--exclusive)")
     g.add_argument("--ranks-per-node", type=int, metavar="R",
                    help="MPI ranks per Slurm node (default: from --cpus-per-node, else 1)")
+    g.add_argument("--mem", default="none", metavar="auto|SIZE|0|none",
+                   help="memory per Slurm node: auto (the ranks' peak under starchol's "
+                        "memory model, + 10 %%), SIZE as sbatch takes it (e.g. 64G, "
+                        "64000 = MB), 0 (all of each node's memory) or none (no --mem "
+                        "line: the cluster's default; the default)")
     g.add_argument("--overcommit", action="store_true",
                    help="allow more ranks than cores (sbatch --overcommit; small tests)")
     g.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
@@ -188,7 +203,8 @@ class JobPlan:
     for; ``cores_per_rank`` None means whole nodes (the job splits each node's cores
     among its ranks); ``workers`` None means every core of the rank (decided by
     ``starchol run`` in the job, from Slurm's allocation); ``max_workers`` is the StarPU
-    build's STARPU_MAXCPUS.
+    build's STARPU_MAXCPUS; ``mem`` the value of ``#SBATCH --mem`` (None: no such line)
+    and ``mem_comment`` the lines that explain it.
     """
     dist: str
     nodes: int
@@ -201,6 +217,8 @@ class JobPlan:
     max_workers: int
     tag: str
     job_name: str
+    mem: object = None
+    mem_comment: tuple = ()
 
 
 def _map_namespace(args, dist, nodes):
@@ -262,9 +280,64 @@ def plan_job(args, dist, nodes, n):
     size = f"N{n}" if n is not None else "Nin"
     tag = f"{dist}" + (f"-c{tile_map.slices}" if tile_map.slices > 1 else "") + \
         f"-P{nodes}-{size}"
-    return JobPlan(dist=dist, nodes=nodes, n=n, map=tile_map, slurm_nodes=slurm_nodes,
+    plan = JobPlan(dist=dist, nodes=nodes, n=n, map=tile_map, slurm_nodes=slurm_nodes,
                    ranks_per_node=rpn, cores_per_rank=cores, workers=workers,
                    max_workers=max_workers, tag=tag, job_name=args.job_name or f"starchol-{tag}")
+    mem, comment = memory_request(args, plan)
+    return dataclasses.replace(plan, mem=mem, mem_comment=comment)
+
+
+def check_mem(value):
+    """``--mem``: 'auto', 'none', '0' or a size sbatch takes (digits, then K, M, G or T;
+    no unit: MB). Returns it, lower-cased for the words."""
+    text = str(value).strip()
+    if text.lower() in ("auto", "none"):
+        return text.lower()
+    if not _MEM_RE.match(text):
+        raise UsageError(f"--mem must be auto, none, 0 or a size as sbatch takes it (e.g. "
+                         f"64G or 64000 for MB), got {value!r}")
+    return text
+
+
+def _run_options(args, plan):
+    """The job's ``starchol run`` options (an argparse namespace) as its parser reads them."""
+    from ..cli import command_parser
+
+    return command_parser("run").parse_args(_parsable(run_argv(args, plan))[1:])
+
+
+def memory_request(args, plan):
+    """(``--mem`` value or None, comment lines) for one job (see ``--mem``)."""
+    mem = check_mem(args.mem)
+    if mem == "none":
+        return None, ()
+    if mem == "0":
+        return "0", ("# all the memory of each node (--mem=0)",)
+    if mem != "auto":
+        return mem, ()
+    from ..linalg.memory import node_memory
+    from ..linalg.volume_summary import format_bytes
+    from .options import cache_from_args
+
+    n = plan.n if plan.n is not None else getattr(args, "input_n", None)
+    if n is None:
+        raise UsageError(f"--mem auto needs the matrix order: give --n N (--input "
+                         f"{args.input} is not on this machine to read it from)")
+    run = _run_options(args, plan)
+    peak = node_memory(plan.map, int(n), args.nb, cache=cache_from_args(run),
+                       check=run.check, gather=bool(run.gather))["total"]
+    rank = int(peak.max())
+    need = plan.ranks_per_node * rank * MEM_HEADROOM
+    mib = -(-int(math.ceil(need)) // 2**20)
+    extras = [w for w, on in (("--check", run.check), ("--gather", run.gather),
+                              ("cache off", not cache_from_args(run))) if on]
+    return f"{mib}M", (
+        f"# memory per node (--mem auto): {plan.ranks_per_node} rank(s) x "
+        f"{format_bytes(rank)}, the peak of the rank",
+        f"# that needs the most (N = {n}{', ' + ', '.join(extras) if extras else ''}; "
+        f"tiles, received tile copies, runtime,",
+        f"# process: starchol.linalg.memory, as in starchol plan), + "
+        f"{round(100 * (MEM_HEADROOM - 1))} % = {mib} MiB")
 
 
 def run_argv(args, plan, json_path="$JSON"):
@@ -304,9 +377,13 @@ def check_run_argv(argv):
     """
     from ..cli import check_command_argv
 
-    words = [w if w not in ("$WORKERS", "$JSON") else ("1" if w == "$WORKERS" else "x.json")
-             for w in argv]
-    return check_command_argv("run", words[1:])
+    return check_command_argv("run", _parsable(argv)[1:])
+
+
+def _parsable(argv):
+    """``argv`` with the script's ``$WORKERS``/``$JSON`` placeholders made parsable."""
+    return [w if w not in ("$WORKERS", "$JSON") else ("1" if w == "$WORKERS" else "x.json")
+            for w in argv]
 
 
 def default_starchol():
@@ -347,6 +424,8 @@ def _sbatch_lines(args, p):
     else:
         add += ["# whole nodes: each rank uses its share of the node's cores",
                 "#SBATCH --exclusive"]
+    if p.mem is not None:
+        add += list(p.mem_comment) + [f"#SBATCH --mem={p.mem}"]
     add.append(f"#SBATCH --time={args.time}")
     if args.partition:
         add.append(f"#SBATCH --partition={args.partition}")
@@ -454,6 +533,7 @@ def _wrap(words, width=88):
 # -- the command ----------------------------------------------------------------------------
 def _check_common(args):
     parse_time(args.time)
+    args.mem = check_mem(args.mem)
     _name(args.partition, "--partition")
     _name(args.account, "--account")
     _name(args.job_name, "--job-name")
@@ -510,6 +590,7 @@ def _check_files(args):
               f"unless it exists when the job starts", file=sys.stderr)
         return
     n, _ = inspect_file(inp, args.input.rpartition(":")[2])
+    args.input_n = n          # for --mem auto
     for given in ([] if args.n is None else _int_list(args.n, "--n")):
         check_input_order(given, n)
     if args.nb is not None:

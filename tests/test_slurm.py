@@ -130,6 +130,22 @@ def test_generated_script_runs_on_slurm(slurm, tmp_path, launcher):
     assert f"report: {report}" in logs
 
 
+def test_mem_auto_job_runs_within_its_request(slurm, tmp_path):
+    """--mem auto: Slurm accepts the request and the job's ranks peak within it."""
+    env, _ = slurm
+    script = write_script(tmp_path, "--mem", "auto")
+    mem = [ln for ln in script.read_text().splitlines() if ln.startswith("#SBATCH --mem=")]
+    assert len(mem) == 1 and mem[0].endswith("M"), mem
+    request = int(mem[0][len("#SBATCH --mem="):-1]) * 2**20
+    job, state, logs = submit_and_wait(env, script, tmp_path)
+    assert state == "COMPLETED", f"job {job} ended {state}; log:\n{logs}"
+    assert _job_field(env, job, "MinMemoryNode") == mem[0][len("#SBATCH --mem="):]
+    doc = json.loads((tmp_path / "results" / f"starchol-{job}.json").read_text())
+    rss = doc["memory"]["peak_rss_bytes_per_rank"]
+    assert sum(rss) <= request, (rss, request)     # the 4 ranks share the one node
+    assert max(doc["memory"]["model_peak_bytes_per_rank"]) * 4 * 1.1 <= request
+
+
 def test_failing_run_fails_the_job(slurm, tmp_path):
     """A run that fails (matrix not positive definite) ends the job FAILED, with no report."""
     env, _ = slurm
@@ -167,18 +183,23 @@ def test_hdf5_input_and_output_through_slurm(slurm, tmp_path):
     assert np.allclose(lower @ lower.T, a, rtol=0, atol=1e-10 * np.abs(a).max())
 
 
-@pytest.mark.parametrize("options", [
-    ["--dist", "2dbc", "--nodes", "8", "--ranks-per-node", "1"],
-    ["--dist", "2dbc", "--nodes", "4", "--ranks-per-node", "4", "--cpus-per-node", "4096"],
-], ids=["8-nodes", "4096-cores"])
-def test_job_no_node_can_hold_is_refused_at_submission(slurm, tmp_path, options):
+@pytest.mark.parametrize("options,reason", [
+    (["--dist", "2dbc", "--nodes", "8", "--ranks-per-node", "1"], ("Node count", "processors")),
+    (["--dist", "2dbc", "--nodes", "4", "--ranks-per-node", "4", "--cpus-per-node", "4096"],
+     ("Node count", "processors")),
+    (["--dist", "2dbc", "--nodes", "4", "--ranks-per-node", "4", "--overcommit", "--mem",
+      "auto", "--n", "200000", "--nb", "1000"], ("Memory specification can not be satisfied",)),
+], ids=["8-nodes", "4096-cores", "mem-auto-N-200000"])
+def test_job_no_node_can_hold_is_refused_at_submission(slurm, tmp_path, options, reason):
     """More Slurm nodes, or more cores per node, than the cluster has: sbatch refuses the
     job at once (EnforcePartLimits=ALL in scripts/slurm-common.sh). Without it sbatch
     accepted the job, which then stayed PENDING (Reason=PartitionConfig) forever, and
-    `sbatch --wait` never returned."""
+    `sbatch --wait` never returned. Likewise a --mem auto request above the node's memory
+    (N = 200,000 on 4 ranks of this node: the job would have started and been killed)."""
     env, _ = slurm
     script = tmp_path / "job.sbatch"
-    argv = [sys.executable, "-m", "starchol", "slurm", *options, "--n", "400", "--nb", "100",
+    size = [] if "--n" in options else ["--n", "400", "--nb", "100"]
+    argv = [sys.executable, "-m", "starchol", "slurm", *options, *size,
             "--time", "00:05:00", "-o", str(script)]
     made = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
@@ -188,7 +209,7 @@ def test_job_no_node_can_hold_is_refused_at_submission(slurm, tmp_path, options)
         _cmd(env, "scancel", job, check=False)
     assert proc.returncode != 0 and not job, f"sbatch accepted job {job!r}:\n{proc.stderr}"
     assert "Batch job submission failed" in proc.stderr, proc.stderr
-    assert "Node count" in proc.stderr or "processors" in proc.stderr, proc.stderr
+    assert any(r in proc.stderr for r in reason), proc.stderr
 
 
 def _sha256(path):

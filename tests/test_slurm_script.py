@@ -266,6 +266,75 @@ def test_job_files_checked_when_the_script_is_written(capsys, tmp_path, monkeypa
         capsys.readouterr().err
 
 
+def _mem_lines(script):
+    return [ln for ln in script.splitlines() if "--mem" in ln]
+
+
+def test_mem_auto_asks_for_the_model_peak_of_a_node(capsys, tmp_path, monkeypatch):
+    """--mem auto: R ranks x the peak of the rank that needs the most (node_memory, the
+    rule of plan and run's pre-flight check) + 10 %, in MiB; N read from --input."""
+    import h5py
+    import numpy as np
+
+    from starchol.distributions import get_map
+    from starchol.linalg.memory import node_memory
+
+    def mib(peak, ranks):
+        return -(-int(np.ceil(ranks * peak * 1.10)) // 2**20)
+
+    # 5 cores and 4 workers per rank: 2 ranks per node
+    script = generate(capsys, "--cpus-per-node", "5", "--mem", "auto")
+    peak = int(node_memory(get_map("sbc", 6), 20000, 500)["total"].max())
+    assert f"--mem={mib(peak, 2)}M" in sbatch_lines(script)
+    assert "# memory per node (--mem auto): 2 rank(s) x " in script
+    assert f"{mib(peak, 2)} MiB" in script and "(N = 20000;" in script
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    assert bash_syntax_ok(path)
+    # --check, --gather and the cache off are part of the peak
+    script = generate(capsys, "--mem", "auto", "--check", "--run-arg=--no-cache",
+                      "--run-arg=--gather=f.npy")
+    peak = int(node_memory(get_map("sbc", 6), 20000, 500, cache=False, check=True,
+                           gather=True)["total"].max())
+    assert f"#SBATCH --mem={mib(peak, 1)}M" in script
+    assert "(N = 20000, --check, --gather, cache off;" in script
+    # a 2.5D map holds c copies
+    script = generate(capsys, "--mem", "auto", base=["slurm", "--dist", "sbc25d", "--nodes",
+                                                     "12", "--slices", "2", "--n", "20000",
+                                                     "--nb", "500", "--max-workers", "4"])
+    peak = int(node_memory(get_map("sbc25d", 12, slices=2), 20000, 500)["total"].max())
+    assert f"#SBATCH --mem={mib(peak, 1)}M" in script
+    # N from the input file
+    monkeypatch.chdir(tmp_path)
+    with h5py.File("a.h5", "w") as f:
+        f["A"] = np.eye(4000)
+    script = generate(capsys, "--mem", "auto", base=["slurm", "--dist", "sbc", "--nodes",
+                                                     "6", "--nb", "100", "--max-workers",
+                                                     "4", "--input", "a.h5:/A"])
+    peak = int(node_memory(get_map("sbc", 6), 4000, 100)["total"].max())
+    assert f"#SBATCH --mem={mib(peak, 1)}M" in script and "(N = 4000;" in script
+    capsys.readouterr()
+    # an input that is not here: --n is needed
+    assert "--mem auto needs the matrix order: give --n N (--input " in usage_error(
+        capsys, "slurm", "--dist", "sbc", "--nodes", "6", "--nb", "100", "--max-workers",
+        "4", "--input", "later.h5:/A", "--mem", "auto")
+
+
+@pytest.mark.parametrize("value,lines", [
+    ("64G", ["#SBATCH --mem=64G"]), ("64000", ["#SBATCH --mem=64000"]),
+    ("0", ["# all the memory of each node (--mem=0)", "#SBATCH --mem=0"]),
+    ("none", []), (None, [])])
+def test_mem_size_zero_and_none(capsys, value, lines):
+    script = generate(capsys, *(["--mem", value] if value else []))
+    assert _mem_lines(script) == lines
+
+
+@pytest.mark.parametrize("value", ["64GB", "-1", "lots", "1.5G", ""])
+def test_bad_mem(capsys, value):
+    assert ("--mem must be auto, none, 0 or a size as sbatch takes it (e.g. 64G or 64000 "
+            f"for MB), got {value!r}") in usage_error(capsys, *BASE, "--mem", value)
+
+
 def test_output_run_would_refuse_warns_when_the_script_is_written(capsys, tmp_path,
                                                                   monkeypatch):
     """Rerunning a job into its own output: the dataset exists, so the job's `starchol
