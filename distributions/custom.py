@@ -113,3 +113,50 @@ def write_chameleon_text(path, pattern):
 
     lines = [f"{m} {n}"] + [" ".join(str(int(v)) for v in row) for row in pattern]
     write_atomic(path, "\n".join(lines) + "\n")
+
+
+def _lower_period(owners, axis):
+    """Smallest shift d >= 1 along ``axis`` (0: rows, 1: columns) with owners[i, j] ==
+    owners[i + d, j] (axis 0) or owners[i, j + d] (axis 1) for every pair of tiles of the
+    lower triangle (i >= j); the size NT when there is none."""
+    nt = owners.shape[0]
+    lower = np.tril(np.ones((nt, nt), dtype=bool))
+    for d in range(1, nt):
+        if axis == 0:
+            same = owners[d:, :] == owners[:-d, :]
+            mask = lower[:-d, :]           # (i, j) lower, so (i + d, j) is too
+        else:
+            same = owners[:, d:] == owners[:, :-d]
+            mask = lower[:, d:]            # (i, j + d) lower, so (i, j) is too
+        if same[mask].all():
+            return d
+    return nt
+
+
+def chameleon_pattern(tile_map, nt):
+    """The M x N pattern that Chameleon's ``--custom`` file needs for ``tile_map``, and
+    whether it holds at every NT. Returns ``(pattern, every_nt)``.
+
+    Chameleon uses the pattern periodically: tile (i, j) -> pattern[i mod M, j mod N].
+    A map with a period of its own (:meth:`TileMap.period`: 2dbc, sbc, sbc-basic, custom)
+    gives that period, valid for every NT. Other maps (the planes and ``sym``, aligned to
+    the last tile row, so their owners depend on NT) give the smallest M and N with which
+    the lower triangle of the NT x NT owners repeats: valid for this NT only. Each entry
+    is taken from a tile of the lower triangle when the NT x NT matrix has one in its
+    class (the upper triangle is never read).
+    """
+    if tile_map.slices > 1:
+        raise UsageError("Chameleon has no 2.5D maps: its --custom file needs a 2D map")
+    period = tile_map.period()
+    every_nt = period is not None
+    size = max(period) if every_nt else int(nt)
+    owners = tile_map.owner_map(size)
+    if every_nt:
+        m, n = period
+    else:
+        m, n = _lower_period(owners, 0), _lower_period(owners, 1)
+    a = np.arange(m)[:, None]
+    b = np.arange(n)[None, :]
+    rows = a + np.maximum(0, -(-(b - a) // m)) * m     # first row >= b in a's class
+    inside = rows < size
+    return np.where(inside, owners[np.minimum(rows, size - 1), b], owners[a, b]), every_nt

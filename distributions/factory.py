@@ -185,6 +185,14 @@ def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
     if name not in MAP_NAMES:
         raise UsageError(f"unknown map {name!r}; choose one of {', '.join(MAP_NAMES)}")
     if name == "custom":
+        if grid is not None:
+            raise UsageError(f"grid={grid if isinstance(grid, str) else 'x'.join(map(str, grid))}"
+                             f" does not apply to dist=custom: a custom map's owners come "
+                             f"from its file (path=...); drop grid=")
+        if str(slices).strip() != "1":
+            raise UsageError(f"slices={slices} does not apply to dist=custom: a custom map is "
+                             f"2D, its owners come from its file (path=...); drop slices=, or "
+                             f"use dist={', dist='.join(MAPS_25D)} for a 2.5D map")
         return load_custom_map(path, None if nodes is None else _check_nodes(nodes))
     if nodes is None:
         raise UsageError(f"{name} needs nodes=P")
@@ -265,8 +273,9 @@ def candidate_maps(nodes, exact=False, nt=None, families=None):
 
     Returns every 2dbc grid of P (1 x P only if P is prime); the largest sbc and
     sbc-basic, pplane and aplane that fit; sym on P; and for every slice count
-    2 <= c <= P/2: 2dbc25d and sym25d when c divides P, sbc25d with the largest SBC slice
-    that fits P/c.
+    2 <= c <= P/2 (and c <= NT when ``nt`` is given: a slice s >= NT would run no
+    iteration and factor no column, so it only idles): 2dbc25d and sym25d when c divides
+    P, sbc25d with the largest SBC slice that fits P/c.
     """
     from .symmetric_pattern import SymmetricPattern
 
@@ -277,7 +286,7 @@ def candidate_maps(nodes, exact=False, nt=None, families=None):
     out += SymmetricPattern.candidates(nodes, exact=exact, nt=nt)
     for fam in MAPS_25D:
         if fam in want:
-            out += Sliced25D.candidates(nodes, fam, exact=exact, nt=nt)
+            out += Sliced25D.candidates(nodes, fam, exact=exact, nt=nt, max_c=nt)
     return [m for m in out if m.name in want]
 
 

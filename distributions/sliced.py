@@ -100,9 +100,10 @@ class Sliced25D(TileMap):
     def candidates(cls, nodes, family="sbc25d", exact=False, max_c=None, nt=None, **options):
         """2.5D maps of ``family`` on ``nodes`` nodes, one per slice count c >= 2.
 
-        c runs over 2 .. P/2 (or ``max_c``). ``2dbc25d`` and ``sym25d``: c divides P,
-        slices of P/c nodes (the most square grid for 2dbc). ``sbc25d``: slices of the
-        largest SBC that fits P/c nodes (exactly P/c, dividing P, if ``exact``).
+        c runs over 2 .. P/2, and at most ``max_c`` (``candidate_maps`` passes NT).
+        ``2dbc25d`` and ``sym25d``: c divides P, slices of P/c nodes (the most square grid
+        for 2dbc). ``sbc25d``: slices of the largest SBC that fits P/c nodes (exactly P/c,
+        dividing P, if ``exact``).
         """
         from .factory import get_map, sbc_basic_r, sbc_extended_r
 

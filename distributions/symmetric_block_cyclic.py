@@ -73,8 +73,17 @@ class SymmetricBlockCyclic(TileMap):
         return self.offset + np.where(diagonal, diag_nodes, off)
 
     def period(self):
-        """(r, r) for basic SBC; None for extended (its diagonal variants cycle)."""
-        return None if self.extended else (self.r, self.r)
+        """(r, r) for basic SBC. Extended SBC: its diagonal variants cycle with
+        var = bi(bi+1)/2 + bj modulo m (m = h for odd r, 2h - 1 for even r, h = r // 2;
+        :func:`extended_diagonal_partner`), which repeats every m block columns and every
+        m block rows (2m when m is even: (bi + m)(bi + m + 1)/2 - bi(bi+1)/2 = m bi +
+        m(m+1)/2, a multiple of m only for odd m): (r * rows, r * m) tiles."""
+        r = self.r
+        if not self.extended:
+            return r, r
+        h = r // 2
+        m = h if r % 2 else 2 * h - 1
+        return r * (m if m % 2 else 2 * m), r * m
 
     def leading_factor(self):
         """r - 2 (extended: the diagonal node is in the row) or r - 1 (basic)."""

@@ -17,7 +17,8 @@ def register(sub):
         description="One table of the maps that fit P nodes or fewer: every 2dbc grid of P, "
                     "the largest sbc, sbc-basic, pplane and aplane, sym on P, and the 2.5D "
                     "maps (2dbc25d and sym25d for the slice counts that divide P, sbc25d for "
-                    "every slice count with the largest SBC slice that fits), sorted by "
+                    "every slice count with the largest SBC slice that fits; at most NT "
+                    "slices, since a slice beyond NT would run nothing), sorted by "
                     "predicted bytes.")
     p.add_argument("--nodes", type=int, required=True, metavar="P", help="nodes available")
     add_size_args(p)

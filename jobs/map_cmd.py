@@ -3,7 +3,7 @@ import logging
 
 import numpy as np
 
-from ..distributions import node_load, write_chameleon_text
+from ..distributions import chameleon_pattern, node_load, write_chameleon_text
 from ..errors import UsageError
 from .options import add_map_args, map_from_args
 from ..files import check_distinct, check_folder_writable
@@ -27,7 +27,10 @@ def register(sub):
                     'description)')
     p.add_argument("--png", metavar="FILE", help="draw the map (one colour per node)")
     p.add_argument("--chameleon", metavar="FILE",
-                   help="write the map file that Chameleon's --custom option reads")
+                   help="write the map file that Chameleon's --custom option reads: the "
+                        "map's period, valid for any NT (2dbc, sbc, sbc-basic, custom), or "
+                        "for pplane, aplane and sym, whose owners depend on NT, the period "
+                        "of the owners at this --nt")
     p.set_defaults(func=run)
 
 
@@ -44,7 +47,7 @@ def run(args):
     log.info("owners of %s, NT = %d", tile_map, args.nt)
     owners = tile_map.owner_maps(args.nt)
     if args.chameleon:
-        write_chameleon(tile_map, args.nt, args.chameleon)
+        chameleon = write_chameleon(tile_map, args.nt, args.chameleon)
     if args.png:
         from ..distributions.picture import draw_map
 
@@ -53,22 +56,26 @@ def run(args):
     if args.png:
         text.append(f"picture written to {args.png}")
     if args.chameleon:
-        text.append(f"Chameleon map written to {args.chameleon}")
+        text.append(f"Chameleon map written to {args.chameleon}: {chameleon}")
     publish(args, {"dist": tile_map.name, "nodes": tile_map.nodes, "slices": tile_map.slices,
                    "nt": args.nt, "owner": owners, "map": str(tile_map)}, "\n".join(text))
     return 0
 
 
 def write_chameleon(tile_map, nt, path):
-    """Chameleon map file: the map's period if it has one, else the whole NT x NT map."""
-    if tile_map.slices > 1:
+    """Write the Chameleon map file (:func:`starchol.distributions.chameleon_pattern`);
+    return a phrase saying what it holds."""
+    try:
+        pattern, every_nt = chameleon_pattern(tile_map, nt)
+    except UsageError:
         raise UsageError("Chameleon has no 2.5D maps; --chameleon needs a 2D map "
-                         "(2dbc, sbc, sbc-basic, pplane, aplane, sym, custom)")
-    period = tile_map.period()
-    pattern = tile_map.owner_map(nt)
-    if period is not None:
-        pattern = tile_map.owner_map(max(period))[:period[0], :period[1]]
+                         "(2dbc, sbc, sbc-basic, pplane, aplane, sym, custom)") from None
     write_chameleon_text(path, pattern)
+    m, n = pattern.shape
+    if every_nt:
+        return f"the map's {m} x {n} period (any NT)"
+    return (f"a {m} x {n} pattern, the period of its owners at NT = {nt} only (the map is "
+            f"aligned to the last tile row: write the file again for another NT)")
 
 
 def text_view(tile_map, owners):

@@ -73,12 +73,25 @@ def test_map_outputs(tmp_path, capsys):
                  "--chameleon", str(cham)]) == 0
     out = capsys.readouterr().out
     assert "sbc r=4" in out and png.read_bytes()[:4] == b"\x89PNG"
-    lines = cham.read_text().split("\n")
-    assert lines[0] == "8 8"
-    # the Chameleon file reads back as a custom map with the same owners
-    m = run_json(capsys, "map", "--dist", "custom", "--map-file", str(cham), "--nt", "8")
-    n = run_json(capsys, "map", "--dist", "sbc", "--nodes", "6", "--nt", "8")
-    assert m["owner"] == n["owner"]
+    # extended SBC r = 4: its diagonal variants repeat every 3 blocks, a 12 x 12 period
+    # (the file held the 8 x 8 owners of NT = 8, which Chameleon repeats into another map)
+    assert f"Chameleon map written to {cham}: the map's 12 x 12 period (any NT)" in out
+    assert cham.read_text().split("\n")[0] == "12 12"
+    # the Chameleon file reads back as a custom map with the same owners, at any NT
+    for nt in ("8", "29"):
+        m = run_json(capsys, "map", "--dist", "custom", "--map-file", str(cham), "--nt", nt)
+        n = run_json(capsys, "map", "--dist", "sbc", "--nodes", "6", "--nt", nt)
+        low = np.tril(np.ones((int(nt), int(nt)), dtype=bool))
+        assert (np.array(m["owner"])[0][low] == np.array(n["owner"])[0][low]).all()
+    # a plane is aligned to the last tile row: the file is for this NT only, and says so
+    assert main(["map", "--dist", "pplane", "--nodes", "7", "--nt", "17", "--chameleon",
+                 str(cham)]) == 0
+    assert (f"Chameleon map written to {cham}: a 14 x 14 pattern, the period of its owners "
+            f"at NT = 17 only") in capsys.readouterr().out
+    m = run_json(capsys, "map", "--dist", "custom", "--map-file", str(cham), "--nt", "17")
+    n = run_json(capsys, "map", "--dist", "pplane", "--nodes", "7", "--nt", "17")
+    low = np.tril(np.ones((17, 17), dtype=bool))
+    assert (np.array(m["owner"])[0][low] == np.array(n["owner"])[0][low]).all()
 
 
 def test_compare_lists_maps_sorted_by_bytes(capsys):

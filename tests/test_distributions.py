@@ -136,6 +136,56 @@ def test_sliced25d_refuses_slices_that_are_not_p_over_c_disjoint_2d_maps():
         wrong.owner_maps(2)
 
 
+def test_custom_map_refuses_slices_and_grid(tmp_path, capsys):
+    from starchol.cli import main
+
+    path = tmp_path / "m.txt"
+    write_chameleon_text(path, [[0, 1], [1, 0]])
+    with pytest.raises(UsageError, match=r"^slices=2 does not apply to dist=custom: a custom "
+                                         r"map is 2D, .*drop slices=, or use dist=2dbc25d"):
+        get_map("custom", path=str(path), slices=2)
+    with pytest.raises(UsageError, match=r"^grid=2x2 does not apply to dist=custom"):
+        get_map("custom", path=str(path), grid="2x2")
+    assert get_map("custom", path=str(path), slices=1).nodes == 2
+    for flag, value, text in (("--slices", "3", "--slices 3 does not apply to --dist custom"),
+                              ("--grid", "1x2", "--grid 1x2 does not apply to --dist custom")):
+        assert main(["map", "--dist", "custom", "--map-file", str(path), flag, value,
+                     "--nt", "4"]) == 2
+        assert text in capsys.readouterr().err
+
+
+def test_chameleon_pattern_is_the_map_period():
+    from starchol.distributions import chameleon_pattern
+    from starchol.distributions.custom import _lower_period
+
+    # extended SBC: the smallest period of the owners is the one period() derives
+    for nodes, period in ((6, (12, 12)), (10, (20, 10)), (21, (21, 21)), (28, (56, 56)),
+                          (36, (72, 36))):
+        m = get_map("sbc", nodes)
+        assert m.period() == period
+        owners = m.owner_map(300)
+        assert (_lower_period(owners, 0), _lower_period(owners, 1)) == period
+        pattern, every_nt = chameleon_pattern(m, 5)
+        assert every_nt and pattern.shape == period
+        i, j = np.tril_indices(300)
+        assert (pattern[i % period[0], j % period[1]] == owners[i, j]).all()
+    # sym at NT = 40: the owners of this NT, repeated every 2r rows/columns or not at all
+    m = get_map("sym", 11, nt=40)
+    pattern, every_nt = chameleon_pattern(m, 40)
+    owners = m.owner_map(40)
+    i, j = np.tril_indices(40)
+    assert not every_nt
+    assert (pattern[i % pattern.shape[0], j % pattern.shape[1]] == owners[i, j]).all()
+
+
+def test_candidates_have_at_most_nt_slices():
+    # a slice s >= NT runs no iteration and factors no column
+    maps = candidate_maps(48, nt=5)
+    assert max(m.slices for m in maps) == 5
+    assert max(m.slices for m in candidate_maps(48, nt=100)) == 24
+    assert {m.slices for m in maps if m.name == "2dbc25d"} == {2, 3, 4}
+
+
 def test_grid_of_2dbc25d_is_one_slice():
     m = get_map("2dbc25d", 8, slices=2, grid="2x2")
     assert m.base.p == 2 and m.base.q == 2
