@@ -15,6 +15,7 @@ with the smallest estimate (then the fewest bytes, then the least storage per no
 ample memory, the SC22 paper's rule of thumb for 2.5D SBC is r = 2c.
 """
 import logging
+import shlex
 import time
 
 from ..errors import UsageError
@@ -86,7 +87,7 @@ def run(args):
     doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb,
            "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
            "node_bandwidth": args.node_bandwidth, "rows": rows,
-           "pick": pick, "explanation": why}
+           "pick": pick, "explanation": why, "commands": commands(pick, args)}
     publish(args, doc, text_table(doc))
     return 0 if pick else 1
 
@@ -108,7 +109,35 @@ def text_table(doc):
                      f"{'yes' if r['fits'] else 'no':>4} {r['flops_max_over_avg']:>13.3f} "
                      f"{format_seconds(r['compute_s']):>10} {format_seconds(r['comm_s']):>10} "
                      f"{format_seconds(r['estimate_s']):>10}")
-    return "\n".join(lines + ["", doc["explanation"]])
+    lines += ["", doc["explanation"]]
+    if doc["commands"]:
+        lines += ["", "run it with:", f"  {doc['commands']['run']}",
+                  "or write a Slurm job (memory per node from the same model):",
+                  f"  {doc['commands']['slurm']}"]
+    return "\n".join(lines)
+
+
+def map_flags(row):
+    """The map options of a scored row, as ``starchol run`` and ``starchol slurm`` take
+    them: ``--dist D [--grid PxQ] [--slices C]`` (a list of words)."""
+    words = ["--dist", row["dist"]]
+    if row["dist"] in ("2dbc", "2dbc25d"):
+        words += ["--grid", row["grid"]]
+    if row["slices"] > 1:
+        words += ["--slices", str(row["slices"])]
+    return words
+
+
+def commands(pick, args):
+    """The exact commands that run the pick (None when nothing fits): ``run`` under
+    mpirun with one rank per map node, and ``slurm`` with ``--mem auto``."""
+    if pick is None:
+        return None
+    size = ["--n", str(args.n), "--nb", str(args.nb)]
+    run = ["mpirun", "-np", str(pick["nodes"]), "starchol", "run", *map_flags(pick), *size]
+    slurm = ["starchol", "slurm", *map_flags(pick)[:2], "--nodes", str(pick["nodes"]),
+             *map_flags(pick)[2:], *size, "--mem", "auto"]
+    return {"run": shlex.join(run), "slurm": shlex.join(slurm)}
 
 
 def memory_text(row):

@@ -277,7 +277,7 @@ COMPARE_ROW = {"dist", "nodes", "slices", "map", "transfers_tiles", "bytes", "ra
                "leading_term_tiles", "leading_ratio", "flops_max_over_avg",
                "tiles_per_node_max"}
 PLAN_KEYS = {"nodes", "n", "nb", "memory_per_node", "node_gflops", "node_bandwidth", "rows",
-             "pick", "explanation"}
+             "pick", "explanation", "commands"}
 PLAN_ROW = {"dist", "nodes", "slices", "map", "pattern_size", "periods", "bytes", "ratio",
             "memory_per_node_bytes", "memory_parts", "tile_bytes_per_node",
             "busiest_node_traffic_bytes", "flops_max_over_avg",

@@ -1,6 +1,8 @@
 """``starchol plan``: 2D and 2.5D options within a memory budget, best first."""
 import json
 
+import pytest
+
 from starchol.cli import main
 from starchol.linalg.volume_summary import format_bytes
 
@@ -163,3 +165,57 @@ def test_format_seconds():
 
     assert [format_seconds(s) for s in (0, 3.2e-6, 0.0456, 1, 12.34, 301.2)] == \
         ["0 s", "3.20 us", "45.6 ms", "1.00 s", "12.3 s", "301 s"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--nodes", "30", "--n", "300000", "--nb", "500", "--memory-per-node", "128e9"],
+    ["--nodes", "31", "--n", "20000", "--nb", "500", "--memory-per-node", "1e12"],
+    ["--nodes", "12", "--n", "20000", "--nb", "500", "--memory-per-node", "2e9"],
+    ["--nodes", "8", "--n", "4000", "--nb", "500", "--memory-per-node", "1e12"],
+    ["--nodes", "6", "--n", "3000", "--nb", "200", "--memory-per-node", "1e9",
+     "--node-bandwidth", "1e6"],
+    ["--nodes", "5", "--n", "2000", "--nb", "500", "--memory-per-node", "1e12"],
+    ["--nodes", "11", "--n", "20000", "--nb", "500", "--memory-per-node", "1e12"],
+    ["--nodes", "4", "--n", "8000", "--nb", "500", "--memory-per-node", "1e12",
+     "--node-bandwidth", "1e12"],
+], ids=["aplane-30", "sbc25d-on-30-of-31", "aplane-12", "pplane-7-of-8", "sym25d-6",
+        "2dbc-1x5", "sbc-on-10-of-11", "sym-4"])
+def test_plan_prints_the_commands_that_run_its_pick(capsys, argv):
+    """The printed `starchol run` and `starchol slurm` lines parse with their commands and
+    build exactly the picked map (owners equal at the run's NT)."""
+    import shlex
+
+    import numpy as np
+
+    from starchol.cli import check_command_argv
+    from starchol.distributions import candidate_maps, get_map
+    from starchol.jobs.plan_cmd import text_table
+
+    assert main(["plan", *argv, "--quiet", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pick, cmds = doc["pick"], doc["commands"]
+    nt = -(-doc["n"] // doc["nb"])
+    picked = next(m for m in candidate_maps(doc["nodes"], nt=nt) if str(m) == pick["map"])
+    run = shlex.split(cmds["run"])
+    assert run[:5] == ["mpirun", "-np", str(pick["nodes"]), "starchol", "run"]
+    assert check_command_argv("run", run[5:]) is None
+    flags = dict(zip(run[5::2], run[6::2]))
+    built = get_map(flags["--dist"], int(run[2]), grid=flags.get("--grid"),
+                    slices=int(flags.get("--slices", 1)), nt=nt)
+    assert str(built) == pick["map"]
+    assert np.array_equal(built.owner_maps(nt), picked.owner_maps(nt))
+    assert (flags["--n"], flags["--nb"]) == (str(doc["n"]), str(doc["nb"]))
+    slurm = shlex.split(cmds["slurm"])
+    assert slurm[:2] == ["starchol", "slurm"] and slurm[-2:] == ["--mem", "auto"]
+    assert check_command_argv("slurm", slurm[2:]) is None
+    assert dict(zip(slurm[2::2], slurm[3::2])) == {**flags, "--nodes": str(pick["nodes"]),
+                                                   "--mem": "auto"}
+    text = text_table(doc)
+    assert f"run it with:\n  {cmds['run']}\n" in text and text.endswith(cmds["slurm"])
+
+
+def test_plan_without_a_pick_prints_no_command(capsys):
+    assert main(["plan", "--nodes", "6", "--n", "20000", "--nb", "500",
+                 "--memory-per-node", "1e6", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pick"] is None and doc["commands"] is None
