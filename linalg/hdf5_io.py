@@ -112,13 +112,61 @@ def inspect_input(path, dataset, comm=None):
 
 
 def _open(path, role, shown=None, mode="r"):
-    """h5py.File(path, mode), with any failure as a :class:`UsageError` naming ``role``."""
+    """h5py.File(path, mode), with any failure as a :class:`UsageError` naming ``role``
+    (:func:`unopenable`)."""
     h5py = _h5py()
     try:
         return h5py.File(path, mode)
     except OSError as exc:
-        raise UsageError(f"{role} {shown or path} cannot be opened by HDF5 (damaged or "
-                         f"truncated file?): {exc}") from None
+        raise UsageError(unopenable(exc, role, shown or path)) from None
+
+
+def unopenable(exc, role, shown):
+    """The message for an ``OSError`` of ``h5py.File`` on the file ``shown``: a file
+    locked by another program (HDF5's file locking), else a damaged or truncated file."""
+    if isinstance(exc, BlockingIOError) or "unable to lock file" in str(exc):
+        return (f"{role} {shown} is open in another program (HDF5 locks a file while "
+                f"a program writes it: {exc}); close that program or its h5py.File, "
+                f"then run again. If no program has it open (a lock left by one that "
+                f"crashed, or a file system without locks), set "
+                f"HDF5_USE_FILE_LOCKING=FALSE in the environment")
+    return f"{role} {shown} cannot be opened by HDF5 (damaged or truncated file?): {exc}"
+
+
+def _text_attr(d, name, shown):
+    """The text attribute ``name`` of the dataset ``d`` (str), or None when it is
+    absent. A value that cannot be read, or is not one text (a number, an array, an
+    empty value), is a :class:`UsageError` naming the attribute."""
+    h5py = _h5py()
+    try:
+        if name not in d.attrs:
+            return None
+        value = d.attrs[name]
+    except Exception as exc:  # noqa: BLE001 - an attribute h5py cannot read
+        raise UsageError(f"{shown}: its attribute {name!r} cannot be read ({describe(exc)});"
+                         f" starchol reads it to tell what the dataset holds: rewrite or "
+                         f"delete the attribute") from None
+    if isinstance(value, np.ndarray) and value.shape in ((), (1,)):
+        value = value.reshape(()).item()
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    if not isinstance(value, str):
+        if isinstance(value, h5py.Empty):
+            what = "no value"
+        elif isinstance(value, np.ndarray):
+            what = f"an array of shape {value.shape} ({value.dtype})"
+        elif isinstance(value, np.generic):
+            what = f"a number ({value.dtype}), {value.item()!r}"
+        else:
+            what = f"a {type(value).__name__} value"
+        raise UsageError(f"{shown}: its attribute {name!r} holds {what}, not a text; "
+                         f"starchol reads it to tell what the dataset holds ("
+                         f"{', '.join(repr(v) for v in CONTENT.values())}, or any other "
+                         f"text): rewrite or delete the attribute")
+    return value
 
 
 def inspect_file(path, dataset):
@@ -160,7 +208,7 @@ def inspect_dataset(path, dataset, kind=None):
         d = fh[dataset]
         if not isinstance(d, h5py.Dataset):
             raise UsageError(f"{path}:{dataset} is a group, not a dataset")
-        content = d.attrs.get("content")
+        content = _text_attr(d, "content", f"{path}:{dataset}")
         if kind is None:
             kind = "rhs" if content == CONTENT["rhs"] else "symmetric"
         if kind == "symmetric" and content == CONTENT["factor"]:
@@ -212,7 +260,7 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
         error = exc
     agree(comm, error)
     try:
-        with h5py.File(path, "r") as fh:
+        with _open(path, "input file") as fh:
             d = fh[dataset]
             dtype = str(d.dtype)
             for i, j in keys:
@@ -235,6 +283,8 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
                     tiled.tiles[(i, j)][...] = t
     except OSError as exc:
         error = f"cannot read {path}:{dataset}: {exc}"
+    except UsageError as exc:
+        error = str(exc)
     _agree_any(comm, error)
     bads = [b for b in comm.allgather(bad) if b is not None]
     if bads:
@@ -293,10 +343,36 @@ def _check_output(path, dataset, overwrite=False, input_path=None, role="path"):
             raise UsageError(f"{role} {path} exists and is not an HDF5 file; choose "
                              f"another name", params=params)
         with _open(target, f"{role} (an existing file)", path) as fh:
-            if dataset in fh and not overwrite:
+            if _check_place(fh, path, dataset) and not overwrite:
                 raise UsageError(f"{path}:{dataset} already exists; pass overwrite=True to "
                                  f"replace it, or choose another dataset name",
                                  param="overwrite")
+
+
+def _check_place(fh, path, dataset):
+    """Whether the open file ``fh`` has an object at ``dataset`` (True: a dataset to
+    replace), after refusing a name that goes under an existing dataset (``/A/L`` with
+    a dataset ``/A``: HDF5 cannot create it) or names a group (replacing it would delete
+    everything in it)."""
+    h5py = _h5py()
+    parts = _norm(dataset).strip("/").split("/")
+    for k in range(1, len(parts) + 1):
+        sub = "/" + "/".join(parts[:k])
+        if fh.get(sub, getlink=True) is None:
+            return False
+        obj = fh.get(sub)
+        if k < len(parts) and not isinstance(obj, h5py.Group):
+            what = "a dataset" if isinstance(obj, h5py.Dataset) else \
+                "a link to nothing" if obj is None else "not a group"
+            raise UsageError(f"{path}:{dataset} cannot be written: {sub} is {what} in "
+                             f"{path}, which cannot hold {dataset}; choose another "
+                             f"dataset name")
+        if k == len(parts) and isinstance(obj, h5py.Group):
+            raise UsageError(f"{path}:{dataset} is a group in {path} (holding "
+                             f"{len(obj)} object(s)); starchol replaces a dataset, never a "
+                             f"group and what it holds: choose another dataset name "
+                             f"(such as {_norm(dataset + '/L')})")
+    return True
 
 
 #: the largest chunk side (entries): a 256 x 256 float64 chunk (512 KiB) fits HDF5's
@@ -387,7 +463,7 @@ def _copy_without(src, dst, skip):
                 gi.copy(obj, go, name)
                 seen[key] = go[name].name
 
-    with h5py.File(src, "r") as fi, h5py.File(dst, "w") as fo:
+    with _open(src, "output file") as fi, h5py.File(dst, "w") as fo:
         copy_attrs(fi, fo)
         walk(fi, fo)
 
@@ -407,7 +483,7 @@ def _create_tmp(path, dataset, shape, attrs, nb=None, dtype=np.float64):
         target = resolve(path)
         mode = "w"
         if os.path.exists(target):
-            with h5py.File(target, "r") as fh:
+            with _open(target, "output file", path) as fh:
                 replaced = fh.get(dataset, getlink=True) is not None
             if replaced:
                 _copy_without(target, tmp, dataset)

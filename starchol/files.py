@@ -91,9 +91,22 @@ def check_distinct(named_paths):
                              f"{role_b}")
 
 
+def read_only(path):
+    """True when ``path`` exists and is read-only to this process: ``access()`` says it
+    cannot be written (permissions, a read-only file system), or no write permission bit
+    is set at all (a file or folder marked read-only, which ``access()`` ignores for
+    root)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not os.access(path, os.W_OK) or not st.st_mode & 0o222
+
+
 def check_folder_writable(path, role):
-    """Refuse when the folder that would receive ``path`` is missing or not writable, or
-    when ``path`` itself is a folder."""
+    """Refuse when the folder that would receive ``path`` is missing or read-only
+    (:func:`read_only`), when ``path`` itself is a folder, or when ``path`` is an existing
+    file marked read-only (it is never replaced, even though its folder would allow it)."""
     target = resolve(path)
     folder = os.path.dirname(target)
     if os.path.isdir(target):
@@ -101,8 +114,12 @@ def check_folder_writable(path, role):
     if not os.path.isdir(folder):
         raise UsageError(f"{role} {path}: the folder {folder} does not exist; create it "
                          f"first")
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if read_only(folder) or not os.access(folder, os.X_OK):
         raise UsageError(f"{role} {path}: the folder {folder} is not writable")
+    if read_only(target):
+        raise UsageError(f"{role} {path} is read-only (no write permission); make it "
+                         f"writable (chmod u+w) to let starchol replace it, or choose "
+                         f"another name")
 
 
 def check_readable_file(path, role):
@@ -166,6 +183,18 @@ def new_temporary(path):
     return name
 
 
+def keep_mode(tmp, target):
+    """Give ``tmp`` the permission bits of ``target`` when that exists, so a replaced
+    file keeps its permissions (a temporary file has 0666 & ~umask)."""
+    import stat
+
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        return
+    os.chmod(tmp, mode)
+
+
 def drop_temporary(name):
     """Remove a temporary file of :func:`new_temporary` (if still there) with its private
     folder, and forget it."""
@@ -193,6 +222,7 @@ def atomic_path(path, copy_existing=False):
         if copy_existing and os.path.exists(target):
             shutil.copyfile(target, tmp)
         yield tmp
+        keep_mode(tmp, target)
         os.replace(tmp, target)
         logging.getLogger("starchol.files").info("wrote %s", target)
     finally:
@@ -237,7 +267,7 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
     ``overwrite``; otherwise ``tmp`` is kept as ``NAME.starchol-PID.EXT`` (EXT: the
     path's own, else ``suffix``) and :class:`OutputAppeared` says where. A new file is
     claimed with ``link()``, which fails if a file of that name exists, so two runs never
-    both "win" the same name. ``what`` names the output in the message (``--gather``).
+    both "win" the same name; a replaced file keeps its permissions. ``what`` names the output in the message (``--gather``).
     """
     target = resolve(path)
     logging.getLogger("starchol.files").info("publishing %s (was %s when checked)", target,
@@ -256,6 +286,7 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
             os.unlink(tmp)
             return target
     elif overwrite or fingerprint(target) == before:
+        keep_mode(tmp, target)
         os.replace(tmp, target)
         return target
     kept = _kept_name(target, suffix)

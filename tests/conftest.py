@@ -1,4 +1,5 @@
 """Shared test helpers: launching ``mpirun -np N`` with a timeout (a hang fails, never blocks)."""
+import contextlib
 import os
 import shutil
 import signal
@@ -25,6 +26,21 @@ def pytest_ignore_collect(collection_path, config):
 def _starchol_exe():
     exe = os.path.join(os.path.dirname(sys.executable), "starchol")
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
+
+
+@contextlib.contextmanager
+def held_open(path):
+    """Another process holds the HDF5 file ``path`` open for writing (so HDF5's file
+    lock refuses other opens) until the block ends."""
+    holder = subprocess.Popen([sys.executable, "-c", "import h5py, sys; f = h5py.File("
+                               f"{str(path)!r}, 'a'); print('open', flush=True); "
+                               "sys.stdin.read()"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "open\n"
+        yield
+    finally:
+        holder.communicate("", timeout=30)
 
 
 def run_or_fail(cmd, env, timeout, what):

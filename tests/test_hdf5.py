@@ -337,3 +337,98 @@ def test_any_matrix_reads_as_rhs_when_asked(tmp_path):
     with pytest.raises(UsageError, match="non-finite value .* row 1, column 1"):
         DistributedMatrix.from_hdf5(f, "/C", 2, get_map("2dbc", 1), kind="rhs",
                                     comm=MPI.COMM_SELF)
+
+
+# -- pre-flight of outputs and inputs ---------------------------------------------------
+def test_output_under_a_dataset_or_on_a_group_is_refused(tmp_path, capsys):
+    """/A/L under the dataset /A failed after the work with 'TypeError: Incompatible
+    object (Dataset) already exists' (status 1); a group was replaced, with all it held."""
+    f = tmp_path / "a.h5"
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A"]) == 0
+    with h5py.File(f, "a") as fh:
+        fh.create_group("G/H")
+    before = sha(f)
+    capsys.readouterr()
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A/L"]) == 2
+    assert capsys.readouterr().err.endswith(
+        f"a.h5:/A/L cannot be written: /A is a dataset in {f}, which cannot hold /A/L; "
+        f"choose another dataset name\n")
+    assert main(["generate", "--n", "10", "--output", f"{f}:/G", "--overwrite"]) == 2
+    assert (f"a.h5:/G is a group in {f} (holding 1 object(s)); starchol replaces a "
+            f"dataset, never a group") in capsys.readouterr().err
+    with pytest.raises(UsageError, match="/A is a dataset in"):
+        FactorWriter(str(f), "/A/B/L", 10, overwrite=True)
+    assert sha(f) == before
+    assert main(["generate", "--n", "10", "--output", f"{f}:/G/H/L"]) == 0   # in the group
+
+
+def test_read_only_outputs_are_refused_and_replaced_files_keep_their_mode(tmp_path):
+    """A file marked read-only was replaced (its folder allowed the rename), and every
+    replaced file came back 0644 whatever it was."""
+    import stat
+
+    f = tmp_path / "a.h5"
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A"]) == 0
+    f.chmod(0o640)
+    assert main(["generate", "--n", "10", "--output", f"{f}:/B"]) == 0
+    assert main(["generate", "--n", "10", "--output", f"{f}:/B", "--overwrite"]) == 0
+    assert stat.S_IMODE(f.stat().st_mode) == 0o640
+    f.chmod(0o444)
+    before = sha(f)
+    with pytest.raises(UsageError, match=r"^path .*a\.h5 is read-only \(no write permission"
+                                         r"\); make it writable \(chmod u\+w\)"):
+        FactorWriter(str(f), "/C", 10)
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A", "--overwrite"]) == 2
+    assert sha(f) == before and stat.S_IMODE(f.stat().st_mode) == 0o444
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o555)
+    try:
+        with pytest.raises(UsageError, match=r"--output .*/ro/b\.h5: the folder .*/ro is not "
+                                             r"writable"):
+            write_matrix(str(ro / "b.h5"), "/A", 3, lambda r0, r1: np.eye(3)[r0:r1])
+        assert list(ro.iterdir()) == []
+    finally:
+        ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("value,words", [
+    (np.arange(3), r"holds an array of shape \(3,\) \(int64\)"),
+    (5, r"holds a number \(int64\), 5"),
+    (h5py.Empty("f8"), "holds no value"),
+])
+def test_malformed_content_attribute_is_named(tmp_path, value, words):
+    """A content attribute of another type failed with numpy's 'truth value of an array
+    is ambiguous' (or went unnoticed)."""
+    f = tmp_path / "a.h5"
+    with h5py.File(f, "w") as fh:
+        fh["A"] = np.eye(3)
+        fh["A"].attrs["content"] = value
+    with pytest.raises(UsageError, match=rf"a\.h5:/A: its attribute 'content' {words}, not "
+                                         rf"a text; .*rewrite or delete the attribute"):
+        inspect_input(str(f), "/A")
+
+
+def test_content_stored_as_bytes_is_read_as_text(tmp_path):
+    f = tmp_path / "a.h5"
+    with h5py.File(f, "w") as fh:
+        fh["L"] = np.eye(3)
+        fh["L"].attrs["content"] = np.bytes_(b"Cholesky factor L (lower triangle; zeros above)")
+    with pytest.raises(UsageError, match="holds a Cholesky factor L"):
+        inspect_input(str(f), "/L")
+
+
+def test_a_file_locked_by_another_program_says_what_to_do(tmp_path, capsys):
+    """HDF5's lock error read 'cannot be opened by HDF5 (damaged or truncated file?)'."""
+    from conftest import held_open
+
+    f = tmp_path / "a.h5"
+    assert main(["generate", "--n", "10", "--output", f"{f}:/A"]) == 0
+    with held_open(f):
+        with pytest.raises(UsageError, match=r"^input file .*a\.h5 is open in another "
+                                             r"program \(HDF5 locks .*close that program "
+                                             r".*HDF5_USE_FILE_LOCKING=FALSE"):
+            inspect_input(str(f), "/A")
+        capsys.readouterr()
+        assert main(["generate", "--n", "10", "--output", f"{f}:/B"]) == 2
+        assert "is open in another program" in capsys.readouterr().err
+    assert inspect_input(str(f), "/A") == (10, "float64")

@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, _starchol_exe
+from conftest import MPIRUN, _starchol_exe, held_open
 from starchol.cli import main
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
@@ -55,11 +55,23 @@ def test_round_trip_equals_numpy(mpirun, tmp_path, matrix, np_, dist):
     ("good", ["--input", "{d}/a.h5:/A", "--output", "{d}/a.h5:/L"], "never modifies"),
     ("good", ["--input", "{d}/a.h5:/A", "--n", "90"], "does not match"),
     ("good", ["--input", "{d}/a.h5:/A", "--output", "{d}/a.h5"], "FILE.h5:/DATASET"),
+    ("outs", ["--input", "{d}/a.h5:/A", "--output", "{d}/o.h5:/D/L"],
+     "o.h5:/D/L cannot be written: /D is a dataset in"),
+    ("outs", ["--input", "{d}/a.h5:/A", "--output", "{d}/o.h5:/G", "--overwrite"],
+     "o.h5:/G is a group in"),
+    ("badattr", ["--input", "{d}/a.h5:/A"], "its attribute 'content' holds a number"),
 ])
 def test_bad_files_fail_on_every_rank(mpirun, tmp_path, make, args, msg):
     d = str(tmp_path)
-    if make == "good":
+    if make in ("good", "outs", "badattr"):
         assert main(["generate", "--n", "100", "--output", f"{d}/a.h5:/A"]) == 0
+    if make == "outs":
+        with h5py.File(tmp_path / "o.h5", "w") as fh:
+            fh["D"] = np.zeros(3)
+            fh.create_group("G")["x"] = np.zeros(2)
+    elif make == "badattr":
+        with h5py.File(tmp_path / "a.h5", "a") as fh:
+            fh["A"].attrs["content"] = 3
     elif make == "rect":
         with h5py.File(tmp_path / "r.h5", "w") as fh:
             fh["A"] = np.zeros((10, 12))
@@ -75,6 +87,16 @@ def test_bad_files_fail_on_every_rank(mpirun, tmp_path, make, args, msg):
     assert p.rank_exits == [2, 2, 2], p.stderr
     assert p.stderr.count(msg) == 3, p.stderr
     assert {f: sha(tmp_path / f) for f in os.listdir(tmp_path)} == before
+
+
+def test_locked_input_fails_on_every_rank_saying_what_to_do(mpirun, tmp_path, matrix):
+    """A file another program writes (HDF5 locks it) was called damaged or truncated."""
+    with held_open(matrix):
+        p = mpirun(2, "run", "--dist", "2dbc", "--input", f"{matrix}:/A", "--nb", "100",
+                   timeout=60)
+    assert p.rank_exits == [2, 2], p.stderr
+    assert p.stderr.count("a.h5 is open in another program (HDF5 locks") == 2, p.stderr
+    assert p.stderr.count("HDF5_USE_FILE_LOCKING=FALSE") == 2
 
 
 def test_not_positive_definite_file_leaves_no_output(mpirun, tmp_path):

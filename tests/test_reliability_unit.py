@@ -119,6 +119,24 @@ def test_atomic_write_leaves_nothing_on_error_and_writes_through_links(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["link.json", "real.json"]
 
 
+def test_replaced_files_keep_their_mode_and_read_only_ones_are_refused(tmp_path):
+    """A replaced file came back 0666 & ~umask whatever its mode was."""
+    import stat
+
+    from starchol.files import check_folder_writable
+
+    target = tmp_path / "run.json"
+    target.write_text("old")
+    target.chmod(0o600)
+    write_atomic(str(target), "new")
+    assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    target.chmod(0o444)
+    with pytest.raises(UsageError, match=r"^--json .*run\.json is read-only"):
+        check_folder_writable(str(target), "--json")
+    target.chmod(0o644)
+    check_folder_writable(str(target), "--json")
+
+
 def test_publish_never_replaces_a_file_that_appeared(tmp_path):
     out = tmp_path / "L.h5"
     tmp = tmp_path / ".L.h5.tmp"
