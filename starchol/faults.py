@@ -5,7 +5,9 @@ Three pieces, used by the command line (and, for :func:`end_diverged`, by
 :class:`~starchol.runtime.Session`):
 
 - :func:`track` / :func:`untrack`: temporary files to remove if the process is stopped.
-  :func:`starchol.files.atomic_path` registers each one before its first byte.
+  :func:`starchol.files.atomic_path` registers each one before its first byte. Without
+  the watcher (the library in a program of one's own), SIGTERM and SIGHUP at their
+  default action remove them too while any exists, then end the process as they would.
 - :func:`install_signal_watcher`: SIGINT, SIGTERM and SIGHUP are handled by a watcher
   thread woken through :func:`signal.set_wakeup_fd`, so they act at once even while the
   main thread is inside StarPU or MPI (where Python handlers would wait). The watcher
@@ -40,11 +42,52 @@ def track(path):
     """Remove ``path`` if the process is stopped by a signal or an abort."""
     with _lock:
         _tracked.add(path)
+        _guard_signals()
 
 
 def untrack(path):
     with _lock:
         _tracked.discard(path)
+        if not _tracked:
+            _unguard_signals()
+
+
+#: signals whose default action ends the process: guarded while temporaries exist
+DEFAULT_ENDING = (signal.SIGTERM, signal.SIGHUP)
+_guarded = set()
+
+
+def _guard_signals():
+    """Without the watcher (the library in a user's program), SIGTERM and SIGHUP left at
+    their default action ended the process and left its temporary files behind. While
+    temporaries are tracked, such a signal first removes them (:func:`_end_by_default`).
+    Only from the main thread (where Python handlers are set), and only for a signal at
+    its default action: a handler of the program's own, or the watcher, is kept."""
+    if _state["installed"] or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in DEFAULT_ENDING:
+        if signum not in _guarded and signal.getsignal(signum) == signal.SIG_DFL:
+            signal.signal(signum, _end_by_default)
+            _guarded.add(signum)
+
+
+def _unguard_signals():
+    """Give the guarded signals back their default action (no temporary left)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in list(_guarded):
+        if signal.getsignal(signum) is _end_by_default:
+            signal.signal(signum, signal.SIG_DFL)
+        _guarded.discard(signum)
+
+
+def _end_by_default(signum, frame):
+    """Remove the tracked temporaries, then end the process by the same signal at its
+    default action (the status a parent sees is the signal's, as without starchol)."""
+    remove_tracked()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)          # not reached: the signal ends the process
 
 
 class creating:

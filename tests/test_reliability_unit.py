@@ -20,7 +20,7 @@ from starchol.jobs.options import (check_node_count, check_positive_finite,
                                    check_scheduler_name, check_time_limit)
 from starchol.jobs.progress import Progress
 from starchol.files import OutputAppeared, publish
-from starchol.linalg.hdf5_io import FactorWriter
+from starchol.linalg.hdf5_io import FactorWriter, write_matrix
 from starchol.runtime.starpu_env import check_environment
 
 
@@ -311,6 +311,44 @@ def test_progress_prints_lines_every_few_percent_off_a_terminal():
 
 
 # -- signals -------------------------------------------------------------------------
+SLOW_WRITE = """
+import sys, time
+import numpy as np
+from starchol.linalg.hdf5_io import write_matrix
+
+def rows(r0, r1):
+    time.sleep(0.2)
+    return np.ones((r1 - r0, 300))
+
+write_matrix(sys.argv[1], "/B", 300, rows, rows_per_chunk=10)   # 30 blocks: 6 s
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_default_action_signal_during_a_library_write_leaves_no_temporary(tmp_path,
+                                                                          signum):
+    """Without the command line's watcher (the library in a program of one's own),
+    SIGTERM or SIGHUP at their default action ended the process and left
+    .a.h5.tmp-PID-XXXX/ behind. They still end it, by the same signal."""
+    out = tmp_path / "a.h5"
+    assert main(["generate", "--n", "20", "--output", f"{out}:/A"]) == 0
+    before = sha(out)
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(out)])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(n.startswith(".") for n in os.listdir(tmp_path)):
+            break       # the temporary file exists: the write has begun
+        time.sleep(0.01)
+    time.sleep(0.5)     # into the copy of a.h5 and the rows
+    proc.send_signal(signum)
+    assert proc.wait(timeout=60) == -signum
+    assert sorted(os.listdir(tmp_path)) == ["a.h5"] and sha(out) == before
+    # and in this process, a finished write gives the signals back as they were
+    dispositions = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)]
+    write_matrix(str(out), "/C", 3, lambda r0, r1: np.eye(3)[r0:r1])
+    assert [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)] == dispositions
+
+
 def test_sigterm_during_generate_leaves_no_temporary_file(tmp_path):
     """Issue 9.6: SIGTERM while the output is being written (the copy of the existing
     file included) leaves the output as it was and no hidden temporary file."""
