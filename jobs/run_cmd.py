@@ -45,7 +45,10 @@ def register(sub):
         description="Distributed tiled Cholesky on StarPU-MPI: one MPI rank per node of the "
                     "map. Reports time, GFlop/s (N^3/3 flops), the residual with --check, and "
                     "the bytes sent between ranks, measured vs the exact model. Every path, "
-                    "size and setting is checked on every rank before the work starts.",
+                    "size and setting is checked on every rank before the work starts. "
+                    "The computation is float64: a float32 --input is read as float64, "
+                    "and the --output factor is float64 (float32 kernels run from the "
+                    "Python API, DistributedMatrix dtype=float32).",
         hints={"--nodes": "run has no --nodes: the node count is mpirun -np P, one rank "
                           "per map node"})
     p.add_argument("--dist", required=True, choices=MAPS, metavar="D",
@@ -84,11 +87,12 @@ def register(sub):
                         "them). Needs the StarPU scripts/setup.sh builds")
     io = p.add_argument_group("HDF5 files")
     io.add_argument("--input", metavar="FILE.h5:/DATASET",
-                    help="factor this symmetric matrix (float64/float32, either byte order; "
-                         "lower triangle used; each rank reads its own tiles) instead of a "
-                         "generated one")
+                    help="factor this symmetric matrix (float64/float32, either byte order, "
+                         "read as float64; lower triangle used; each rank reads its own "
+                         "tiles) instead of a generated one")
     io.add_argument("--output", metavar="FILE.h5:/DATASET",
-                    help="write the factor L (lower, zeros above) with attributes (content, "
+                    help="write the factor L (float64, lower triangle; the chunks above "
+                         "the diagonal are not stored and read as zeros) with attributes (content, "
                          "map, n, nb, residual, ...; a factor file is refused as --input); "
                          "written "
                          "under a temporary name and published when complete (never over a "
