@@ -16,8 +16,10 @@ whose "Time against bytes" table shows the same comparison.
 
 Usage: python benchmarks/comm_bound.py [--n N] [--nb NB] [--bandwidth LOW,HIGH]
                                        [--repeat R] [--keep DIR] [--json FILE]
+
+Arguments are checked before the cluster starts, ``--json`` is written whole or not at
+all, Ctrl-C stops with exit status 130 and takes the cluster down (benchmarks/common.py).
 """
-import argparse
 import json
 import os
 import statistics
@@ -29,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+
+from common import ArgumentParser, positive_int, run_main, write_json  # noqa: E402
 
 from starchol.distributions import get_map  # noqa: E402
 from starchol.linalg.link_load import busiest_link  # noqa: E402
@@ -82,21 +86,29 @@ def fmt_mb(b):
     return f"{b / 1e6:.1f}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=DEFAULT_N)
-    ap.add_argument("--nb", type=int, default=DEFAULT_NB)
+def main(argv=None):
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=positive_int, default=DEFAULT_N,
+                    help=f"matrix order (default {DEFAULT_N})")
+    ap.add_argument("--nb", type=positive_int, default=DEFAULT_NB,
+                    help=f"tile size (default {DEFAULT_NB})")
     ap.add_argument("--bandwidth", default=DEFAULT_BANDWIDTHS, metavar="LOW,HIGH",
                     help=f"tc rates per node and direction (default {DEFAULT_BANDWIDTHS})")
     ap.add_argument("--latency", default="none", help="one-way delay (needs sch_netem)")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds per bandwidth (default 3)")
+    ap.add_argument("--repeat", type=positive_int, default=3,
+                    help="rounds per bandwidth (default 3)")
     ap.add_argument("--no-25d", action="store_true", help="leave out sbc25d")
     ap.add_argument("--keep", metavar="DIR", help="keep every run's JSON document in DIR")
-    ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
-    opts = ap.parse_args()
+    ap.add_json("the results")
+    opts = ap.parse_args(argv)
+    ap.check_runtime(n=opts.n, nb=opts.nb)
+    bandwidths = [b.strip() for b in opts.bandwidth.split(",") if b.strip()]
+    if not bandwidths:
+        ap.fail(f"--bandwidth {opts.bandwidth!r} names no rate (e.g. 10mbit,1gbit)")
+    if opts.keep and os.path.exists(opts.keep) and not os.path.isdir(opts.keep):
+        ap.fail(f"--keep {opts.keep} exists and is not a folder")
     if os.geteuid() != 0:
         sys.exit("comm_bound: needs root (network namespaces and tc); run it as root")
-    bandwidths = [b.strip() for b in opts.bandwidth.split(",") if b.strip()]
     if opts.keep:
         stale = sorted(Path(opts.keep).glob("*/*.json"))
         if stale:
@@ -148,7 +160,7 @@ def main():
     print(f"run documents in {keep}/BANDWIDTH/ (compare, e.g.: starchol report "
           f"{keep}/{bandwidths[0]}/*.json -o report)")
     if opts.json:
-        Path(opts.json).write_text(json.dumps(results, indent=1) + "\n")
+        write_json(opts.json, results)
     return 0
 
 
@@ -184,4 +196,4 @@ def report(bw, maps, times):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

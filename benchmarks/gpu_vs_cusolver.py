@@ -23,16 +23,21 @@ the host<->device bytes of the last run.
 The matrix is A = 0.5 (all ones) + N I (diagonally dominant, so SPD), filled at memory
 speed: ``starchol run``'s hashed generator makes about 2 M entries/s, far too slow for
 N = 49152; Cholesky's time does not depend on the values.
+
+Arguments are checked before StarPU starts (``--residual-n`` must be one of ``--n``),
+``--json`` is rewritten whole after each N (a run cut short keeps what it did), Ctrl-C
+stops with exit status 130 (benchmarks/common.py).
 """
-import argparse
 import importlib
 import json
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
+
+from common import (ArgumentParser, nonnegative_int, positive_int, run_main,
+                    write_json)
 
 
 def _cupy_chol(n, repeat):
@@ -96,21 +101,33 @@ def _starchol_runs(rt, n, nb, repeat, residual=False, warmups=1):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, nargs="+", required=True)
-    ap.add_argument("--nb", type=int, nargs="+", default=[1024])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sched", default="dmdas")
-    ap.add_argument("--gpus", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=None,
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=positive_int, nargs="+", required=True,
+                    help="matrix orders N")
+    ap.add_argument("--nb", type=positive_int, nargs="+", default=[1024],
+                    help="tile sizes (several: the first N picks the fastest)")
+    ap.add_argument("--repeat", type=positive_int, default=3,
+                    help="timed runs per N after one warm-up (default 3)")
+    ap.add_argument("--sched", default="dmdas", help="StarPU scheduler (default dmdas)")
+    ap.add_argument("--gpus", type=nonnegative_int, default=1,
+                    help="CUDA workers (default 1)")
+    ap.add_argument("--workers", type=positive_int, default=None,
                     help="CPU workers (default: cores - CUDA workers - 1)")
     ap.add_argument("--cupy", action="store_true", help="also time cupy.linalg.cholesky")
-    ap.add_argument("--residual-n", type=int, default=None)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--residual-n", type=positive_int, default=None,
+                    help="one more run at this N (one of --n) computes the residual")
+    ap.add_json("the settings and one row per N")
     ap.add_argument("--no-writeback", action="store_true",
                     help="final tiles come back to host memory only at the unregistration "
                          "(to measure the eager write-back)")
     args = ap.parse_args(argv)
+    if args.residual_n is not None and args.residual_n not in args.n:
+        ap.fail(f"--residual-n {args.residual_n} is not one of --n "
+                f"{' '.join(map(str, args.n))} (no run would compute it)")
+    for n in args.n:
+        for nb in args.nb:
+            ap.check_runtime(n=n, nb=nb)
+    ap.check_runtime(scheduler=args.sched, workers=args.workers)
     if args.no_writeback:
         importlib.import_module("starchol.linalg.cholesky").EAGER_WRITEBACK = False
 
@@ -172,11 +189,8 @@ def main(argv=None):
 
 def _write(path, doc):
     if path:
-        tmp = path + ".part"
-        with open(tmp, "w") as f:
-            f.write(json.dumps(doc, indent=1, default=float) + "\n")
-        os.replace(tmp, path)
+        write_json(path, doc)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -17,12 +17,14 @@ Usage:
 
 NT runs over 3..200: a fixed list plus, for each map's pattern size r, r - 1, r, r + 1,
 2r + 1, 3r, 5r + 2 and 6r - 1 .. 6r + 1 (below, at, and not a multiple of the period).
-The default set takes about 4 minutes on one core.
+The default set takes about 4 minutes on one core. Arguments are checked before the
+sweep, ``--json`` is written whole or not at all, Ctrl-C stops with exit status 130
+(benchmarks/common.py).
 """
-import argparse
-import json
 import statistics
 import time
+
+from common import ArgumentParser, int_ranges, positive_int, run_main, write_json
 
 from starchol.distributions import candidate_maps
 from starchol.distributions.base import MIN_PERIODS
@@ -32,11 +34,8 @@ FIXED_NT = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 17, 18, 20, 24, 25, 30, 36,
 
 
 def node_list(text):
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out += list(range(int(lo), int(hi or lo) + 1))
-    return out
+    """argparse type of --nodes: node counts >= 2, ``2-16,21``."""
+    return int_ranges(text, low=2)
 
 
 def nt_values(maps):
@@ -58,14 +57,16 @@ def quartiles(values):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--nodes", default="2-16,21,28,31,32,45,57")
-    ap.add_argument("--nb", type=int, default=500)
-    ap.add_argument("--json")
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", type=node_list, default=node_list("2-16,21,28,31,32,45,57"),
+                    help="node counts P >= 2: integers and ranges A-B, comma-separated "
+                         "(default 2-16,21,28,31,32,45,57)")
+    ap.add_argument("--nb", type=positive_int, default=500, help="tile size (default 500)")
+    ap.add_json("every (P, NT) case")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     cases = []
-    for p in node_list(args.nodes):
+    for p in args.nodes:
         for nt in nt_values(candidate_maps(p)):
             rows = [score_map(m, nt * args.nb, args.nb, 1000.0, 12.5e9)
                     for m in candidate_maps(p, nt=nt)]
@@ -97,9 +98,9 @@ def main(argv=None):
                   f"flops max/avg {b['flops_max_over_avg']:.3f}): estimate "
                   f"x{o['estimate_s'] / b['estimate_s']:.2f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(cases, f, default=float)
+        write_json(args.json, cases)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -24,14 +24,17 @@ Usage: python benchmarks/small_sizes.py [--repeat R] [--sizes 1024,2048,4096] [-
                                         [--settle S] [--sched NAME]
                                         [--workers W] [--dtype float64|float32]
                                         [--json FILE]
+
+Arguments are checked before StarPU starts (every size at least NB), ``--json`` is
+written whole or not at all, Ctrl-C stops with exit status 130 (benchmarks/common.py).
 """
-import argparse
-import json
 import statistics
-import sys
 import time
 
 import numpy as np
+
+from common import (ArgumentParser, int_list, nonnegative_float, positive_int, run_main,
+                    write_json)
 
 TARGETS = {1024: 0.85, 2048: 0.95, 4096: 1.0}
 
@@ -86,23 +89,32 @@ def bench(n, nb, repeat, session, cores, settle, dtype=np.float64):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--repeat", type=int, default=7)
-    p.add_argument("--sizes", default="1024,2048,4096")
-    p.add_argument("--nb", type=int, default=256)
-    p.add_argument("--workers", type=int, default=None)
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeat", type=positive_int, default=7,
+                   help="timed pairs per size, after one warm-up pair (default 7)")
+    p.add_argument("--sizes", type=int_list, default=int_list("1024,2048,4096"),
+                   help="matrix orders N, comma-separated (default 1024,2048,4096)")
+    p.add_argument("--nb", type=positive_int, default=256, help="tile size (default 256)")
+    p.add_argument("--workers", type=positive_int, default=None,
+                   help="StarPU workers (default: every core)")
     p.add_argument("--sched", default=None, help="StarPU scheduler (default: starchol's)")
-    p.add_argument("--settle", type=float, default=0.2,
+    p.add_argument("--settle", type=nonnegative_float, default=0.2,
                    help="seconds of sleep before every timed call, both sides (default "
                         "0.2: longer than OpenBLAS's threads spin after a parallel call)")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"),
                    help="float32: against LAPACK spotrf (no targets)")
-    p.add_argument("--json", default=None)
+    p.add_json("the rows and the core count")
     args = p.parse_args(argv)
+    small = [n for n in args.sizes if n < args.nb]
+    if small:
+        p.fail(f"--sizes {','.join(map(str, small))} below --nb {args.nb}: every N must "
+               f"hold at least one whole tile")
     from mpi4py import MPI
 
     from starchol import Session
     from starchol.runtime.workers import affinity_cores
+
+    p.check_runtime(scheduler=args.sched, workers=args.workers)
 
     cores = len(affinity_cores())
     rows = []
@@ -115,7 +127,7 @@ def main(argv=None):
         print(f"{'N':>6} {'NB':>4} {'tasks':>6} {'starchol ms':>12} {'LAPACK ms':>10} "
               f"{'GFlop/s':>14} {'ratio':>6} {'target':>6}  profile ms (submit / wait / "
               f"python)")
-        for n in (int(x) for x in args.sizes.split(",")):
+        for n in args.sizes:
             r = bench(n, args.nb, args.repeat, session, cores, args.settle,
                       np.dtype(args.dtype))
             rows.append(r)
@@ -129,10 +141,9 @@ def main(argv=None):
                   f"{1e3 * pr['register_submit']:.2f} / {1e3 * pr['wait']:.2f} / "
                   f"{1e3 * pr['python_rest']:.2f}")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"cores": cores, "results": rows}, fh, indent=1)
+        write_json(args.json, {"cores": cores, "results": rows})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

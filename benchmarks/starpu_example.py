@@ -18,8 +18,11 @@ It prints the medians and each one's ratio to LAPACK (LAPACK time / its time).
 
 Usage: python benchmarks/starpu_example.py [--n 4096] [--nb 256] [--repeat 7]
                                            [--dtype float64|float32] [--keep DIR]
+                                           [--json FILE]
+
+Arguments are checked before the build, ``--json`` is written whole or not at all,
+Ctrl-C stops with exit status 130 (benchmarks/common.py).
 """
-import argparse
 import glob
 import os
 import re
@@ -36,6 +39,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import build_flags  # noqa: E402  (the project's StarPU flags and source cache)
+from common import (ArgumentParser, nonnegative_float, positive_int,  # noqa: E402
+                    run_main, write_json)
 from small_sizes import spd  # noqa: E402  (beside this file: the same test matrix)
 
 MEMBERS = ("examples/cholesky/", "examples/common/", "examples/sched_ctx_utils/")
@@ -58,12 +63,10 @@ void STARPU_DSYRK(const char *uplo, const char *trans, const int n, const int k,
 
 
 def source_tarball():
-    folder = build_flags.starpu_source_dir()
-    found = sorted(glob.glob(os.path.join(folder, "starpu_*.orig.tar.*")))
-    if not found:
-        sys.exit(f"no StarPU source in {folder}: run scripts/setup.sh (or "
-                 "scripts/build-starpu.sh) first")
-    return found[-1]
+    """The StarPU source tarball scripts/build-starpu.sh fetched, or None."""
+    found = sorted(glob.glob(os.path.join(build_flags.starpu_source_dir(),
+                                          "starpu_*.orig.tar.*")))
+    return found[-1] if found else None
 
 
 def to_double(text):
@@ -75,9 +78,9 @@ def to_double(text):
     return re.sub(r"(\d+\.\d*)f\b", r"\1", text)    # 1.0f -> 1.0 ("%.0f" untouched)
 
 
-def build(work, dtype):
+def build(work, dtype, tarball):
     """Extract, rewrite (float64) and compile the example; return the executable."""
-    with tarfile.open(source_tarball()) as tar:
+    with tarfile.open(tarball) as tar:
         # <top>/examples/...: not sc_hypervisor/examples/, which has its own copies
         picked = [m for m in tar.getmembers() if m.isfile() and "/" in m.name
                   and m.name.split("/", 1)[1].startswith(MEMBERS)]
@@ -118,16 +121,23 @@ def run_example(exe, n, nb, cores):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--nb", type=int, default=256)
-    p.add_argument("--repeat", type=int, default=7)
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--n", type=positive_int, default=4096, help="matrix order (default 4096)")
+    p.add_argument("--nb", type=positive_int, default=256, help="tile size (default 256)")
+    p.add_argument("--repeat", type=positive_int, default=7,
+                   help="timed rounds after one warm-up round (default 7)")
     p.add_argument("--dtype", default="float64", choices=("float64", "float32"))
-    p.add_argument("--settle", type=float, default=0.2)
-    p.add_argument("--keep", default=None, help="build in DIR and keep it")
+    p.add_argument("--settle", type=nonnegative_float, default=0.2,
+                   help="seconds of sleep before each timed call (default 0.2)")
+    p.add_argument("--keep", default=None, metavar="DIR", help="build in DIR and keep it")
+    p.add_json("the times (s) of every round and their medians")
     args = p.parse_args(argv)
+    p.check_runtime(n=args.n, nb=args.nb)
     if args.n % args.nb:
-        sys.exit("--n must be a multiple of --nb (the example's blocks are equal)")
+        p.fail(f"--n {args.n} must be a multiple of --nb {args.nb} (the example's blocks "
+               f"are equal)")
+    if args.keep and os.path.exists(args.keep) and not os.path.isdir(args.keep):
+        p.fail(f"--keep {args.keep} exists and is not a folder")
     from mpi4py import MPI
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
@@ -136,10 +146,16 @@ def main(argv=None):
     from starchol.distributions import get_map
     from starchol.runtime.workers import affinity_cores
 
+    tarball = source_tarball()
+    if tarball is None:
+        p.fail(f"no StarPU source in {build_flags.starpu_source_dir()}: run "
+               f"scripts/setup.sh (or scripts/build-starpu.sh) first")
     cores = len(affinity_cores())
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
     work = args.keep or tempfile.mkdtemp(prefix="starpu-example-")
     try:
-        exe = build(work, args.dtype)
+        exe = build(work, args.dtype, tarball)
         dt = np.dtype(args.dtype)
         dense = spd(args.n, dtype=dt)
         potrf = lapack.spotrf if dt == np.float32 else lapack.dpotrf
@@ -173,6 +189,11 @@ def main(argv=None):
                          ("lapack", "LAPACK ?potrf")):
             print(f"{label:24} {1e3 * med[k]:>10.1f} {med['lapack'] / med[k]:>12.2f}   "
                   + " ".join(f"{1e3 * t:.0f}" for t in times[k]))
+        if args.json:
+            write_json(args.json, {
+                "n": args.n, "nb": args.nb, "dtype": args.dtype, "cores": cores,
+                "repeat": args.repeat, "times_s": times, "median_s": med,
+                "ratio_lapack_over": {k: med["lapack"] / med[k] for k in med}})
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -180,4 +201,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

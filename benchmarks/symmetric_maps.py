@@ -20,9 +20,11 @@ Usage:
         [--from-json FILE]
 
 ``--docs`` rewrites the table between the markers ``<!-- symmetric-maps-table -->`` and
-``<!-- /symmetric-maps-table -->`` in that file.
+``<!-- /symmetric-maps-table -->`` in that file. Every argument is checked before the
+sweep (P from 2 up, FIRST <= LAST, NT >= 1, the ``--docs`` file and its markers, the
+``--from-json`` rows, writable output folders); ``--json`` is written whole or not at
+all; Ctrl-C stops with exit status 130 (benchmarks/common.py).
 """
-import argparse
 import json
 import math
 import os
@@ -30,6 +32,9 @@ import resource
 import subprocess
 import sys
 import time
+
+from common import (ArgumentParser, at_least, check_output_path, positive_int, run_main,
+                    write_json)
 
 from starchol.distributions import get_map, node_load, square_grid
 from starchol.distributions.symmetric_block_cyclic import SymmetricBlockCyclic
@@ -150,11 +155,49 @@ def figure(rows, path):
     os.replace(path + ".tmp.png", path)
 
 
+def docs_problem(path):
+    """Why ``--docs path`` cannot take the table (unreadable, no markers, folder not
+    writable), or None."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError as exc:
+        return f"--docs {path}: cannot read it ({exc.strerror or exc})"
+    if BEGIN not in text or END not in text or text.index(BEGIN) > text.index(END):
+        return f"--docs {path} has no {BEGIN} ... {END} markers"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"--docs {path}: its folder {folder} is not writable"
+    return None
+
+
+#: keys every row of --json / --from-json has (what markdown() and figure() read)
+ROW_KEYS = ("nodes", "sym", "sym_r", "sym_F", "2dbc", "2dbc_F", "sbc", "sbc_F", "bound",
+            "sqrt2P", "nt", "sym_nt_ratio", "2dbc_nt_ratio", "sym_nt_flops", "sym_nt_cpu_s")
+
+
+def load_rows(path):
+    """The rows of an earlier ``--json``; (rows, None) or (None, why not)."""
+    try:
+        with open(path) as fh:
+            rows = json.load(fh)
+    except OSError as exc:
+        return None, f"--from-json {path}: cannot read it ({exc.strerror or exc})"
+    except ValueError as exc:
+        return None, f"--from-json {path}: not JSON ({exc})"
+    if not isinstance(rows, list) or not rows:
+        return None, f"--from-json {path}: expected a non-empty list of rows (from --json)"
+    for k, r in enumerate(rows):
+        missing = [key for key in ROW_KEYS if not isinstance(r, dict) or key not in r]
+        if missing:
+            return None, (f"--from-json {path}: row {k} lacks {', '.join(missing)} "
+                          f"(not rows of this script's --json)")
+    return rows, None
+
+
 def write_docs(path, table):
     with open(path) as fh:
         text = fh.read()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{path} has no {BEGIN} ... {END} markers")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     tmp = f"{path}.tmp{os.getpid()}"
@@ -164,21 +207,33 @@ def write_docs(path, table):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--first", type=int, default=2)
-    ap.add_argument("--last", type=int, default=200)
-    ap.add_argument("--nt", type=int, default=600)
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--first", type=at_least(2), default=2, metavar="P",
+                    help="first node count (>= 2, default 2)")
+    ap.add_argument("--last", type=at_least(2), default=200, metavar="P",
+                    help="last node count (>= FIRST, default 200)")
+    ap.add_argument("--nt", type=positive_int, default=600,
+                    help="tiles per side of the exact counts (default 600)")
     ap.add_argument("--cli", action="store_true", help="time starchol volume per P")
-    ap.add_argument("--json", metavar="FILE")
+    ap.add_json("the rows")
     ap.add_argument("--docs", metavar="FILE", help="rewrite the table in this markdown file")
-    ap.add_argument("--png", metavar="FILE", help="write the figure")
+    ap.add_argument("--png", metavar="FILE", type=check_output_path, help="write the figure")
     ap.add_argument("--from-json", metavar="FILE",
                     help="rows of an earlier run (--json) instead of computing them")
     args = ap.parse_args(argv)
+    if args.first > args.last:
+        ap.fail(f"--first {args.first} is above --last {args.last}")
+    if args.from_json and args.json:
+        ap.fail("--json writes computed rows; --from-json computes none (drop one)")
+    if args.docs:
+        problem = docs_problem(args.docs)
+        if problem:
+            ap.fail(problem)
     rows = []
     if args.from_json:
-        with open(args.from_json) as fh:
-            rows = json.load(fh)
+        rows, problem = load_rows(args.from_json)
+        if problem:
+            ap.fail(problem)
     for p in range(args.first, args.last + 1) if not rows else ():
         t = time.perf_counter()
         rows.append(row(p, args.nt, args.cli))
@@ -190,9 +245,8 @@ def main(argv=None):
                  if args.cli else "")
               + f"  ({time.perf_counter() - t:.1f} s) {notes(r)}", flush=True)
     table = markdown(rows)
-    if args.json and not args.from_json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+    if args.json:
+        write_json(args.json, rows)
     if args.docs:
         write_docs(args.docs, table)
     if args.png:
@@ -204,4 +258,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

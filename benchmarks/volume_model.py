@@ -6,12 +6,16 @@ the median wall time and the peak resident memory are reported. Targets (issue 2
 r=100) under 20 s and 2 GiB.
 
 Usage: python benchmarks/volume_model.py [--repeat R] [--json FILE]
+
+Arguments are checked before the first case, ``--json`` is written whole or not at all,
+Ctrl-C stops with exit status 130 (benchmarks/common.py).
 """
-import argparse
 import json
 import statistics
 import subprocess
 import sys
+
+from common import ArgumentParser, positive_int, run_main, write_json
 
 CASES = [
     # (dist, nodes, nt, target seconds, target bytes of memory)
@@ -34,11 +38,12 @@ print(json.dumps({"seconds": dt, "ratio": doc["ratio"],
 """
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", metavar="FILE")
-    args = ap.parse_args()
+def main(argv=None):
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=positive_int, default=3,
+                    help="runs per case, each in a fresh process (default 3)")
+    ap.add_json("one row per case")
+    args = ap.parse_args(argv)
     results, ok = [], True
     for dist, nodes, nt, t_target, m_target in CASES:
         runs = []
@@ -59,10 +64,9 @@ def main():
         print(f"{dist:>5} P={nodes:<5} NT={nt:<5} median {sec:6.2f} s (target < {t_target:g} s), "
               f"{mem}, D/S = {runs[0]['ratio']:.4f}: {'PASS' if good else 'FAIL'}")
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1)
+        write_json(args.json, results)
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -1,0 +1,187 @@
+"""What every benchmark script shares: checked arguments, atomic JSON output, Ctrl-C.
+
+    from common import ArgumentParser, positive_int, run_main, write_json
+
+- argument types that refuse bad values with a clear argparse error (exit status 2,
+  ``SCRIPT: error: argument --repeat: must be an integer >= 1, got '0'``), never a
+  traceback later in the run: :func:`positive_int`, :func:`nonnegative_int`, :func:`at_least`,
+  :func:`nonnegative_float`, :func:`int_list` (``1024,2048``), :func:`int_ranges`
+  (``2-16,21``); :meth:`ArgumentParser.add_json` adds ``--json FILE`` and checks,
+  before any work, that its folder exists and is writable;
+- :func:`write_json`: the document is written to a temporary file in the same folder,
+  then renamed over FILE, so FILE is either the old file or the whole new one;
+- :func:`run_main`: Ctrl-C (SIGINT) ends the script with exit status 130 and one line
+  on stderr (``SCRIPT: interrupted``), no traceback; ``--json`` is then not written.
+
+The scripts run as ``python benchmarks/X.py``, so this folder is on ``sys.path``.
+"""
+import argparse
+import json
+import numbers
+import os
+import sys
+
+#: exit status of a program ended by SIGINT (128 + 2), as shells report it
+INTERRUPTED = 130
+
+
+def _int(text, low):
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value < low:
+        raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+    return value
+
+
+def positive_int(text):
+    """argparse type: an integer >= 1."""
+    return _int(text, 1)
+
+
+def nonnegative_int(text):
+    """argparse type: an integer >= 0."""
+    return _int(text, 0)
+
+
+def at_least(low):
+    """argparse type: an integer >= ``low`` (``at_least(2)``: node counts of a map)."""
+    def check(text):
+        return _int(text, low)
+
+    check.__name__ = f"integer >= {low}"
+    return check
+
+
+def nonnegative_float(text):
+    """argparse type: a finite number >= 0 (seconds, for instance)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def int_list(text, low=1):
+    """argparse type: comma-separated integers >= ``low`` (``1024,2048``), at least one."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers, got {text!r}")
+    try:
+        return [_int(p, low) for p in parts]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers >= {low}, "
+                                         f"got {text!r}") from None
+
+
+def int_ranges(text, low=1):
+    """argparse type: comma-separated integers or ranges ``A-B`` (A <= B), each >= ``low``
+    (``2-16,21,28``), as one list in the order given."""
+    out = []
+    for part in str(text).split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            a = _int(lo, low)
+            b = _int(hi, low) if dash else a
+        except argparse.ArgumentTypeError:
+            a = b = None
+        if a is None or b < a:
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated integers >= {low} or ranges A-B with A <= B, "
+                f"got {text!r}")
+        out += range(a, b + 1)
+    return out
+
+
+def check_output_path(path):
+    """argparse type: a file name whose folder exists and is writable (checked before the
+    run, so that a long run does not end in an error while writing its result)."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path} is a folder, not a file name")
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{path}: folder {folder} is not writable")
+    return path
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser plus the shared ``--json FILE`` option and :meth:`fail`."""
+
+    def add_json(self, what="the results"):
+        """``--json FILE``: write ``what`` to FILE (atomically, see :func:`write_json`)."""
+        self.add_argument("--json", metavar="FILE", type=check_output_path,
+                          help=f"write {what} as JSON to FILE (written whole or not at all)")
+
+    def fail(self, message):
+        """A usage error found after parsing (values that depend on each other): the same
+        one-line error and exit status 2 as argparse's own."""
+        self.error(message)
+
+    def check_runtime(self, scheduler=None, workers=None, n=None, nb=None):
+        """Check against starchol's own rules, before StarPU starts: ``scheduler`` a
+        policy of the installed StarPU, ``workers`` within its STARPU_MAXCPUS, ``n`` and
+        ``nb`` valid sizes (those given); :meth:`fail` with starchol's message if not."""
+        from starchol.errors import UsageError
+
+        try:
+            if n is not None or nb is not None:
+                from starchol.linalg.tiled import check_sizes
+
+                check_sizes(n, nb)
+            if scheduler is not None:
+                from starchol.runtime.session import check_scheduler
+
+                check_scheduler(scheduler)
+            if workers is not None:
+                from starchol.runtime.session import check_workers
+
+                check_workers(workers)
+        except UsageError as exc:
+            self.fail(str(exc))
+
+
+def write_json(path, doc, indent=1):
+    """Write ``doc`` as JSON to ``path`` atomically: a temporary file in the same folder,
+    flushed to disk, then renamed over ``path``; removed on any failure. numpy numbers
+    and other real numbers (fractions) are written as plain numbers."""
+    text = json.dumps(doc, indent=indent, default=_plain) + "\n"
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _plain(value):
+    if hasattr(value, "tolist"):       # numpy scalars and arrays
+        return value.tolist()
+    if isinstance(value, numbers.Real):   # fractions.Fraction, ...
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def run_main(main, argv=None):
+    """Run ``main(argv)`` and exit with its status (0 for None); Ctrl-C exits with 130
+    and one line on stderr instead of a traceback."""
+    name = os.path.basename(sys.argv[0]) or "benchmark"
+    try:
+        status = main(argv)
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(f"{name}: interrupted", file=sys.stderr, flush=True)
+        sys.exit(INTERRUPTED)
+    sys.exit(status or 0)

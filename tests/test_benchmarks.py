@@ -1,0 +1,201 @@
+"""The benchmark scripts (benchmarks/*.py) and what they share (benchmarks/common.py):
+bad arguments end with argparse's one-line error (exit 2) before any work, ``--json`` is
+written whole or not at all, Ctrl-C ends a run with exit status 130 and one line, and
+engine_vs_debian.py builds its Debian copy without writing into the checkout."""
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import run_or_fail
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks")
+sys.path.insert(0, BENCH)
+import common  # noqa: E402
+import engine_vs_debian  # noqa: E402
+
+SCRIPTS = sorted(f for f in os.listdir(BENCH) if f.endswith(".py") and f != "common.py")
+
+
+def _script(name, *args, timeout=120, env=None):
+    return run_or_fail([sys.executable, os.path.join(BENCH, name), *map(str, args)],
+                       env or dict(os.environ), timeout, f"{name} {' '.join(map(str, args))}")
+
+
+def test_every_script_uses_common():
+    for name in SCRIPTS:
+        with open(os.path.join(BENCH, name)) as f:
+            text = f.read()
+        assert "from common import" in text and "run_main(main)" in text, name
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("symmetric_maps.py", ["--first", "1"],
+     "argument --first: must be an integer >= 2, got '1'"),
+    ("symmetric_maps.py", ["--first", "5", "--last", "3"], "--first 5 is above --last 3"),
+    ("symmetric_maps.py", ["--nt", "0"], "argument --nt: must be an integer >= 1, got '0'"),
+    ("symmetric_maps.py", ["--from-json", "{tmp}/none.json"],
+     "--from-json {tmp}/none.json: cannot read it (No such file or directory)"),
+    ("symmetric_maps.py", ["--from-json", "{tmp}/rows.json"],
+     "--from-json {tmp}/rows.json: row 0 lacks sym, sym_r"),
+    ("symmetric_maps.py", ["--docs", "README.md"],
+     "--docs README.md has no <!-- symmetric-maps-table --> ... "
+     "<!-- /symmetric-maps-table --> markers"),
+    ("symmetric_maps.py", ["--json", "{tmp}/no/x.json"],
+     "argument --json: {tmp}/no/x.json: folder {tmp}/no does not exist"),
+    ("plan_balance.py", ["--nodes", "2-x"], "argument --nodes: must be comma-separated "
+     "integers >= 2 or ranges A-B with A <= B, got '2-x'"),
+    ("plan_balance.py", ["--nodes", "9-3"], "argument --nodes: must be comma-separated "
+     "integers >= 2 or ranges A-B with A <= B, got '9-3'"),
+    ("volume_model.py", ["--repeat", "0"],
+     "argument --repeat: must be an integer >= 1, got '0'"),
+    ("small_sizes.py", ["--sizes", "1024,abc"],
+     "argument --sizes: must be comma-separated integers >= 1, got '1024,abc'"),
+    ("small_sizes.py", ["--sizes", "64"], "--sizes 64 below --nb 256"),
+    ("small_sizes.py", ["--settle", "-1"], "argument --settle: must be a finite number >= 0"),
+    ("small_sizes.py", ["--sched", "nope"], "unknown scheduler 'nope'"),
+    ("starpu_example.py", ["--n", "500", "--nb", "128"],
+     "--n 500 must be a multiple of --nb 128"),
+    ("starpu_example.py", ["--n", "100", "--nb", "200"], "nb 200 is larger than n 100"),
+    ("engine_vs_debian.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
+    ("gpu_vs_cusolver.py", ["--n", "4096", "--residual-n", "2048"],
+     "--residual-n 2048 is not one of --n 4096 (no run would compute it)"),
+    ("gpu_vs_cusolver.py", ["--n", "0"], "argument --n: must be an integer >= 1, got '0'"),
+    ("comm_bound.py", ["--bandwidth", ","], "--bandwidth ',' names no rate"),
+    ("comm_bound.py", ["--repeat", "-2"], "argument --repeat: must be an integer >= 1"),
+])
+def test_bad_arguments_end_with_one_usage_error(tmp_path, name, args, message):
+    (tmp_path / "rows.json").write_text(json.dumps([{"nodes": 2}]))
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    p = _script(name, *args)
+    assert p.returncode == 2, p.stderr
+    assert f"{name}: error: {message.replace('{tmp}', str(tmp_path))}" in p.stderr
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_write_json_is_whole_or_nothing(tmp_path):
+    path = tmp_path / "r.json"
+    common.write_json(str(path), {"a": 1})
+    with pytest.raises(TypeError):
+        common.write_json(str(path), {"a": object()})     # fails half-way: old file kept
+    assert json.loads(path.read_text()) == {"a": 1}
+    import fractions
+
+    import numpy as np
+
+    common.write_json(str(path), {"x": np.float64(0.5), "v": np.arange(2),
+                                  "f": fractions.Fraction(1, 4)})
+    assert json.loads(path.read_text()) == {"x": 0.5, "v": [0, 1], "f": 0.25}
+    assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_script_json_output(tmp_path):
+    out = tmp_path / "rows.json"
+    p = _script("symmetric_maps.py", "--first", "2", "--last", "3", "--nt", "12",
+                "--json", out)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(out.read_text())
+    assert [r["nodes"] for r in rows] == [2, 3] and all(r["nt"] == 12 for r in rows)
+    assert os.listdir(tmp_path) == ["rows.json"]
+    # the rows come back with --from-json (the same table, nothing recomputed)
+    p2 = _script("symmetric_maps.py", "--from-json", out)
+    assert p2.returncode == 0 and "2 node counts" in p2.stdout, p2.stderr
+
+
+def _interrupt_after_first_line(cmd, timeout=120):
+    """Start ``cmd``, send SIGINT once it printed a line, -> (status, stdout, stderr)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        assert ready, "no output"
+        first = proc.stdout.readline()
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return proc.returncode, first + out, err
+
+
+def test_ctrl_c_exits_130_with_one_line(tmp_path):
+    out = tmp_path / "rows.json"
+    rc, stdout, err = _interrupt_after_first_line(
+        [sys.executable, os.path.join(BENCH, "symmetric_maps.py"), "--first", "2",
+         "--last", "200", "--nt", "600", "--json", str(out)])
+    assert rc == common.INTERRUPTED, err
+    assert err == "symmetric_maps.py: interrupted\n"
+    assert stdout.startswith("P=   2") and not out.exists()
+    assert os.listdir(tmp_path) == []
+
+
+def test_ctrl_c_inside_a_starpu_session(tmp_path, starpu_home):
+    """small_sizes.py interrupted while StarPU runs: the session abandons the
+    computation and shuts down, and the script ends like the others."""
+    pytest.importorskip("starchol.runtime._binding")
+    env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1")
+    cmd = [sys.executable, os.path.join(BENCH, "small_sizes.py"), "--sizes", "1024",
+           "--nb", "64", "--repeat", "1000", "--settle", "0", "--json",
+           str(tmp_path / "r.json")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready
+        proc.stdout.readline()                 # the header: the session runs
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == common.INTERRUPTED, err
+    assert err == "small_sizes.py: interrupted\n"
+    assert os.listdir(tmp_path) == []
+
+
+def test_engine_vs_debian_copies_only_sources(tmp_path):
+    dest = engine_vs_debian.copy_sources(str(tmp_path / "src"))
+    got = {os.path.relpath(os.path.join(d, f), dest)
+           for d, _, files in os.walk(dest) for f in files}
+    assert {"setup.py", "build_flags.py", "pyx/_binding.pyx", "benchmarks/common.py",
+            "runtime/session.py"} <= got
+    assert not [g for g in got if g.startswith((".venv/", "build/", ".git/"))
+                or g.endswith((".so", ".pyc"))]
+
+
+def _snapshot(root):
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs
+                   if x not in (".git", ".venv", "__pycache__", ".pytest_cache")]
+        for f in files:
+            st = os.stat(os.path.join(d, f))
+            out[os.path.relpath(os.path.join(d, f), root)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+@pytest.mark.slow
+def test_engine_vs_debian_build_leaves_the_checkout_alone(tmp_path):
+    """The Debian build (pip install --target, STARCHOL_STARPU=system) wrote build/,
+    build/starpu-flags and the egg-info into the checkout; from a copy it writes none."""
+    pytest.importorskip("starchol.runtime._binding")
+    if subprocess.run(["pkg-config", "--exists", "starpumpi-1.3"],
+                      env={k: v for k, v in os.environ.items()
+                           if k != "PKG_CONFIG_PATH"}).returncode:
+        pytest.skip("no system StarPU (libstarpu-dev)")
+    before = _snapshot(ROOT)
+    site = tmp_path / "site"
+    site.mkdir()
+    engine_vs_debian.build_debian_copy(str(site), str(tmp_path))
+    assert _snapshot(ROOT) == before
+    assert "(system package)" in engine_vs_debian.library_of(str(site))
