@@ -15,11 +15,8 @@
 # changed, and the URI/keyring are copied from the machine's own Debian sources.
 set -euo pipefail
 # -h/--help: the comment above; any other argument is refused (nothing starts)
-case "${1:-}" in
-    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
-    "") ;;
-    *) echo "${BASH_SOURCE[0]##*/}: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
+check_arguments "" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${STARCHOL_BUILD_PYTHON:-python3}
 JOBS=${STARCHOL_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}

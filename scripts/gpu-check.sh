@@ -39,11 +39,8 @@
 # CPU-only benchmark.
 set -uo pipefail
 # -h/--help: the comment above; any other argument is refused (nothing starts)
-case "${1:-}" in
-    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
-    ""|--prepare) ;;
-    *) echo "${BASH_SOURCE[0]##*/}: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
+check_arguments "--prepare" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 DEV=$ROOT/.gpu-deps/device

@@ -15,11 +15,8 @@
 # .gpu-deps/ too; nothing else is touched.
 set -euo pipefail
 # -h/--help: the comment above; any other argument is refused (nothing starts)
-case "${1:-}" in
-    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
-    ""|--fetch) ;;
-    *) echo "${BASH_SOURCE[0]##*/}: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
+check_arguments "--fetch" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 DEPS=${STARCHOL_GPU_DEPS:-$ROOT/.gpu-deps}

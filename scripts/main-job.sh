@@ -4,11 +4,8 @@
 # Outputs go to out/main-job/ (run.json, report.md, PNG figures).
 set -euo pipefail
 # -h/--help: the comment above; any other argument is refused (nothing starts)
-case "${1:-}" in
-    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
-    "") ;;
-    *) echo "${BASH_SOURCE[0]##*/}: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
+check_arguments "" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${STARCHOL_VENV:-.venv}
 OUT=${STARCHOL_OUT:-out/main-job}

@@ -13,11 +13,8 @@
 #   5. starchol itself, editable, with its Cython runtime layer compiled (rpath to StarPU).
 set -euo pipefail
 # -h/--help: the comment above; any other argument is refused (nothing starts)
-case "${1:-}" in
-    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
-    "") ;;
-    *) echo "${BASH_SOURCE[0]##*/}: unknown argument '$1' (see --help)" >&2; exit 2 ;;
-esac
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
+check_arguments "" "$@"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${STARCHOL_VENV:-.venv}
 PYTHON=${PYTHON:-python3}
@@ -65,7 +62,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
-"${PIP[@]}" install -U "pip>=23" "setuptools>=68" wheel
+"${PIP[@]}" install -U "pip>=23" "setuptools>=77" wheel
 "${PIP[@]}" install -r requirements/build.txt
 
 # mpi4py must use the same Open MPI as StarPU-MPI: build it from source with mpicc.

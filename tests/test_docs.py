@@ -388,3 +388,8 @@ def test_scripts_answer_help_and_refuse_unknown_options_before_any_work(script, 
     bad = run_or_fail(["bash", path, "--bogus"], env, 20, f"{script} --bogus")
     assert bad.returncode != 0 and "--bogus" in bad.stderr and not bad.stdout
     assert not os.path.exists(tmp_path / "cache")
+    if script == "cuda-home.sh":  # takes OUT [TOOLKIT [NVIDIA_DIR...]]
+        return
+    # A second argument was silently ignored (only $1 was looked at).
+    two = run_or_fail(["bash", path, "--help", "extra"], env, 20, f"{script} --help extra")
+    assert two.returncode == 2 and "at most one argument" in two.stderr and not two.stdout
