@@ -15,8 +15,9 @@
 set -euo pipefail
 say() { printf 'cuda-home: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/usage.sh"
 case "${1:-}" in
-    -h|--help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) print_help "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) die "unknown option '$1'; usage: $0 OUT [TOOLKIT [NVIDIA_DIR...]]" ;;
 esac
 [ $# -ge 1 ] || die "usage: $0 OUT [TOOLKIT [NVIDIA_DIR...]]"
