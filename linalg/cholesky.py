@@ -200,7 +200,7 @@ class Factor:
                 t_sub = time.perf_counter() - t0
                 session.wait_local()   # no callback: nothing to agree on
             finally:
-                session.wake()
+                session.wake_if_pending()
                 hb.unregister()
                 hl.unregister()
             elapsed = time.perf_counter() - t0
@@ -232,7 +232,7 @@ class Factor:
                 _graphs().llt_residual(hl, hr)
                 session.wait_local()   # no callback: nothing to agree on
             finally:
-                session.wake()
+                session.wake_if_pending()
                 hr.unregister()
                 hl.unregister()
         amax_r, ssq_r = R.frobenius_parts()
@@ -394,7 +394,7 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
             failed = session.wait_local(progress,
                                         local_task_count(so, rank) if progress else None)
         finally:
-            session.wake()
+            session.wake_if_pending()
             for h in partials:
                 h.unregister()
             home.unregister()

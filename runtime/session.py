@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import logging
 import os
+import threading
 import time
 import weakref
 
@@ -340,6 +341,10 @@ class Session:
         self._active = 0
         self._awake = False
         self._pause_idle = True
+        # the workers' pause state (StarPU counts pauses: one resume per pause) changes
+        # under this lock, from this thread or from a wait's helper thread
+        self._pause_lock = threading.Lock()
+        self._waits = 0             # wait_local calls: a helper pauses only for its own
         self._trace_stopped = False
         self.started = False
         self.closed = False
@@ -499,9 +504,10 @@ class Session:
             return
         self.closed = True
         try:
-            if self._pause_idle and not self._awake:
-                self._backend.resume()
-                self._awake = True
+            with self._pause_lock:
+                if self._pause_idle and not self._awake:
+                    self._backend.resume()
+                    self._awake = True
             self._backend.wait_tasks()
             for h in list(self._handles):
                 h.unregister()
@@ -701,16 +707,26 @@ class Session:
         the caller must agree on the result (:func:`agree_callback_error`, or within a
         reduction of its own, as :func:`starchol.linalg.cholesky.cholesky` does)."""
         self._require()
-        self.wake()
         failed = None
-        import threading
-
+        self._waits += 1
+        this_wait = self._waits
         done = threading.Event()
+        tasks_done = threading.Event()
         status = []
 
         def wait_tasks():
             try:
                 self._backend.wait_tasks()
+                tasks_done.set()
+                # this rank's tasks are done, yet one idle worker polls on (StarPU never
+                # lets the last awake worker sleep) and takes a core from the threads
+                # that finish the call: StarPU-MPI's progress thread then ran the final
+                # barrier a scheduler time slice late (4 ms here, in one call in three at
+                # N = 1024, benchmarks/small_sizes.py). Paused at once, from this thread.
+                # Only what needs no worker follows (the communications; host-memory
+                # tiles: ``_pause_idle`` excludes CUDA workers), and
+                # :meth:`wake_if_pending` resumes them where tasks remain (errors).
+                self._pause(wait=this_wait)
             except BaseException as exc:  # raised below, in the caller's thread
                 status.append(exc)
             finally:
@@ -725,10 +741,15 @@ class Session:
 
         # the wait blocks in StarPU on a helper thread: this thread stays free for the
         # progress display and for Ctrl-C (a signal reaches Python in the main thread
-        # only between bytecodes, never while it waits in C)
+        # only between bytecodes, never while it waits in C). Started before the
+        # workers of a deferred computation wake: Thread.start() waits for the new
+        # thread to run, which took a core from busy workers (0.8 ms at N = 1024).
         reporting = progress is not None and bool(total)
         waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
         waiter.start()
+        # (workers already awake, e.g. in an outer running() block, may finish the
+        # tasks and the helper pause them before this line: then they stay paused)
+        self._wake(unless=tasks_done)
         while reporting and failed is None and not done.wait(interval):
             report(max(0, total - self._backend.tasks_pending()))
         done.wait()
@@ -745,7 +766,9 @@ class Session:
         """Workers awake for the computations inside the block (nested blocks allowed).
 
         Between computations StarPU's workers are paused (``starpu_pause``), so an idle
-        session uses no CPU; tasks may be submitted either way. With ``deferred``, the
+        session uses no CPU; tasks may be submitted either way. :meth:`wait` pauses
+        them as soon as its tasks are done, inside the block too, and the next
+        :meth:`wait` wakes them. With ``deferred``, the
         workers stay paused until :meth:`wake` (which :meth:`wait` calls): the
         application thread registers and submits without sharing the cores with
         workers that have nothing to run yet. Call :meth:`wake` before anything that
@@ -762,9 +785,8 @@ class Session:
             self._active -= 1
             if self._active == 0:
                 self._release_interrupt(previous)
-            if self._active == 0 and self.started and self._pause_idle and self._awake:
-                self._backend.pause()
-                self._awake = False
+            if self._active == 0 and self.started:
+                self._pause()
 
     def _catch_interrupt(self):
         """Install :meth:`_on_interrupt` as the SIGINT handler for a computation (main
@@ -808,9 +830,38 @@ class Session:
 
     def wake(self):
         """Resume the workers of a ``running(deferred=True)`` block (no-op otherwise)."""
-        if self._active and self._pause_idle and not self._awake:
-            self._backend.resume()
-            self._awake = True
+        self._wake()
+
+    def _wake(self, unless=None):
+        """:meth:`wake`, unless the event ``unless`` is set (checked under the lock)."""
+        with self._pause_lock:
+            if unless is not None and unless.is_set():
+                return
+            if self._active and self._pause_idle and not self._awake and not self.closed:
+                self._backend.resume()
+                self._awake = True
+
+    def _pause(self, wait=None):
+        """Pause awake workers (a session without CUDA workers; not once shut down).
+
+        ``wait``: called from the helper thread of :meth:`wait_local` number ``wait``
+        once this rank's tasks are done; then only if no later wait has begun and no
+        task was submitted since (a helper whose wait an interrupt abandoned returns
+        late, perhaps during the next computation)."""
+        with self._pause_lock:
+            if self.closed or not (self._pause_idle and self._awake):
+                return
+            if wait is not None and (wait != self._waits or self._backend.tasks_pending()):
+                return
+            self._backend.pause()
+            self._awake = False
+
+    def wake_if_pending(self):
+        """:meth:`wake`, when this rank still has tasks submitted and not completed: before
+        an unregistration, which waits for them (after an error or an interrupt). After a
+        complete :meth:`wait_local` the workers stay paused."""
+        if self._backend.tasks_pending():
+            self.wake()
 
     @classmethod
     def current(cls):

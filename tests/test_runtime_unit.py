@@ -231,6 +231,48 @@ rt.shutdown()
     assert idle < 0.3, p.stdout
 
 
+def test_workers_pause_as_soon_as_the_tasks_are_done(starpu_home):
+    """A computation's wait pauses the workers once its tasks are done, also inside an
+    enclosing ``running()`` block (else one worker polls on, taking a core from the
+    communications' final barrier); the next computation in the block wakes them; the
+    helper of an older wait never pauses a newer computation's workers; and shutdown
+    leaves no pause behind (StarPU aborts on one)."""
+    code = r"""
+import resource, time
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+tm = get_map("2dbc", 1)
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+rt = Session(MPI.COMM_SELF, workers=2).start()
+A = DistributedMatrix.from_numpy(np.eye(512) * 4.0, 128, tm, comm=MPI.COMM_SELF)
+B = DistributedMatrix.from_numpy(np.ones((512, 3)), 128, tm, kind="rhs", comm=MPI.COMM_SELF)
+with rt.running():
+    F = cholesky(A, tm)
+    print("awake after the factorization:", rt._awake)
+    c0 = cpu(); time.sleep(1.0); print("idle cpu", cpu() - c0)
+    X = F.solve(B)
+    print("solve:", np.abs(X.gather() - 1 / 4.0).max(), rt._awake)
+    rt.wake()
+    rt._pause(wait=rt._waits - 1)
+    print("an older wait's pause:", rt._awake)
+    rt._pause(wait=rt._waits)
+    print("this wait's pause:", rt._awake)
+rt.shutdown()
+print("ok")
+"""
+    p = _run_py(code, starpu_home)
+    assert p.returncode == 0, p.stderr
+    assert "awake after the factorization: False" in p.stdout
+    idle = float(p.stdout.split("idle cpu")[1].split()[0])
+    assert idle < 0.3, p.stdout
+    assert "solve: 0.0 False" in p.stdout
+    assert "an older wait's pause: True" in p.stdout
+    assert "this wait's pause: False" in p.stdout
+    assert p.stdout.rstrip().endswith("ok")
+
+
 def test_panel_solve_and_deferred_wake(starpu_home):
     """Tiles above 64 columns take the recursive panel solve (TRSM halves + GEMM): the
     factor matches numpy for ragged sizes in float64 and float32. Tasks submitted while
