@@ -719,7 +719,8 @@ class Session:
                 self._backend.wait_tasks()
                 tasks_done.set()
                 # this rank's tasks are done, yet one idle worker polls on (StarPU never
-                # lets the last awake worker sleep) and takes a core from the threads
+                # lets the last awake worker sleep; starchol's build after a 200 µs
+                # poll, scripts/starpu-patches) and takes a core from the threads
                 # that finish the call: StarPU-MPI's progress thread then ran the final
                 # barrier a scheduler time slice late (4 ms here, in one call in three at
                 # N = 1024, benchmarks/small_sizes.py). Paused at once, from this thread.

@@ -22,8 +22,9 @@ INTEGER_VARIABLES = (
     "STARPU_ENABLE_STATS", "STARPU_WATCHDOG_TIMEOUT", "STARPU_TASK_BREAK_ON_PUSH",
     "STARPU_MAX_WORKERSIZE", "STARPU_MIN_WORKERSIZE", "STARPU_NMAXBUFS",
     "STARPU_BACKOFF_MIN", "STARPU_BACKOFF_MAX",
-    # starchol's StarPU patch (scripts/starpu-patches): microseconds an idle worker polls
-    "STARPU_IDLE_SPIN_US",
+    # starchol's StarPU patches (scripts/starpu-patches): microseconds an idle worker
+    # polls; 0 keeps the last awake worker of a context polling (StarPU's own rule)
+    "STARPU_IDLE_SPIN_US", "STARPU_IDLE_LAST_SLEEPS",
 )
 
 #: folders StarPU writes into (it creates ``.starpu/sampling`` under the home)

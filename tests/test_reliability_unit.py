@@ -237,6 +237,7 @@ def test_map_refusals(tmp_path, capsys):
     ({"STARPU_NCPU": "-1"}, "STARPU_NCPU='-1' must be >= 0"),
     ({"STARPU_NCPU": "abc"}, "must be a non-negative integer"),
     ({"STARPU_IDLE_SPIN_US": "2e2"}, "STARPU_IDLE_SPIN_US='2e2' must be a non-negative"),
+    ({"STARPU_IDLE_LAST_SLEEPS": "yes"}, "STARPU_IDLE_LAST_SLEEPS='yes' must be a non-neg"),
     ({"STARPU_HOME": "/nonexistent/x"}, "does not exist"),
     ({"STARPU_HOME": "/proc/x"}, "does not exist"),
     ({"HOME": "/proc"}, "not writable"),

@@ -231,6 +231,37 @@ rt.shutdown()
     assert idle < 0.3, p.stdout
 
 
+@pytest.mark.parametrize("last_sleeps", ["1", "0"])
+def test_the_last_idle_worker_sleeps_too(starpu_home, last_sleeps, monkeypatch):
+    """Inside a ``running()`` block with nothing to run, starchol's StarPU lets every
+    worker sleep after its short poll, the last awake one too
+    (starpu-1.3.10-last-worker.patch); ``STARPU_IDLE_LAST_SLEEPS=0`` restores StarPU's
+    rule, under which that worker polls for the whole block (about one core)."""
+    code = r"""
+import resource, time
+from mpi4py import MPI
+from starchol.runtime import Session
+from starchol.runtime.starpu_build import describe
+rt = Session(MPI.COMM_SELF, workers=2).start()
+print("kind", describe()["kind"])
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+with rt.running():
+    time.sleep(0.2)
+    c0 = cpu(); time.sleep(1.0); print("awake idle cpu", cpu() - c0)
+rt.shutdown()
+"""
+    monkeypatch.setenv("STARPU_IDLE_LAST_SLEEPS", last_sleeps)
+    p = _run_py(code, starpu_home)
+    assert p.returncode == 0, p.stderr
+    if "kind starchol build" not in p.stdout:
+        pytest.skip("the loaded StarPU is not starchol's build (no last-worker patch)")
+    idle = float(p.stdout.split("awake idle cpu")[1])
+    if last_sleeps == "1":
+        assert idle < 0.3, p.stdout
+    else:
+        assert idle > 0.5, p.stdout
+
+
 def test_workers_pause_as_soon_as_the_tasks_are_done(starpu_home):
     """A computation's wait pauses the workers once its tasks are done, also inside an
     enclosing ``running()`` block (else one worker polls on, taking a core from the
