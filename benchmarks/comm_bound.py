@@ -40,7 +40,7 @@ from starchol.linalg.volume import transfer_pairs_bytes  # noqa: E402
 
 NODES = 6
 #: N = 3072 in NB = 128 tiles (NT = 24): the 2dbc/sbc busiest-link ratio is 1.33 at this
-#: NT (it grows with NT towards ~1.4), the flops (N^3/3 = 9.7 GFlop) take a few seconds
+#: NT (it grows with NT towards ~1.4), the flops (N^3/3 = 9.7 GFlop) take about 0.5 s
 #: on 2 cores, and at 10 mbit/s the busiest link of sbc needs ~12 s, of 2dbc ~16 s
 DEFAULT_N, DEFAULT_NB = 3072, 128
 DEFAULT_BANDWIDTHS = "10mbit,1gbit"
