@@ -826,21 +826,29 @@ class Session:
 
         end_diverged(KeyboardInterrupt(), self.user_comm)   # returns with one rank only
         _kernels.set_cancelled(True)
-        self.wake()   # a deferred computation interrupted before its workers woke
+        # a deferred computation interrupted before its workers woke. Without waiting
+        # for the lock: this handler runs in the main thread, perhaps inside _wake, and
+        # the computations' finally blocks call wake_if_pending
+        self._wake(blocking=False)
         raise KeyboardInterrupt
 
     def wake(self):
         """Resume the workers of a ``running(deferred=True)`` block (no-op otherwise)."""
         self._wake()
 
-    def _wake(self, unless=None):
-        """:meth:`wake`, unless the event ``unless`` is set (checked under the lock)."""
-        with self._pause_lock:
+    def _wake(self, unless=None, blocking=True):
+        """:meth:`wake`, unless the event ``unless`` is set (checked under the lock);
+        ``blocking=False``: not at all when another call holds the lock."""
+        if not self._pause_lock.acquire(blocking):
+            return
+        try:
             if unless is not None and unless.is_set():
                 return
             if self._active and self._pause_idle and not self._awake and not self.closed:
                 self._backend.resume()
                 self._awake = True
+        finally:
+            self._pause_lock.release()
 
     def _pause(self, wait=None):
         """Pause awake workers (a session without CUDA workers; not once shut down).

@@ -231,6 +231,57 @@ rt.shutdown()
     assert idle < 0.3, p.stdout
 
 
+def test_ctrl_c_at_random_moments_leaves_the_session_usable(starpu_home):
+    """SIGINT every 0.5-4 ms for 3 s over a loop of small factorizations on one rank:
+    thousands of interruptions, at any point of a computation (submission, the wait,
+    the workers' wake and pause), neither hang nor abort StarPU (whose pause count must
+    balance at shutdown); afterwards the workers are paused, no task is left, and the
+    next factorization is right."""
+    code = r"""
+import os, signal, threading, time, random
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+tm = get_map("2dbc", 1)
+rt = Session(MPI.COMM_SELF, workers=2).start()
+A = DistributedMatrix.from_numpy(np.eye(512) * 4.0, 128, tm, comm=MPI.COMM_SELF)
+stop = threading.Event()
+def sender():
+    while not stop.is_set():
+        time.sleep(random.uniform(0.0005, 0.004))
+        os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=sender, daemon=True).start()
+done = interrupted = 0
+t_end = time.time() + 3.0
+while True:
+    try:
+        if time.time() > t_end:
+            break
+        cholesky(A, tm)
+        done += 1
+    except KeyboardInterrupt:
+        interrupted += 1
+while True:     # outside a computation SIGINT is Python's KeyboardInterrupt anywhere
+    try:
+        stop.set(); time.sleep(0.05); break
+    except KeyboardInterrupt:
+        pass
+F = cholesky(A, tm)
+print("after", np.abs(F.L.gather() - 2 * np.eye(512)).max(), rt._awake,
+      rt._backend.tasks_pending())
+print("counts", done, interrupted)
+rt.shutdown()
+print("ok")
+"""
+    p = _run_py(code, starpu_home, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "after 0.0 False 0" in p.stdout
+    done, interrupted = map(int, p.stdout.split("counts")[1].split()[:2])
+    assert done > 0 and interrupted > 0, p.stdout
+    assert p.stdout.rstrip().endswith("ok")
+
+
 @pytest.mark.parametrize("last_sleeps", ["1", "0"])
 def test_the_last_idle_worker_sleeps_too(starpu_home, last_sleeps, monkeypatch):
     """Inside a ``running()`` block with nothing to run, starchol's StarPU lets every
