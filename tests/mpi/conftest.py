@@ -35,3 +35,20 @@ def session(comm):
 
     with Session(comm, workers=1, stats=True) as rt:
         yield rt
+
+
+@pytest.fixture
+def shared_tmp(comm):
+    """A temporary folder that every rank sees (made by rank 0 on the one machine these
+    tests run on), removed after the test, passed or failed. Collective."""
+    import shutil
+    import tempfile
+
+    folder = comm.bcast(tempfile.mkdtemp(prefix="starchol-api-") if comm.Get_rank() == 0
+                        else None)
+    try:
+        yield folder
+    finally:
+        comm.Barrier()
+        if comm.Get_rank() == 0:
+            shutil.rmtree(folder, ignore_errors=True)

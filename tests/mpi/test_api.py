@@ -1,7 +1,6 @@
 """The public API under MPI (1, 2, 4 or 6 ranks): cholesky for every map, solve, logdet,
 float32, bytes measured == model == oracle per pair, collective errors, HDF5."""
 import os
-import tempfile
 import time
 
 import numpy as np
@@ -232,7 +231,7 @@ def test_solve_checks_right_hand_sides(session, comm):
                       lambda: f.solve(make(tile_map)[0]))
 
 
-def test_from_numpy_and_hdf5(session, comm):
+def test_from_numpy_and_hdf5(session, comm, shared_tmp):
     h5py = pytest.importorskip("h5py")
     tile_map = MAPS[0][1]
     rank = comm.Get_rank()
@@ -240,7 +239,7 @@ def test_from_numpy_and_hdf5(session, comm):
     ref, _ = make(tile_map)
     assert sorted(a.tiles) == sorted(ref.tiles)
     assert all(np.array_equal(a.tiles[k], ref.tiles[k]) for k in a.tiles)
-    folder = comm.bcast(tempfile.mkdtemp(prefix="starchol-api-") if rank == 0 else None)
+    folder = shared_tmp
     path = os.path.join(folder, "a.h5")
     if rank == 0:
         with h5py.File(path, "w") as fh:
@@ -398,11 +397,11 @@ def test_root_is_checked_and_agreed(session, comm):
     assert (dense is not None) == (rank == last)
 
 
-def test_from_hdf5_inputs_are_agreed(session, comm, tmp_path_factory):
+def test_from_hdf5_inputs_are_agreed(session, comm, shared_tmp):
     h5py = pytest.importorskip("h5py")
     tile_map = MAPS[0][1]
     rank, last = comm.Get_rank(), comm.Get_size() - 1
-    folder = comm.bcast(tempfile.mkdtemp(prefix="starchol-api-") if rank == 0 else None)
+    folder = shared_tmp
     path = os.path.join(folder, "a.h5")
     if rank == 0:
         with h5py.File(path, "w") as fh:
@@ -430,7 +429,3 @@ def test_from_hdf5_inputs_are_agreed(session, comm, tmp_path_factory):
                                             f"'/M'", lambda: b.to_hdf5(out, _one(comm, "M", "/L")))
         assert not os.path.exists(out)
         b.to_hdf5(out, _one(comm, "L", "/L"))
-    comm.Barrier()
-    if rank == 0:
-        import shutil
-        shutil.rmtree(folder)
