@@ -3,6 +3,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import h5py
@@ -135,29 +136,41 @@ def test_killed_rank_aborts_job_and_leaves_no_output(tmp_path, starpu_home):
     out = tmp_path / "l.h5"
     env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # NB = 50: 88,560 tasks, about 1.7 s on 4 ranks sharing 2 cores (with NB = 100 the
+    # factorization took 0.6 s and the job could end before a kill 2 s after the ranks
+    # started); the rank is killed as soon as rank 0's first progress line (about 25%)
+    # shows the factorization under way
     cmd = [MPIRUN, "--oversubscribe", "-np", "4", *_starchol_exe(), "run", "--dist", "2dbc",
-           "--grid", "2x2", "--input", f"{f}:/A", "--nb", "100", "--output", f"{out}:/L",
-           "--workers", "1", "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+           "--grid", "2x2", "--input", f"{f}:/A", "--nb", "50", "--output", f"{out}:/L",
+           "--workers", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env, start_new_session=True)
+    lines, started = [], threading.Event()
+
+    def read_stderr():
+        for line in proc.stderr:
+            lines.append(line)
+            if "tasks (" in line:       # "rank 0 tasks (4 ranks): 5439/22140 tasks (25%)"
+                started.set()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     try:
-        victim = None
-        deadline = time.monotonic() + 60
-        while victim is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-            pids = subprocess.run(["pgrep", "-f", f"{f}:/A"], capture_output=True,
-                                  text=True).stdout.split()
-            ranks = [int(x) for x in pids if int(x) != proc.pid]
-            if len(ranks) >= 4:
-                time.sleep(2.0)  # let them start factoring
-                victim = ranks[-1]
-        assert victim is not None, "the ranks did not start"
-        os.kill(victim, signal.SIGKILL)
-        out_s, err_s = proc.communicate(timeout=90)
+        assert started.wait(60), "no progress line: " + "".join(lines)
+        pids = subprocess.run(["pgrep", "-f", f"{f}:/A"], capture_output=True,
+                              text=True).stdout.split()
+        ranks = [int(x) for x in pids if int(x) != proc.pid]
+        assert len(ranks) >= 4, pids
+        os.kill(ranks[-1], signal.SIGKILL)
+        proc.wait(timeout=90)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        proc.wait()
         pytest.fail("mpirun did not abort after a rank was killed")
+    finally:
+        if proc.poll() is None:         # a failed assertion above: leave nothing running
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(10)
     assert proc.returncode != 0
     assert not out.exists()
     assert sha(f) == before

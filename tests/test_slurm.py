@@ -267,7 +267,7 @@ def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path, launcher):
 
     One rank is killed by pid (found with pgrep from a marker in its command line): Slurm
     has no way to signal one task of a step (``scancel --signal`` reaches every task).
-    8 to 12 s on 2 busy cores, 2 to 3 s of it writing the 4000 x 4000 input; the mpirun
+    About 14 s on 2 busy cores, 2 to 3 s of it writing the 4000 x 4000 input; the mpirun
     launcher's case is in the slow suite."""
     env, _ = slurm
     # a folder name found in no other process's command line: the marker
@@ -282,7 +282,7 @@ def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path, launcher):
     before = _sha256(a_file)
     script = tmp_path / "job.sbatch"
     argv = [sys.executable, "-m", "starchol", "slurm", "--dist", "2dbc", "--nodes", "4",
-            "--grid", "2x2", "--nb", "100", "--input", f"{a_file}:/A",
+            "--grid", "2x2", "--nb", "50", "--input", f"{a_file}:/A",
             "--output", f"{out}:/L", "--check", "--ranks-per-node", "4", "--overcommit",
             "--time", "00:05:00", "--json-dir", str(tmp_path / "results"),
             "--launcher", launcher, "-o", str(script)]
@@ -306,7 +306,9 @@ def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path, launcher):
         else:
             pytest.fail(f"job {job}: the factorization did not start on 4 ranks within "
                         f"{JOB_TIMEOUT}s (ranks {ranks}):\n{_job_log(tmp_path, job)}")
-        time.sleep(0.5)   # inside the factorization (about 5 s on 2 busy cores)
+        # inside the factorization: NB = 50 makes it about 1.7 s on 2 busy cores (NB =
+        # 100 took 0.6 s since the last-worker patch), the first progress line comes at
+        # about 25%, and the kill follows it at once
         assert "report:" not in _job_log(tmp_path, job), "the run ended before the kill"
         t0 = time.monotonic()
         os.kill(ranks[3], signal.SIGKILL)
