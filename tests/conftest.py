@@ -43,6 +43,26 @@ def held_open(path):
         holder.communicate("", timeout=30)
 
 
+def follow_progress(proc):
+    """Read ``proc``'s stderr (text) on a thread, for a test that acts once a run's
+    factorization is under way. Returns ``(lines, started, reader)``: the lines read so
+    far, an Event set at rank 0's first progress line ("rank 0 tasks (P ranks): ...")
+    and the thread (join it after the process ends)."""
+    import threading
+
+    lines, started = [], threading.Event()
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("rank 0 tasks"):
+                started.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, started, reader
+
+
 def run_or_fail(cmd, env, timeout, what):
     """Run ``cmd`` in its own process group -> CompletedProcess; on timeout kill the whole
     group and fail the test, saying ``what`` hung (with its output)."""

@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, _starchol_exe
+from conftest import MPIRUN, _starchol_exe, follow_progress
 from starchol.cli import main
 
 
@@ -117,8 +117,6 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
     """Issue 9.3: SIGINT to one rank used to hang in starpu_mpi_shutdown."""
     if MPIRUN is None:
         pytest.skip("mpirun not found")
-    import threading
-
     before = sha(matrix / "in.h5")
     out = tmp_path / "L.h5"
     env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
@@ -128,16 +126,7 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
            "--n", "4000", "--nb", "100", "--workers", "1", "--check", "--output", marker]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
-    lines, started = [], threading.Event()
-
-    def read():
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith("rank 0 tasks"):
-                started.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    lines, started, reader = follow_progress(proc)
     try:
         assert started.wait(90), "the factorization did not start:\n" + "".join(lines)
         pids = subprocess.run(["pgrep", "-f", marker], capture_output=True,

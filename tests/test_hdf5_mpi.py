@@ -3,14 +3,13 @@ import hashlib
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, _starchol_exe, held_open
+from conftest import MPIRUN, _starchol_exe, follow_progress, held_open
 from starchol.cli import main
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
@@ -145,15 +144,7 @@ def test_killed_rank_aborts_job_and_leaves_no_output(tmp_path, starpu_home):
            "--workers", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, env=env, start_new_session=True)
-    lines, started = [], threading.Event()
-
-    def read_stderr():
-        for line in proc.stderr:
-            lines.append(line)
-            if "tasks (" in line:       # "rank 0 tasks (4 ranks): 5439/22140 tasks (25%)"
-                started.set()
-    reader = threading.Thread(target=read_stderr, daemon=True)
-    reader.start()
+    lines, started, reader = follow_progress(proc)
     try:
         assert started.wait(60), "no progress line: " + "".join(lines)
         pids = subprocess.run(["pgrep", "-f", f"{f}:/A"], capture_output=True,
