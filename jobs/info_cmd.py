@@ -44,11 +44,14 @@ def cuda_devices():
 
 def kernel_blas_info():
     """The BLAS/LAPACK the kernels would call in a run started here: what
-    ``STARCHOL_KERNEL_BLAS`` asks, the library chosen, or why none can be."""
+    ``STARCHOL_KERNEL_BLAS`` and ``STARCHOL_KERNEL_CORE`` ask, the library chosen (with
+    its OpenBLAS core), or why none can be."""
     from ..errors import UsageError
     from ..runtime import kernel_blas
 
     out = {"variable": kernel_blas.ENV, "request": os.environ.get(kernel_blas.ENV, "auto"),
+           "core_variable": kernel_blas.CORE_ENV,
+           "core_request": os.environ.get(kernel_blas.CORE_ENV, "auto"),
            "chosen": None, "error": None}
     try:
         out["chosen"] = kernel_blas.activate().describe()
@@ -160,7 +163,7 @@ def format_text(f):
              f"mpi4py {f['mpi']['mpi4py']}), {f['mpi']['ranks']} rank(s)"]
     k = f["kernel_blas"]
     lines.append(f"kernels' BLAS {k['chosen'] or 'none: ' + str(k['error'])} "
-                 f"({k['variable']}={k['request']})")
+                 f"({k['variable']}={k['request']}, {k['core_variable']}={k['core_request']})")
     for b in f["blas"]:
         lines.append(f"BLAS          {b['library']} {b['version']}, {b['threads']} thread(s) "
                      f"({b['path']}); 1 per StarPU worker during runs")

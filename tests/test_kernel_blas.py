@@ -221,3 +221,91 @@ def test_info_names_the_kernels_blas():
                          env=dict(env, **{kernel_blas.ENV: "/nonexistent.so"}), timeout=120)
     assert bad.returncode == 0, bad.stderr       # info reports, it does not refuse
     assert "kernels' BLAS none: environment variable STARCHOL_KERNEL_BLAS=" in bad.stdout
+
+
+# -- the OpenBLAS core of a library starchol opens (STARCHOL_KERNEL_CORE) ------------------
+def _cpuinfo(tmp_path, vendor):
+    f = tmp_path / f"cpuinfo-{vendor}"
+    f.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: 25\n")
+    return str(f)
+
+
+def test_core_rule(tmp_path):
+    amd, intel = _cpuinfo(tmp_path, "AuthenticAMD"), _cpuinfo(tmp_path, "GenuineIntel")
+    core = kernel_blas.requested_core
+    assert core({}, cpuinfo=amd) == kernel_blas.AMD_CORE == "Zen"
+    assert core({}, cpuinfo=intel) is None                      # OpenBLAS's own choice
+    assert core({}, cpuinfo=str(tmp_path / "missing")) is None
+    assert core({kernel_blas.CORE_ENV: "openblas"}, cpuinfo=amd) is None
+    assert core({kernel_blas.CORE_ENV: "Haswell"}, cpuinfo=intel) == "Haswell"
+    # OPENBLAS_CORETYPE applies to every OpenBLAS of the process: starchol leaves it
+    assert core({"OPENBLAS_CORETYPE": "SkylakeX"}, cpuinfo=amd) is None
+
+
+@pytest.mark.parametrize("value", ["", " ", "Has well", "../Zen"])
+def test_bad_core_values_are_refused(value):
+    with pytest.raises(UsageError, match="STARCHOL_KERNEL_CORE=.* is neither one of auto, "
+                                         "openblas nor an OpenBLAS core name"):
+        kernel_blas.requested_core({kernel_blas.CORE_ENV: value})
+
+
+CORE_SCRIPT = """
+import sys
+from starchol.errors import UsageError
+from starchol.runtime import kernel_blas as kb
+try:
+    print(kb.activate().describe())
+except UsageError as exc:
+    print("UsageError:", exc)
+"""
+
+
+def _core_run(blas, core):
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env[kernel_blas.ENV] = blas
+    env[kernel_blas.CORE_ENV] = core
+    p = subprocess.run([sys.executable, "-c", CORE_SCRIPT], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_a_named_core_is_loaded_and_recorded():
+    """``Haswell`` (AVX2, runs on every x86-64 machine CI uses) on the system OpenBLAS:
+    the record names it; a name OpenBLAS does not know is refused with what it runs;
+    SciPy's library is not opened by starchol, so a named core is refused there."""
+    if _system_openblas() is None:
+        pytest.skip("no system OpenBLAS (libopenblas.so.0)")
+    import re
+
+    if "avx2" not in open("/proc/cpuinfo").read():
+        pytest.skip("no AVX2: OpenBLAS's Haswell kernels would not run here")
+    out = _core_run("system", "Haswell")
+    assert re.match(r"OpenBLAS 0\.\S+ Haswell \(system: ", out), out
+    out = _core_run("system", "NoSuchCore")
+    assert out.startswith("UsageError: STARCHOL_KERNEL_CORE=NoSuchCore: the system OpenBLAS "
+                          "runs OpenBLAS core "), out
+    assert "unset STARCHOL_KERNEL_CORE" in out
+    out = _core_run("scipy", "Haswell")
+    assert out.startswith("UsageError: STARCHOL_KERNEL_CORE=Haswell: the kernels call "
+                          "SciPy's OpenBLAS"), out
+    # the variable is restored: NumPy/SciPy libraries loaded later keep their own core
+    code = ("import os; from starchol.runtime import kernel_blas as kb; kb.activate(); "
+            "print(os.environ.get('OPENBLAS_CORETYPE'))")
+    env = dict(os.environ, **{kernel_blas.ENV: "system", kernel_blas.CORE_ENV: "Haswell"})
+    env.pop("OPENBLAS_CORETYPE", None)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "None", p.stdout + p.stderr
+
+
+def test_auto_core_on_this_machine():
+    """``auto``: Zen on an AMD processor, OpenBLAS's own choice elsewhere; recorded."""
+    if _system_openblas() is None:
+        pytest.skip("no system OpenBLAS (libopenblas.so.0)")
+    out = _core_run("system", "auto")
+    amd = "AuthenticAMD" in open("/proc/cpuinfo").read()
+    assert out.startswith("OpenBLAS 0."), out
+    if amd:
+        assert " Zen (system: " in out, out
