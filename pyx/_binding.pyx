@@ -43,6 +43,7 @@ cdef int _rank = 0
 cdef int _size = 1
 cdef starpu_conf _conf
 cdef bytes _sched_name = b""
+cdef bint _idle_paused = False   # see idle_pause()
 
 
 cdef int CHKERR(int status, const char *call) except -1:
@@ -106,10 +107,11 @@ def init(uintptr_t comm_handle, int ncpus, str sched, int ncuda=0, uintptr_t pol
     MPI must already be initialised (by mpi4py). Collective over the communicator.
     Raises StarPUError.
     """
-    global _started, _ever_started, _comm, _rank, _size, _sched_name
+    global _started, _ever_started, _comm, _rank, _size, _sched_name, _idle_paused
     cdef int rc
     if _started:
         return
+    _idle_paused = False
     _sched_name = sched.encode()
     CHKERR(starpu_conf_init(&_conf), "starpu_conf_init")
     _conf.ncpus = ncpus
@@ -193,12 +195,46 @@ def wait_mpi():
 
 
 def pause():
-    """Workers stop taking tasks and sleep (no CPU) until resume()."""
+    """Workers stop taking tasks and sleep (no CPU) until resume() (StarPU counts: one
+    resume() per pause())."""
     starpu_pause()
 
 
 def resume():
     starpu_resume()
+
+
+# The session's own pause of idle workers: one flag beside StarPU's pause count, flipped
+# in the same compiled call as starpu_pause/starpu_resume. Cython runs no Python bytecode
+# between the two, so a Python signal handler (Ctrl-C) cannot run in between and leave
+# the count and the flag disagreeing (workers paused twice, or awake while the session
+# thinks them asleep). The flag is declared with the module's state above.
+
+
+def idle_pause():
+    """Pause the workers for the session unless it already did; True when this call
+    paused them."""
+    global _idle_paused
+    if _idle_paused or not _started:
+        return False
+    starpu_pause()
+    _idle_paused = True
+    return True
+
+
+def idle_resume():
+    """Undo :func:`idle_pause` if it is in effect; True when this call resumed them."""
+    global _idle_paused
+    if not _idle_paused or not _started:
+        return False
+    starpu_resume()
+    _idle_paused = False
+    return True
+
+
+def idle_paused():
+    """Whether the workers are paused by :func:`idle_pause`."""
+    return _idle_paused
 
 
 def fxt_stop():

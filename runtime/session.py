@@ -339,7 +339,6 @@ class Session:
         self._handles = weakref.WeakSet()
         self._next_matrix = 0
         self._active = 0
-        self._awake = False
         self._pause_idle = True
         # the workers' pause state (StarPU counts pauses: one resume per pause) changes
         # under this lock, from this thread or from a wait's helper thread
@@ -423,9 +422,8 @@ class Session:
         # memory, which an unregistration outside a computation waits for
         self._pause_idle = not self.gpu_plan.ncuda
         if self._pause_idle:
-            self._backend.pause()
+            self._backend.idle_pause()
         self._active = 0
-        self._awake = False
         self._backend.cache_set(self.cache)
         self.rank, self.size = self._backend.rank_size()
         got = self._backend.worker_count()
@@ -505,9 +503,7 @@ class Session:
         self.closed = True
         try:
             with self._pause_lock:
-                if self._pause_idle and not self._awake:
-                    self._backend.resume()
-                    self._awake = True
+                self._backend.idle_resume()
             self._backend.wait_tasks()
             for h in list(self._handles):
                 h.unregister()
@@ -844,9 +840,8 @@ class Session:
         try:
             if unless is not None and unless.is_set():
                 return
-            if self._active and self._pause_idle and not self._awake and not self.closed:
-                self._backend.resume()
-                self._awake = True
+            if self._active and self._pause_idle and not self.closed:
+                self._backend.idle_resume()
         finally:
             self._pause_lock.release()
 
@@ -862,8 +857,15 @@ class Session:
                 return
             if wait is not None and (wait != self._waits or self._backend.tasks_pending()):
                 return
-            self._backend.pause()
-            self._awake = False
+            self._backend.idle_pause()
+
+    @property
+    def _awake(self):
+        """Whether the workers are awake as far as the session's pause goes: the
+        binding's flag (``_binding.idle_pause``), flipped in one compiled call with
+        StarPU's pause count, so Ctrl-C cannot come between the two. Always True with
+        CUDA workers (never paused by the session)."""
+        return self.started and not self._backend.idle_paused()
 
     def wake_if_pending(self):
         """:meth:`wake`, when this rank still has tasks submitted and not completed: before
