@@ -200,14 +200,19 @@ def _load_with_core(load, core):
             os.environ[OPENBLAS_CORETYPE] = saved
 
 
-def _openblas_core(lib):
-    """The core a loaded OpenBLAS runs (``openblas_get_corename``), else ""."""
+def _openblas_text(lib, function):
+    """The string a loaded OpenBLAS's ``function`` (no arguments) returns, else ""."""
     try:
-        get = lib.openblas_get_corename
+        get = getattr(lib, function)
     except AttributeError:
         return ""
     get.restype = ctypes.c_char_p
     return (get() or b"").decode(errors="replace").strip()
+
+
+def _openblas_core(lib):
+    """The core a loaded OpenBLAS runs (``openblas_get_corename``), else ""."""
+    return _openblas_text(lib, "openblas_get_corename")
 
 
 def _check_core(lib, core, what, environ=None):
@@ -225,12 +230,7 @@ def _check_core(lib, core, what, environ=None):
 
 def _openblas_version(lib):
     """"OpenBLAS 0.3.21" from a loaded OpenBLAS's ``openblas_get_config``, else ""."""
-    try:
-        get = lib.openblas_get_config
-    except AttributeError:
-        return ""
-    get.restype = ctypes.c_char_p
-    words = (get() or b"").decode(errors="replace").split()
+    words = _openblas_text(lib, "openblas_get_config").split()
     return " ".join(words[:2]) if words[:1] == ["OpenBLAS"] else ""
 
 
