@@ -70,8 +70,9 @@ say() { printf 'cluster: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 cannot() { say "cannot run here: $*"; exit 77; }
 
-usage() {
-    sed -n '2,/^set -euo/p' "$SCRIPT" | sed '$d; s/^# \{0,1\}//' >&2
+source "$(dirname "$SCRIPT")/usage.sh"
+usage() {  # usage WHAT: a wrong command line, one line on stderr, exit 2
+    say "error: $1; usage: $0 [--name NAME] up|down|status|shape|link|exec|mpirun|env|counters [ARGS] (see --help)"
     exit 2
 }
 
@@ -643,11 +644,12 @@ counters() {
 while [ $# -gt 0 ]; do
     case "$1" in
         --name) NAME=${2:?--name NAME}; shift 2 ;;
-        -h|--help) usage ;;
+        -h|--help) print_help "$SCRIPT"; exit 0 ;;
+        -*) usage "unknown option '$1'" ;;
         *) break ;;
     esac
 done
-[ $# -ge 1 ] || usage
+[ $# -ge 1 ] || usage "no command given"
 set_names
 cmd=$1
 shift
@@ -662,5 +664,5 @@ case "$cmd" in
     agent) agent "$@" ;;
     env) print_env ;;
     counters) counters ;;
-    *) usage ;;
+    *) usage "unknown command '$cmd'" ;;
 esac

@@ -28,8 +28,9 @@ say() { printf 'slurm-local: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 cannot() { say "cannot run here: $*"; exit 77; }
 
-usage() {
-    sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2
+source "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/usage.sh"
+usage() {  # usage WHAT: a wrong command line, one line on stderr, exit 2
+    say "error: $1; usage: $0 start|stop|status DIR (see --help)"
     exit 2
 }
 
@@ -149,11 +150,16 @@ status() {
     fi
 }
 
-[ $# -eq 2 ] || usage
+case "${1:-}" in
+    -h|--help) print_help "$(readlink -f "${BASH_SOURCE[0]}")"; exit 0 ;;
+    start|stop|status) ;;
+    "") usage "no command given" ;;
+    *) usage "unknown command '$1'" ;;
+esac
+[ $# -eq 2 ] || usage "$1 takes one folder, got $(( $# - 1 )) argument(s)"
 DIR=$2
 case "$1" in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    *) usage ;;
 esac

@@ -373,6 +373,25 @@ def test_readme_names_every_command_and_its_documents():
                 assert os.path.exists(path), f"{doc} links to {target}, which is missing"
 
 
+@pytest.mark.parametrize("script, bad", [("cluster.sh", ["bogus"]),
+                                         ("cluster.sh", ["--bogus", "up"]),
+                                         ("slurm-local.sh", ["bogus", "/tmp/x"]),
+                                         ("slurm-local.sh", ["start"])])
+def test_command_scripts_answer_help_and_refuse_bad_command_lines(script, bad):
+    """The two scripts with commands of their own: ``--help`` prints the header comment
+    on stdout (exit 0), a wrong command line one line on stderr (exit 2), before any
+    work (no root needed for either)."""
+    path = os.path.join(ROOT, "scripts", script)
+    ok = run_or_fail(["bash", path, "--help"], os.environ, 20, f"{script} --help")
+    with open(path) as f:
+        first = f.read().splitlines()[1].lstrip("# ")
+    assert ok.returncode == 0 and ok.stdout.splitlines()[0] == first, ok.stderr
+    res = run_or_fail(["bash", path, *bad], os.environ, 20, f"{script} {' '.join(bad)}")
+    assert res.returncode == 2 and not res.stdout, res.stdout + res.stderr
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "error: " in lines[0] and "(see --help)" in lines[0], lines
+
+
 @pytest.mark.parametrize("script", ["setup.sh", "build-starpu.sh", "main-job.sh",
                                     "gpu-check.sh", "gpu-compile-check.sh", "cuda-home.sh"])
 def test_scripts_answer_help_and_refuse_unknown_options_before_any_work(script, tmp_path):
