@@ -58,7 +58,8 @@ class RunRecord:
         ranks loaded different ones; ``""`` in documents from before it was recorded.
     kernel_blas : str
         The BLAS/LAPACK the tile kernels called (:mod:`starchol.runtime.kernel_blas`):
-        version, source and file; every distinct one, joined by "; ", when the ranks
+        version, OpenBLAS core, source and file (``"OpenBLAS 0.3.21 Zen (system:
+        PATH)"``; no core in documents from before 2026-12-04); every distinct one, joined by "; ", when the ranks
         chose differently; ``""`` in documents from before it was recorded.
     extra : dict
         Other keys of a JSON document (e.g. ``residual``, ``seed``), kept as they are.
