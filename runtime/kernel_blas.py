@@ -32,8 +32,8 @@ when it is loaded. For the library opened here (system or path), ``STARCHOL_KERN
 chooses them instead:
 
 ``auto`` (or unset)
-    ``Zen`` (OpenBLAS's AVX2 kernels tuned for AMD) on an AMD processor, else OpenBLAS's
-    own choice. On the AMD EPYC (Zen 4) test machine, OpenBLAS 0.3.21 picks its AVX-512
+    ``Zen`` (OpenBLAS's AVX2 kernels tuned for AMD) on an AMD processor with AVX2 and
+    FMA, else OpenBLAS's own choice. On the AMD EPYC (Zen 4) test machine, OpenBLAS 0.3.21 picks its AVX-512
     ``Cooperlake`` kernels, and with two threads calling 256 x 256 kernels at once on
     tiles that are not in cache its AVX2 kernels were faster (``dgemm`` about 0.77
     against 0.88 ms, ``dsyrk`` 0.44 against 0.51 ms): the float64 factorization at
@@ -158,8 +158,8 @@ def requested(environ=None):
 
 def requested_core(environ=None, cpuinfo="/proc/cpuinfo"):
     """The OpenBLAS core to load the kernels' library with (:data:`CORE_ENV`), or None
-    for OpenBLAS's own choice (``openblas``, ``auto`` off AMD processors, or
-    ``OPENBLAS_CORETYPE`` set: it applies anyway).
+    for OpenBLAS's own choice (``openblas``; ``auto`` off AMD processors with AVX2 and
+    FMA, read from ``cpuinfo``; or ``OPENBLAS_CORETYPE`` set: it applies anyway).
 
     Raises
     ------
@@ -178,10 +178,15 @@ def requested_core(environ=None, cpuinfo="/proc/cpuinfo"):
         return value
     try:
         with open(cpuinfo) as f:
-            amd = any(line.startswith("vendor_id") and "AuthenticAMD" in line for line in f)
+            text = f.read()
     except OSError:
         return None
-    return AMD_CORE if amd else None
+    amd = any(line.startswith("vendor_id") and "AuthenticAMD" in line
+              for line in text.splitlines())
+    # OpenBLAS's Zen kernels use AVX2 and FMA: not on the AMD processors before them
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines()
+                  if line.startswith("flags")), [])
+    return AMD_CORE if amd and {"avx2", "fma"} <= set(flags) else None
 
 
 def _load_with_core(load, core):

@@ -224,9 +224,10 @@ def test_info_names_the_kernels_blas():
 
 
 # -- the OpenBLAS core of a library starchol opens (STARCHOL_KERNEL_CORE) ------------------
-def _cpuinfo(tmp_path, vendor):
-    f = tmp_path / f"cpuinfo-{vendor}"
-    f.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: 25\n")
+def _cpuinfo(tmp_path, vendor, flags="fpu sse2 avx fma avx2 avx512f"):
+    f = tmp_path / f"cpuinfo-{vendor}-{len(flags)}"
+    f.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: 25\n"
+                 f"flags\t\t: {flags}\n")
     return str(f)
 
 
@@ -234,6 +235,8 @@ def test_core_rule(tmp_path):
     amd, intel = _cpuinfo(tmp_path, "AuthenticAMD"), _cpuinfo(tmp_path, "GenuineIntel")
     core = kernel_blas.requested_core
     assert core({}, cpuinfo=amd) == kernel_blas.AMD_CORE == "Zen"
+    # an AMD processor without AVX2 (Bulldozer to Steamroller): Zen's kernels would not run
+    assert core({}, cpuinfo=_cpuinfo(tmp_path, "AuthenticAMD", "fpu sse2 avx fma")) is None
     assert core({}, cpuinfo=intel) is None                      # OpenBLAS's own choice
     assert core({}, cpuinfo=str(tmp_path / "missing")) is None
     assert core({kernel_blas.CORE_ENV: "openblas"}, cpuinfo=amd) is None
