@@ -21,25 +21,32 @@ INTEGER_VARIABLES = (
     "STARPU_MINIMUM_AVAILABLE_MEM", "STARPU_TARGET_AVAILABLE_MEM", "STARPU_DISABLE_PINNING",
     "STARPU_ENABLE_STATS", "STARPU_WATCHDOG_TIMEOUT", "STARPU_TASK_BREAK_ON_PUSH",
     "STARPU_MAX_WORKERSIZE", "STARPU_MIN_WORKERSIZE", "STARPU_NMAXBUFS",
-    "STARPU_BACKOFF_MIN", "STARPU_BACKOFF_MAX",
+    "STARPU_BACKOFF_MIN", "STARPU_BACKOFF_MAX", "STARPU_MPI_NDETACHED_SEND",
+    "STARPU_MPI_NREADY_PROCESS", "STARPU_MPI_PRIORITIES",
     # starchol's StarPU patches (scripts/starpu-patches): microseconds an idle worker
     # polls; 0 keeps the last awake worker of a context polling (StarPU's own rule)
     "STARPU_IDLE_SPIN_US", "STARPU_IDLE_LAST_SLEEPS",
 )
+
+#: of :data:`INTEGER_VARIABLES`, those for which 0 would stall StarPU-MPI (no send ever
+#: leaves, or the ready requests are never processed)
+POSITIVE_VARIABLES = ("STARPU_MPI_NDETACHED_SEND", "STARPU_MPI_NREADY_PROCESS")
 
 #: folders StarPU writes into (it creates ``.starpu/sampling`` under the home)
 FOLDER_VARIABLES = ("STARPU_HOME", "STARPU_PERF_MODEL_DIR", "STARPU_FXT_PREFIX")
 
 
 def _check_integer(name, text):
+    least = 1 if name in POSITIVE_VARIABLES else 0
     try:
         value = int(text.strip())
     except ValueError:
-        raise UsageError(f"environment variable {name}={text!r} must be a non-negative "
-                         f"integer; fix or unset it (unset {name})") from None
-    if value < 0:
-        raise UsageError(f"environment variable {name}={text!r} must be >= 0; fix or unset "
-                         f"it (unset {name})")
+        raise UsageError(f"environment variable {name}={text!r} must be a "
+                         f"{'positive' if least else 'non-negative'} integer; fix or unset it "
+                         f"(unset {name})") from None
+    if value < least:
+        raise UsageError(f"environment variable {name}={text!r} must be >= {least}; fix or "
+                         f"unset it (unset {name})")
 
 
 def _writable(folder):
@@ -82,7 +89,8 @@ def _check_folder(name, path, creatable=False):
 def check_environment(environ=None, schedulers=None):
     """Raise :class:`UsageError` for a StarPU setting StarPU would crash on.
 
-    Checks: the integer variables of :data:`INTEGER_VARIABLES` parse as integers >= 0;
+    Checks: the integer variables of :data:`INTEGER_VARIABLES` parse as integers >= 0
+    (>= 1 for :data:`POSITIVE_VARIABLES`);
     ``STARPU_SCHED`` names a policy of ``schedulers`` (when given); ``STARPU_HOME``
     (or ``HOME`` when it is unset; StarPU falls back to /tmp when both are unset) is an
     existing writable folder; ``STARPU_PERF_MODEL_DIR``

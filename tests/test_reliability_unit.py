@@ -238,6 +238,9 @@ def test_map_refusals(tmp_path, capsys):
     ({"STARPU_NCPU": "abc"}, "must be a non-negative integer"),
     ({"STARPU_IDLE_SPIN_US": "2e2"}, "STARPU_IDLE_SPIN_US='2e2' must be a non-negative"),
     ({"STARPU_IDLE_LAST_SLEEPS": "yes"}, "STARPU_IDLE_LAST_SLEEPS='yes' must be a non-neg"),
+    # 0 sends in flight: StarPU-MPI would never send (the job would hang)
+    ({"STARPU_MPI_NDETACHED_SEND": "0"}, "STARPU_MPI_NDETACHED_SEND='0' must be >= 1"),
+    ({"STARPU_MPI_NREADY_PROCESS": "x"}, "STARPU_MPI_NREADY_PROCESS='x' must be a positive"),
     ({"STARPU_HOME": "/nonexistent/x"}, "does not exist"),
     ({"STARPU_HOME": "/proc/x"}, "does not exist"),
     ({"HOME": "/proc"}, "not writable"),
@@ -247,7 +250,8 @@ def test_starpu_environment_is_refused_before_start(env, words, tmp_path):
     full = {"HOME": str(tmp_path), **env}
     with pytest.raises(UsageError, match=words):
         check_environment(full, schedulers=["prio", "lws"])
-    check_environment({"HOME": str(tmp_path), "STARPU_NCPU": "2"}, schedulers=["prio"])
+    check_environment({"HOME": str(tmp_path), "STARPU_NCPU": "2",
+                       "STARPU_MPI_NDETACHED_SEND": "2"}, schedulers=["prio"])
     # StarPU makes a missing home below an existing writable folder (Slurm scripts do so)
     check_environment({"STARPU_HOME": str(tmp_path / "job-1" / "rank-0")})
 
