@@ -33,8 +33,8 @@ chooses them instead:
 
 ``auto`` (or unset)
     ``Zen`` (OpenBLAS's AVX2 kernels tuned for AMD) on an AMD processor with AVX2 and
-    FMA, else OpenBLAS's own choice. On the AMD EPYC (Zen 4) test machine, OpenBLAS 0.3.21 picks its AVX-512
-    ``Cooperlake`` kernels, and with two threads calling 256 x 256 kernels at once on
+    FMA, else OpenBLAS's own choice. On the AMD EPYC (Zen 4) test machine, OpenBLAS
+    0.3.21 picks its AVX-512 ``Cooperlake`` kernels, and with two threads calling 256 x 256 kernels at once on
     tiles that are not in cache its AVX2 kernels were faster (``dgemm`` about 0.77
     against 0.88 ms, ``dsyrk`` 0.44 against 0.51 ms): the float64 factorization at
     N = 4096 took 6-8% less time, float32 about 4% more (docs/engine.md, "Small sizes",
@@ -220,13 +220,12 @@ def _openblas_core(lib):
     return _openblas_text(lib, "openblas_get_corename")
 
 
-def _check_core(lib, core, what, environ=None):
-    """The core the library runs; UsageError when ``core`` was asked for by name
-    (:data:`CORE_ENV`) and it runs another."""
+def _check_core(lib, named, what):
+    """The core the library runs; UsageError when the core ``named`` in
+    :data:`CORE_ENV` (None: not named) is not the one it runs."""
     running = _openblas_core(lib)
-    named = (os.environ if environ is None else environ).get(CORE_ENV, "auto")
-    if core is not None and named != "auto" and running.lower() != core.lower():
-        raise UsageError(f"{CORE_ENV}={core}: {what} runs OpenBLAS core "
+    if named is not None and running.lower() != named.lower():
+        raise UsageError(f"{CORE_ENV}={named}: {what} runs OpenBLAS core "
                          f"{running or 'unknown'} instead (a core name OpenBLAS does not "
                          f"know, a library that is not OpenBLAS, or one already loaded in "
                          f"this process); unset {CORE_ENV} or give another core")
@@ -278,9 +277,8 @@ def _describe(source, prefix=None, path=None, lib=None):
     return KernelBlas(source, real or "", "")
 
 
-def _scipy(environ=None):
-    named = (os.environ if environ is None else environ).get(CORE_ENV, "auto")
-    if named not in CORE_CHOICES:
+def _scipy(named=None):
+    if named is not None:
         raise UsageError(f"{CORE_ENV}={named}: the kernels call SciPy's OpenBLAS, which "
                          f"SciPy loads with its own core; the variable applies to a library "
                          f"starchol opens ({ENV}=system or a path); unset {CORE_ENV}")
@@ -292,7 +290,7 @@ def _scipy(environ=None):
     return _describe("scipy", prefix="libscipy_openblas")
 
 
-def _system(core=None, environ=None):
+def _system(core=None, named=None):
     from . import _kernels
 
     try:
@@ -302,11 +300,11 @@ def _system(core=None, environ=None):
                          f"install it (apt-get install libopenblas0) or set {ENV}=scipy"
                          ) from None
     lib = _one_thread(SYSTEM_OPENBLAS)
-    running = _check_core(lib, core, "the system OpenBLAS", environ)
+    running = _check_core(lib, named, "the system OpenBLAS")
     return replace(_describe("system", prefix="libopenblas", lib=lib), core=running)
 
 
-def _path(path, core=None, environ=None):
+def _path(path, core=None, named=None):
     from . import _kernels
 
     path = os.path.abspath(path)
@@ -315,7 +313,7 @@ def _path(path, core=None, environ=None):
     except OSError as exc:
         raise UsageError(f"{ENV}={path!r}: {exc}") from None
     lib = _one_thread(path)
-    running = _check_core(lib, core, path, environ)
+    running = _check_core(lib, named, path)
     return replace(_describe("path", path=path, lib=lib), core=running)
 
 
@@ -334,17 +332,22 @@ def activate(environ=None):
         return _active
     value = requested(environ)
     core = requested_core(environ)
+    # a core the user named (not auto's choice): SciPy's library cannot take it, and a
+    # library starchol opens must run it
+    named = (os.environ if environ is None else environ).get(CORE_ENV, "auto")
+    named = None if named in CORE_CHOICES else named
+    check = core if named else None
     if value == "scipy":
-        chosen = _scipy(environ)
+        chosen = _scipy(named)
     elif value == "system":
-        chosen = _system(core, environ)
+        chosen = _system(core, check)
     elif value == "auto":
         try:
-            chosen = _system(core, environ)
+            chosen = _system(core, check)
         except _NoLibrary:
-            chosen = _scipy(environ)
+            chosen = _scipy(named)
     else:
-        chosen = _path(value, core, environ)
+        chosen = _path(value, core, check)
     _active = chosen
     return chosen
 
