@@ -138,11 +138,12 @@ def main(argv=None):
 
     from starchol.runtime.workers import cuda_workers_per_gpu
 
-    # one core per CUDA worker (STARPU_NWORKER_PER_CUDA per GPU) and one for StarPU-MPI
-    workers = args.workers or max(1, _cores() - args.gpus * cuda_workers_per_gpu() - 1)
+    # one core per CUDA worker (STARPU_NWORKER_PER_CUDA, or starchol's default, per GPU)
+    # and one for StarPU-MPI
+    per_gpu = cuda_workers_per_gpu(cores=_cores(), gpus=args.gpus) if args.gpus else 0
+    workers = args.workers or max(1, _cores() - args.gpus * per_gpu - 1)
     doc = {"sched": args.sched, "gpus": args.gpus, "workers": workers, "repeat": args.repeat,
-           "writeback": not args.no_writeback,
-           "nworker_per_cuda": os.environ.get("STARPU_NWORKER_PER_CUDA", "1"), "results": []}
+           "writeback": not args.no_writeback, "nworker_per_cuda": per_gpu, "results": []}
     with Session(MPI.COMM_WORLD, workers=workers, scheduler=args.sched, gpus=args.gpus) as rt:
         doc["runtime"] = rt.describe()
         nb = args.nb[0]

@@ -73,8 +73,9 @@ def register(sub):
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="CPU workers per rank (default: the node's cores / ranks on it)")
     p.add_argument("--gpus", type=int, default=None, metavar="K",
-                   help="CUDA workers per rank (default: every GPU the rank sees; 0 for "
-                        "none)")
+                   help="GPUs per rank, 4 CUDA workers (streams) each unless "
+                        "STARPU_NWORKER_PER_CUDA says otherwise (default: every GPU the "
+                        "rank sees; 0 for none)")
     add_cache_arg(p, old_spelling=True)
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
@@ -387,6 +388,7 @@ def _run(args, comm, tile_map, spec):
         "runtime": {"scheduler": info["scheduler"],
                     "workers_per_rank": info["workers_per_rank"],
                     "gpus_per_rank": info.get("gpus_per_rank", 0),
+                    "cuda_workers_per_gpu": info.get("cuda_workers_per_gpu", 0),
                     "starpu_version": info["starpu_version"],
                     "starpu_build": record.starpu_build,
                     "kernel_blas": record.kernel_blas,

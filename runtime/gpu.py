@@ -112,7 +112,8 @@ def kernel_of(name):
 class GpuPlan:
     """What one session runs with (identical on the ranks of a node)."""
     ncuda: int = 0
-    cuda_workers: int = 0            # ncuda x STARPU_NWORKER_PER_CUDA
+    cuda_workers: int = 0            # ncuda x per_gpu
+    per_gpu: int = 0                 # CUDA workers per GPU (STARPU_NWORKER_PER_CUDA)
     scheduler: str = "prio"
     models: bool = False
     cuda_codelets: list = field(default_factory=list)
@@ -124,8 +125,11 @@ def _uses_models(scheduler):
     return scheduler in MODEL_SCHEDULERS
 
 
-def plan(backend, scheduler, gpus):
+def plan(backend, scheduler, gpus, cores=None):
     """Prepare the codelets and the scheduler before StarPU starts.
+
+    ``cores``: the cores given to the rank, which cap the CUDA workers per GPU when
+    ``STARPU_NWORKER_PER_CUDA`` is unset (:func:`~starchol.runtime.workers.cuda_workers_per_gpu`).
 
     Returns ``(plan, init_kwargs)``: ``init_kwargs`` go to ``backend.init`` (``ncuda`` and,
     for heteroprio, the policy and init-callback addresses). Without CUDA workers and
@@ -134,8 +138,9 @@ def plan(backend, scheduler, gpus):
     ncuda = check_gpus(gpus)
     from .workers import cuda_workers_per_gpu
 
-    p = GpuPlan(ncuda=ncuda, scheduler=scheduler,
-                cuda_workers=ncuda * cuda_workers_per_gpu())
+    per_gpu = cuda_workers_per_gpu(cores=cores, gpus=ncuda) if ncuda else 0
+    p = GpuPlan(ncuda=ncuda, scheduler=scheduler, per_gpu=per_gpu,
+                cuda_workers=ncuda * per_gpu)
     g = _gpu_backend()
     kwargs = {}
     if ncuda:

@@ -301,8 +301,10 @@ class Session:
         trace: a folder for FxT execution traces (needs a StarPU built with FxT); after
             the session, :func:`starchol.runtime.traces.finish` converts them.
             :meth:`stop_trace` ends the recording earlier.
-        gpus: CUDA workers on this rank (default: every GPU it sees; 0 without CUDA
-            support). GPU codelets, models and heteroprio: :mod:`starchol.runtime.gpu`.
+        gpus: GPUs of this rank (default: every GPU it sees; 0 without CUDA support),
+            each run by :func:`~starchol.runtime.workers.cuda_workers_per_gpu` CUDA
+            workers (4 unless ``STARPU_NWORKER_PER_CUDA`` is set or the rank has few
+            cores). GPU codelets, models and heteroprio: :mod:`starchol.runtime.gpu`.
 
     The arguments are checked by :meth:`start`, collectively, before anything starts: a
     bad value on one rank (an unknown scheduler, ``workers=0``, ``gpus`` this rank
@@ -380,11 +382,18 @@ class Session:
         from . import gpu
         # CUDA workers, codelets' CUDA variants and models, heteroprio (before the CPU
         # worker count: each CUDA worker keeps a core); the same verdict on every rank
+        from .workers import rank_cores
+
         self.gpu_plan, extra = run_everywhere(self.user_comm, gpu.plan, self._backend,
-                                              self.scheduler, self.gpus)
+                                              self.scheduler, self.gpus,
+                                              rank_cores(sharing=sharing))
+        env = os.environ
+        if self.gpu_plan.ncuda:
+            # StarPU reads its CUDA workers per GPU only from the environment; the user's
+            # value is kept (the plan read it)
+            env["STARPU_NWORKER_PER_CUDA"] = str(self.gpu_plan.per_gpu)
         if self.workers is None:
             self.workers = default_workers(sharing, self.gpu_plan.ncuda)
-        env = os.environ
         env["STARPU_COMM_STATS"] = "1" if self.stats else "0"
         env["STARPU_MPI_STATS"] = env["STARPU_COMM_STATS"]  # its StarPU 1.4 name
         env["STARPU_MPI_CACHE"] = "1" if self.cache else "0"
@@ -593,6 +602,7 @@ class Session:
         p = self.gpu_plan
         if p is not None:
             out["gpus_per_rank"] = p.ncuda
+            out["cuda_workers_per_gpu"] = p.per_gpu
             out["cuda_codelets"] = list(p.cuda_codelets)
             out["perf_models"] = p.models
             if p.heteroprio:
@@ -602,8 +612,9 @@ class Session:
     # -- GPUs and per-kernel placement ------------------------------------------
     @property
     def cuda_workers(self):
-        """CUDA workers of this rank: its GPUs times ``STARPU_NWORKER_PER_CUDA`` (0 before
-        the start and without GPUs)."""
+        """CUDA workers of this rank: its GPUs times the CUDA workers per GPU
+        (``STARPU_NWORKER_PER_CUDA``, or starchol's default: docs/gpu.md); 0 before the
+        start and without GPUs."""
         p = self.gpu_plan
         return p.cuda_workers if p is not None and self.started else 0
 

@@ -29,8 +29,10 @@ INTEGER_VARIABLES = (
 )
 
 #: of :data:`INTEGER_VARIABLES`, those for which 0 would stall StarPU-MPI (no send ever
-#: leaves, or the ready requests are never processed)
-POSITIVE_VARIABLES = ("STARPU_MPI_NDETACHED_SEND", "STARPU_MPI_NREADY_PROCESS")
+#: leaves, or the ready requests are never processed) or abort StarPU (CUDA workers per
+#: GPU)
+POSITIVE_VARIABLES = ("STARPU_MPI_NDETACHED_SEND", "STARPU_MPI_NREADY_PROCESS",
+                      "STARPU_NWORKER_PER_CUDA")
 
 #: folders StarPU writes into (it creates ``.starpu/sampling`` under the home)
 FOLDER_VARIABLES = ("STARPU_HOME", "STARPU_PERF_MODEL_DIR", "STARPU_FXT_PREFIX")

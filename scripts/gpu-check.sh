@@ -3,7 +3,7 @@
 # no network): builds StarPU with CUDA and starchol from sources and packages carried in
 # the working tree, runs the GPU tests, then the benchmark against cuSOLVER.
 #
-# Run on the H200 on 2026-11-30 (docs/gpu.md, "Results on the GPU machine").
+# Run on the H200 on 2026-11-30 and 2026-12-04 (docs/gpu.md, "Results on the GPU machine").
 #
 # Two phases:
 #
@@ -29,7 +29,8 @@
 #      1024/2048/4096, N = 32768 and 49152, medians of 3, starchol from host data vs
 #      cupy.linalg.cholesky on data already on the GPU, residual at N = 32768; then
 #      heteroprio (factors from the calibrated models); then two variants at N = 49152
-#      (no eager write-back; 4 CUDA workers on the GPU);
+#      (no eager write-back; 1 CUDA worker per GPU, StarPU's default, against
+#      starchol's 4);
 #   6. a summary of the acceptance figures ($OUT/summary.json) on stdout.
 # Budget: one 470 s deadline (STARCHOL_GPU_CHECK_BUDGET) cutting every step's timeout.
 #
@@ -195,7 +196,8 @@ GPUS=1; [ "$DRY" = 1 ] && GPUS=0
 run2() {  # run2 TIMEOUT ARGS...: 2 ranks sharing the GPU, the cores split between them
     timeout "$1" mpirun --oversubscribe --bind-to none -np 2 "$VPY" -m starchol run --dist 2dbc --gpus "$GPUS" \
         --workers "$W2" "${@:2}"; }
-W2=$(( NPROC / 2 - 2 )); [ "$W2" -lt 1 ] && W2=1
+# each rank: half the cores, less its 4 CUDA workers (starchol's default) and the MPI thread
+W2=$(( NPROC / 2 - 5 )); [ "$W2" -lt 1 ] && W2=1
 say "2 ranks sharing the GPU: N 12288, NB 1024, dmdas, --check"
 run2 "$(step_timeout 60 330)" --n 12288 --nb 1024 --sched dmdas --check --quiet \
     --json "$OUT/two-ranks.json" >>"$LOG" 2>&1
@@ -219,7 +221,8 @@ tail -15 "$OUT/pytest.txt" | tee -a "$LOG"
 
 # ----------------------------------------------------------------------------------------
 # 5. benchmark (one process per scheduler: StarPU starts once per process)
-W=$(( NPROC - 2 ))
+# the cores less 4 CUDA workers (starchol's default per GPU) and the StarPU-MPI thread
+W=$(( NPROC - 5 ))
 SIZES=(32768 49152); NBS=(1024 2048 4096); CUPY=--cupy
 if [ "$DRY" = 1 ]; then SIZES=(1024 2048); NBS=(128 256); CUPY=; W=2; fi
 say "benchmark dmdas (calibrates the models), $W CPU workers + $GPUS GPU"
@@ -236,8 +239,8 @@ timeout "$(step_timeout 150 8)" "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZE
 hp_rc=$?
 cut -c1-600 "$WORK/bench-heteroprio.txt" | tee -a "$LOG"
 # what two choices are worth at the largest N (dmdas, the tuned NB): the eager write-back
-# of final tiles, and 4 CUDA workers (streams) on the GPU (then 4 cores for their threads;
-# the factor's residual is checked)
+# of final tiles, and starchol's 4 CUDA workers (streams) per GPU against StarPU's 1 (which
+# leaves 3 more cores to CPU workers)
 variant() {  # variant NAME CPU_WORKERS ARGS...
     say "variant $1: N ${SIZES[-1]}, NB $nb, dmdas"
     timeout "$(step_timeout 60 5)" "$VPY" benchmarks/gpu_vs_cusolver.py --n "${SIZES[-1]}" \
@@ -248,7 +251,7 @@ variant() {  # variant NAME CPU_WORKERS ARGS...
 }
 if [ "$DRY" != 1 ]; then
     variant no-writeback "$W" --no-writeback
-    STARPU_NWORKER_PER_CUDA=4 variant four-streams $(( NPROC - 5 )) --residual-n "${SIZES[-1]}"
+    STARPU_NWORKER_PER_CUDA=1 variant one-stream $(( NPROC - 2 ))
 fi
 
 # ----------------------------------------------------------------------------------------
@@ -285,7 +288,7 @@ if hp:
     s["heteroprio_factors"] = hp["runtime"].get("heteroprio")
     for r in hp["results"]:
         s[f"heteroprio_{r['n']}"] = {k: r.get(k) for k in ("starchol_median_s", "starchol_tflops", "kernels")}
-for v in ("no-writeback", "four-streams"):
+for v in ("no-writeback", "one-stream"):
     d = load(f"variant-{v}.json", work)
     if d and d["results"]:
         s[f"variant_{v}"] = {k: d["results"][0].get(k) for k in ("n", "nb", "starchol_s",

@@ -339,6 +339,7 @@ def test_bench_and_info_write_the_documented_keys(starpu_home):
 #: (docs/api.md: runtime; docs/runtime.md: memory; docs/gpu.md: kernels, device bytes)
 RUN_KEYS = {"runtime.scheduler", "runtime.workers_per_rank", "runtime.starpu_version",
             "runtime.starpu_build", "runtime.kernel_blas", "runtime.gpus_per_rank",
+            "runtime.cuda_workers_per_gpu",
             "memory.tile_bytes_per_node",
             "memory.peak_rss_bytes_per_rank", "memory.model_peak_bytes_per_rank",
             "kernels", "kernels_per_rank", "device_bytes",

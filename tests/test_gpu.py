@@ -98,14 +98,33 @@ def test_each_cuda_worker_keeps_a_core():
     from starchol.runtime.workers import workers_per_rank
 
     env = {"STARCHOL_RESERVE_MPI_CORE": "0"}
-    assert workers_per_rank(16, 256, env, gpus=1) == 15
-    assert workers_per_rank(16, 256, env, gpus=2) == 14
+    # starchol's default: 4 CUDA workers (streams) per GPU, each with its core, fewer
+    # where the rank's cores are too few (one is left for a CPU worker)
+    assert workers_per_rank(16, 256, env, gpus=1) == 12
+    assert workers_per_rank(16, 256, env, gpus=2) == 8
+    assert workers_per_rank(8, 256, env, gpus=2) == 2      # 3 CUDA workers per GPU
+    assert workers_per_rank(3, 256, env, gpus=1) == 1      # 2 CUDA workers
     assert workers_per_rank(1, 256, env, gpus=1) == 1
     assert workers_per_rank(16, 256, env) == 16
-    # STARPU_NWORKER_PER_CUDA CUDA workers (streams) per GPU, each with its core
-    env4 = {**env, "STARPU_NWORKER_PER_CUDA": "4"}
-    assert workers_per_rank(16, 256, env4, gpus=1) == 12
-    assert workers_per_rank(16, 256, env4) == 16
+    # STARPU_NWORKER_PER_CUDA, when set, is StarPU's and starchol's count
+    for n, cpus in (("1", 15), ("4", 12), ("6", 10)):
+        env_n = {**env, "STARPU_NWORKER_PER_CUDA": n}
+        assert workers_per_rank(16, 256, env_n, gpus=1) == cpus
+        assert workers_per_rank(16, 256, env_n) == 16
+
+
+def test_cuda_workers_per_gpu_default_and_cap():
+    from starchol.runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU, cuda_workers_per_gpu
+
+    assert DEFAULT_CUDA_WORKERS_PER_GPU == 4
+    assert cuda_workers_per_gpu({}) == 4
+    assert cuda_workers_per_gpu({}, cores=16, gpus=1) == 4
+    assert cuda_workers_per_gpu({}, cores=4, gpus=1) == 3
+    assert cuda_workers_per_gpu({}, cores=8, gpus=2) == 3
+    assert cuda_workers_per_gpu({}, cores=2, gpus=1) == 1
+    assert cuda_workers_per_gpu({}, cores=1, gpus=4) == 1
+    assert cuda_workers_per_gpu({"STARPU_NWORKER_PER_CUDA": "2"}, cores=16, gpus=1) == 2
+    assert cuda_workers_per_gpu({"STARPU_NWORKER_PER_CUDA": "8"}, cores=2, gpus=1) == 8
 
 
 def _write_model(path, entries):

@@ -241,6 +241,8 @@ def test_map_refusals(tmp_path, capsys):
     # 0 sends in flight: StarPU-MPI would never send (the job would hang)
     ({"STARPU_MPI_NDETACHED_SEND": "0"}, "STARPU_MPI_NDETACHED_SEND='0' must be >= 1"),
     ({"STARPU_MPI_NREADY_PROCESS": "x"}, "STARPU_MPI_NREADY_PROCESS='x' must be a positive"),
+    # 0 CUDA workers per GPU: StarPU aborts on an assertion
+    ({"STARPU_NWORKER_PER_CUDA": "0"}, "STARPU_NWORKER_PER_CUDA='0' must be >= 1"),
     ({"STARPU_HOME": "/nonexistent/x"}, "does not exist"),
     ({"STARPU_HOME": "/proc/x"}, "does not exist"),
     ({"HOME": "/proc"}, "not writable"),
