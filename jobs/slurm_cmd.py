@@ -3,12 +3,19 @@
     starchol slurm --dist D --nodes P [--grid PxQ] [--slices C] --n N --nb NB
         [--time HH:MM:SS] [--partition NAME] [--cpus-per-node K] [--ranks-per-node R]
         [--launcher srun|mpirun] [--input F.h5:/A] [--output F.h5:/L] [--json-dir DIR]
-        [--mem auto|SIZE|0|none] [-o FILE]
+        [--mem auto|SIZE|0|none] [--gpus-per-node G] [--perf-model-dir DIR] [-o FILE]
     starchol slurm --sweep --dist sbc,2dbc --nodes 28 --n 20000,40000 --nb 500 -o DIR
 
 ``--nodes P`` is the map's node count, i.e. the number of MPI ranks. The script puts R
 ranks on each Slurm node (``--ranks-per-node``; by default derived from
 ``--cpus-per-node``, see :func:`plan_ranks`), so it asks Slurm for ceil(P / R) nodes.
+
+``--gpus-per-node G`` asks Slurm for G GPUs on each node (``--gres=gpu:G``, for the job
+and for srun's step) and runs ``starchol run --gpus G`` on every rank: the ranks of a
+node share its GPUs, each GPU run by CUDA workers that each keep a core (docs/gpu.md).
+Without it the run line says ``--gpus 0``, so a CPU job never uses GPUs it was not
+given. GPU jobs default to the ``dmdas`` scheduler (``--sched`` otherwise);
+``--perf-model-dir`` keeps StarPU's calibrated models across jobs.
 
 ``--mem auto`` asks Slurm for the memory the job's ranks need on one node: R times the
 peak of the rank that needs the most under the model of ``starchol plan`` and ``starchol
@@ -38,8 +45,9 @@ from .options import (check_input_order, check_node_count, check_scheduler_name,
 from .output import write_atomic
 from .slurm_template import SCRIPT
 
-#: the StarPU scheduler used when none is given (same default as ``starchol run``)
 DEFAULT_TIME = "01:00:00"
+#: the scheduler of GPU jobs when --sched is not given (docs/gpu.md: the first choice)
+GPU_SCHEDULER = "dmdas"
 LAUNCHERS = ("srun", "mpirun")
 
 #: --mem auto asks for the model's peak times this (the model was measured up to 1 % under
@@ -101,6 +109,9 @@ def register(sub):
                         "line: the cluster's default; the default)")
     g.add_argument("--overcommit", action="store_true",
                    help="allow more ranks than cores (sbatch --overcommit; small tests)")
+    g.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
+                   help="GPUs per Slurm node (--gres=gpu:G), shared by the node's ranks: "
+                        "starchol run --gpus G on each (default 0: a CPU job, --gpus 0)")
     g.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
                    help="extra #SBATCH line, verbatim (repeat; e.g. "
                         "--sbatch-option=--qos=debug)")
@@ -116,9 +127,15 @@ def register(sub):
     g.add_argument("--max-workers", type=int, default=None, metavar="M",
                    help="the StarPU build's CPU worker limit per process, STARPU_MAXCPUS "
                         "(default: this installation's, see starchol info)")
-    g.add_argument("--sched", default=DEFAULT_SCHEDULER, metavar="NAME",
-                   help=f"StarPU scheduler (default {DEFAULT_SCHEDULER}; dmda needs calibrated "
-                        "performance models, which a per-job STARPU_HOME does not keep)")
+    g.add_argument("--sched", default=None, metavar="NAME",
+                   help=f"StarPU scheduler (default {DEFAULT_SCHEDULER}, {GPU_SCHEDULER} with "
+                        "--gpus-per-node; dmda/dmdas/heteroprio use calibrated performance "
+                        "models: see --perf-model-dir)")
+    g.add_argument("--perf-model-dir", metavar="DIR",
+                   help="keep StarPU's performance models and bus calibration in DIR across "
+                        "jobs (STARPU_PERF_MODEL_DIR, on a shared file system; one file per "
+                        "host). Default: in the job's own STARPU_HOME, removed at its end, "
+                        "so a model-based scheduler calibrates in every job")
     g.add_argument("--json-dir", metavar="DIR",
                    help="folder of the JSON reports starchol-JOBID.json (default: the "
                         "submission folder; DIR/results with --sweep)")
@@ -219,6 +236,7 @@ class JobPlan:
     job_name: str
     mem: object = None
     mem_comment: tuple = ()
+    gpus_per_node: int = 0
 
 
 def _map_namespace(args, dist, nodes):
@@ -282,7 +300,8 @@ def plan_job(args, dist, nodes, n):
         f"-P{nodes}-{size}"
     plan = JobPlan(dist=dist, nodes=nodes, n=n, map=tile_map, slurm_nodes=slurm_nodes,
                    ranks_per_node=rpn, cores_per_rank=cores, workers=workers,
-                   max_workers=max_workers, tag=tag, job_name=args.job_name or f"starchol-{tag}")
+                   max_workers=max_workers, tag=tag, job_name=args.job_name or f"starchol-{tag}",
+                   gpus_per_node=args.gpus_per_node)
     mem, comment = memory_request(args, plan)
     return dataclasses.replace(plan, mem=mem, mem_comment=comment)
 
@@ -360,7 +379,7 @@ def run_argv(args, plan, json_path="$JSON"):
         argv += ["--output", args.output]
     if args.check:
         argv.append("--check")
-    argv += ["--sched", args.sched]
+    argv += ["--sched", args.sched, "--gpus", str(plan.gpus_per_node)]
     if plan.workers is not None:
         argv += ["--workers", "$WORKERS"]
     argv += list(args.run_arg)
@@ -424,6 +443,9 @@ def _sbatch_lines(args, p):
     else:
         add += ["# whole nodes: each rank uses its share of the node's cores",
                 "#SBATCH --exclusive"]
+    if p.gpus_per_node:
+        add += [f"# {p.gpus_per_node} GPU(s) per node, shared by its {p.ranks_per_node} "
+                f"rank(s)", f"#SBATCH --gres=gpu:{p.gpus_per_node}"]
     if p.mem is not None:
         add += list(p.mem_comment) + [f"#SBATCH --mem={p.mem}"]
     add.append(f"#SBATCH --time={args.time}")
@@ -441,6 +463,10 @@ def _launch(args):
     if args.launcher == "srun":
         words = ["srun", f"--mpi={args.mpi_plugin}", "--kill-on-bad-exit=1"]
         words += ["--overcommit"] if args.overcommit else ["--cpus-per-task=$CORES_PER_RANK"]
+        if args.gpus_per_node:
+            # the step asks for the node's GPUs itself: recent Slurm versions do not pass
+            # the job's GPUs on to srun's steps
+            words.append(f"--gres=gpu:{args.gpus_per_node}")
         comment = [f"# srun --mpi={args.mpi_plugin} starts the ranks (Open MPI with PMIx); "
                    f"a failing rank",
                    "# ends the job (--kill-on-bad-exit)"
@@ -486,6 +512,20 @@ def render_script(args, plan, json_dir, starchol):
         nobind = ("# several ranks per node: let each rank's core set (launcher binding) "
                   "place\n# its workers instead of every rank pinning to the node's first "
                   "cores\nexport STARPU_WORKERS_NOBIND=1")
+    gpus = ""
+    if p.gpus_per_node:
+        gpus = (f"# GPUs: starchol run --gpus {p.gpus_per_node} on every rank; each GPU is run "
+                f"by CUDA workers\n# (4 per GPU, fewer on ranks with few cores; "
+                f"STARPU_NWORKER_PER_CUDA sets it), each\n# keeping a core: the CPU workers "
+                f"are the rank's other cores (docs/gpu.md)")
+    models = ("# StarPU's performance models and bus calibration: in the job's STARPU_HOME "
+              "below,\n# removed at the end (a model-based scheduler calibrates again "
+              "in the next job)")
+    if args.perf_model_dir:
+        models = ("# StarPU's performance models and bus calibration, kept across jobs (one "
+                  "file per host)\n"
+                  f"export STARPU_PERF_MODEL_DIR={q(args.perf_model_dir)}\n"
+                  'mkdir -p "$STARPU_PERF_MODEL_DIR"')
     json_line = ('JSON_DIR=${JSON_DIR:-$SLURM_SUBMIT_DIR}' if json_dir is None else
                  f"JSON_DIR=${{JSON_DIR:-{q(json_dir)}}}")
     comment, launch = _launch(args)
@@ -500,6 +540,7 @@ def render_script(args, plan, json_dir, starchol):
                          f"starchol slurm --nodes P"),
         sbatch="\n".join(_sbatch_lines(args, p)), starchol=q(starchol), cores=cores,
         workers=workers, json_dir=json_line, sched=q(args.sched), ncpu=ncpu, nobind=nobind,
+        gpus=gpus, models=models,
         setup="\n".join(args.setup), launch_comment="\n".join(comment),
         launch=_wrap(words))
     drop = "\0"  # an empty block leaves no blank line
@@ -537,7 +578,18 @@ def _check_common(args):
     _name(args.partition, "--partition")
     _name(args.account, "--account")
     _name(args.job_name, "--job-name")
+    if args.gpus_per_node < 0:
+        raise UsageError(f"--gpus-per-node must be >= 0, got {args.gpus_per_node}")
+    if args.sched is None:
+        args.sched = GPU_SCHEDULER if args.gpus_per_node else DEFAULT_SCHEDULER
     check_scheduler_name(args.sched)
+    if args.perf_model_dir is not None:
+        if not args.perf_model_dir.strip() or "\n" in args.perf_model_dir:
+            raise UsageError(f"--perf-model-dir must name a folder, got {args.perf_model_dir!r}")
+        args.perf_model_dir = os.path.abspath(os.path.expanduser(args.perf_model_dir))
+        if os.path.exists(args.perf_model_dir) and not os.path.isdir(args.perf_model_dir):
+            raise UsageError(f"--perf-model-dir {args.perf_model_dir} exists and is not a "
+                             f"folder")
     if args.mpi_plugin and not _NAME_RE.match(args.mpi_plugin):
         raise UsageError(f"--mpi-plugin {args.mpi_plugin!r}: e.g. pmix, pmix_v4")
     for opt in args.sbatch_option:

@@ -41,6 +41,7 @@ export MKL_NUM_THREADS=1
 # below say the same for any StarPU tool started in this job
 export STARPU_SCHED=$sched
 $ncpu
+$gpus
 export STARPU_SILENT=1          # no calibration chatter in the job log
 export STARPU_COMM_STATS=1      # count the bytes sent between ranks (the report)
 $nobind
@@ -49,6 +50,7 @@ export STARPU_MPI_NOBIND=1      # the MPI thread floats on the rank's cores
 # and below it one folder per rank (see RANK_HOME)
 export STARPU_HOME="$${TMPDIR:-/tmp}/starpu-$${SLURM_JOB_ID}"
 mkdir -p "$$STARPU_HOME"
+$models
 cleanup() {
     rm -rf "$$STARPU_HOME"
     if [ "$${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]; then   # the other nodes' copies

@@ -146,6 +146,38 @@ def test_mem_auto_job_runs_within_its_request(slurm, tmp_path):
     assert max(doc["memory"]["model_peak_bytes_per_rank"]) * 4 * 1.1 <= request
 
 
+def test_perf_model_dir_keeps_models_across_jobs(slurm, tmp_path):
+    """--perf-model-dir: a model-based scheduler's history models and the bus calibration
+    land in the folder and outlive the job (its own STARPU_HOME is removed); the next
+    job runs with them there and writes them again."""
+    env, _ = slurm
+    models = tmp_path / "models"
+    script = write_script(tmp_path, "--sched", "dmda", "--perf-model-dir", str(models))
+    written = []
+    for _ in range(2):
+        job, state, logs = submit_and_wait(env, script, tmp_path)
+        assert state == "COMPLETED", f"job {job} ended {state}; log:\n{logs}"
+        doc = json.loads((tmp_path / "results" / f"starchol-{job}.json").read_text())
+        assert doc["runtime"]["scheduler"] == "dmda" and doc["match"] is True
+        assert list((models / "bus").glob("*.config")), sorted(models.rglob("*"))
+        gemm = list((models / "codelets").rglob("starchol_gemm_d.*"))
+        assert len(gemm) == 1, sorted(models.rglob("*"))
+        assert _samples(gemm[0]) > 0, gemm[0].read_text()
+        written.append(gemm[0].stat().st_mtime_ns)
+    assert written[1] > written[0]
+
+
+def _samples(model_file):
+    """Samples a StarPU 1.3 history model file holds (the count of its entries)."""
+    total = 0
+    for line in model_file.read_text().splitlines():
+        parts = line.split()
+        # history entries: footprint size flops mean dev sum sum2 n
+        if len(parts) == 8 and all(c in "0123456789abcdef" for c in parts[0]):
+            total += int(parts[-1])
+    return total
+
+
 def test_failing_run_fails_the_job(slurm, tmp_path):
     """A run that fails (matrix not positive definite) ends the job FAILED, with no report."""
     env, _ = slurm

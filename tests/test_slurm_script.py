@@ -111,12 +111,52 @@ def test_default_script(capsys, tmp_path):
     line = launch_line(script)
     assert line.startswith("srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=$CORES_PER_RANK")
     assert '"$STARCHOL" run --dist sbc --n 20000 --nb 500 --sched prio' in line
-    assert '--sched prio --json "$JSON"' in line and "--workers" not in line
+    # a CPU job says --gpus 0: it never takes GPUs Slurm did not give it
+    assert '--sched prio --gpus 0 --json "$JSON"' in line and "--workers" not in line
+    assert "--gres" not in script and "STARPU_PERF_MODEL_DIR" not in script
     assert "--grid" not in line and "--slices" not in line
     assert "export STARPU_WORKERS_NOBIND=1" in script  # 2 ranks per node
     path = tmp_path / "job.sh"
     path.write_text(script)
     assert bash_syntax_ok(path)
+
+
+@pytest.mark.parametrize("launcher", ["srun", "mpirun"])
+def test_gpu_job(capsys, tmp_path, launcher):
+    models = tmp_path / "models"
+    script = generate(capsys, "--cpus-per-node", "4", "--gpus-per-node", "2",
+                      "--perf-model-dir", str(models), "--launcher", launcher)
+    opts = sbatch_lines(script)
+    assert "--gres=gpu:2" in opts and "--cpus-per-task=4" in opts
+    line = launch_line(script)
+    # srun's step asks for the GPUs itself; mpirun's ranks see the job's
+    assert ("--gres=gpu:2" in line) == (launcher == "srun")
+    # every rank runs the node's GPUs; GPU jobs default to dmdas
+    assert '--sched dmdas --gpus 2 --json "$JSON"' in line
+    assert "export STARPU_SCHED=dmdas" in script
+    assert "CUDA workers" in script
+    assert f"export STARPU_PERF_MODEL_DIR={models}\n" in script
+    assert 'mkdir -p "$STARPU_PERF_MODEL_DIR"' in script
+    assert not models.exists()                      # made by the job, not here
+    path = tmp_path / "job.sh"
+    path.write_text(script)
+    assert bash_syntax_ok(path)
+
+
+def test_gpu_job_keeps_a_named_scheduler(capsys):
+    line = launch_line(generate(capsys, "--gpus-per-node", "1", "--sched", "heteroprio"))
+    assert "--sched heteroprio --gpus 1" in line
+
+
+def test_gpu_and_model_options_checked(capsys, tmp_path):
+    assert "--gpus-per-node must be >= 0, got -1" in usage_error(
+        capsys, *BASE, "--gpus-per-node", "-1")
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    assert "exists and is not a folder" in usage_error(
+        capsys, *BASE, "--perf-model-dir", str(afile))
+    assert "--perf-model-dir must name a folder" in usage_error(
+        capsys, *BASE, "--perf-model-dir", " ")
 
 
 def test_one_rank_per_node_keeps_starpu_binding(capsys):
