@@ -70,11 +70,13 @@ def blas_info():
             for i in threadpool_info() if i.get("user_api") == "blas"]
 
 
-def rank_facts(comm, max_cpus):
-    """This rank's host, affinity and worker count (the Session's rule). Collective."""
+def rank_facts(comm, max_cpus, gpus=0):
+    """This rank's host, affinity and worker counts (the Session's rule: ``gpus`` GPUs,
+    as a run started here takes by default, each with its CUDA workers). Collective."""
     from mpi4py import MPI
 
-    from ..runtime.workers import affinity_cores, rank_cores, reserve_mpi_core, workers_per_rank
+    from ..runtime.workers import (affinity_cores, cuda_workers_per_gpu, rank_cores,
+                                   reserve_mpi_core, workers_per_rank)
 
     aff = affinity_cores()
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
@@ -83,7 +85,9 @@ def rank_facts(comm, max_cpus):
     cores = rank_cores(aff, sharing)
     return {"rank": comm.Get_rank(), "host": socket.gethostname(), "affinity": len(aff),
             "sharing": sharing, "slurm_cpus_per_task": os.environ.get("SLURM_CPUS_PER_TASK"),
-            "cores": cores, "workers": workers_per_rank(cores, max_cpus),
+            "cores": cores, "workers": workers_per_rank(cores, max_cpus, gpus=gpus),
+            "gpus": gpus,
+            "cuda_workers_per_gpu": cuda_workers_per_gpu(cores=cores, gpus=gpus) if gpus else 0,
             "reserve_mpi_core": reserve_mpi_core()}
 
 
@@ -129,7 +133,9 @@ def collect(comm):
         "kernel_blas": kernel_blas_info(),
         "blas": blas_info(),
     }
-    mine = rank_facts(comm, max_cpus)
+    from ..runtime.gpu import visible_gpus
+
+    mine = rank_facts(comm, max_cpus, visible_gpus() if cuda_built else 0)
     mine["kernel_blas"] = facts["kernel_blas"]["chosen"] or facts["kernel_blas"]["error"]
     facts["ranks"] = comm.allgather(mine)
     return facts
@@ -175,7 +181,9 @@ def format_text(f):
         share = f" shared by {r['sharing']} ranks" if r["sharing"] > 1 else ""
         lines.append(f"rank {r['rank']:<8} {r['host']}: {r['affinity']} core(s) in its "
                      f"affinity{share}{extra} -> {r['cores']} core(s), {r['workers']} "
-                     f"CPU worker(s) by default")
+                     f"CPU worker(s)"
+                     + (f" and {r['gpus']} GPU(s) x {r['cuda_workers_per_gpu']} CUDA "
+                        f"worker(s)" if r.get("gpus") else "") + " by default")
         if r.get("kernel_blas") != f["ranks"][0].get("kernel_blas"):
             lines.append(f"{'':14}kernels' BLAS here: {r['kernel_blas']}")
     return "\n".join(lines)

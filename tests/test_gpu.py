@@ -323,3 +323,33 @@ def test_cuda_build_compiles(tmp_path):
                        capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     assert "gpu-compile-check: OK" in p.stdout
+
+
+def test_info_counts_cuda_workers(monkeypatch):
+    """`starchol info` gives a rank's default CPU workers as a run would: less the CUDA
+    workers of the GPUs it sees (4 per GPU by default, or STARPU_NWORKER_PER_CUDA)."""
+    from mpi4py import MPI
+
+    from starchol.jobs.info_cmd import format_text, rank_facts
+    from starchol.runtime.workers import affinity_cores
+
+    monkeypatch.setenv("STARCHOL_RESERVE_MPI_CORE", "0")
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    cores = len(affinity_cores())
+    monkeypatch.delenv("STARPU_NWORKER_PER_CUDA", raising=False)
+    cpu = rank_facts(MPI.COMM_SELF, 256)
+    assert cpu["gpus"] == 0 and cpu["cuda_workers_per_gpu"] == 0 and cpu["workers"] == cores
+    monkeypatch.setenv("STARPU_NWORKER_PER_CUDA", "1")
+    gpu = rank_facts(MPI.COMM_SELF, 256, gpus=1)
+    assert gpu["cuda_workers_per_gpu"] == 1 and gpu["workers"] == max(1, cores - 1)
+    facts = {"starchol": "x", "mpi": {"library": "m", "standard": "3.1", "mpi4py": "4",
+                                      "ranks": 1},
+             "starpu": {"version": "1.3.10", "kind": "k", "prefix": "/p", "library": "l",
+                        "maxcpus": 256, "maxnodes": None, "fxt": False, "mpi": True,
+                        "cuda": {"built": True, "devices": ["GPU 0"]},
+                        "schedulers": ["prio"], "default_scheduler": "prio", "build": None},
+             "kernel_blas": {"chosen": "b", "variable": "V", "request": "auto",
+                             "core_variable": "C", "core_request": "auto"},
+             "blas": [], "ranks": [dict(gpu, kernel_blas="b")]}
+    text = format_text(facts)
+    assert f"{gpu['workers']} CPU worker(s) and 1 GPU(s) x 1 CUDA worker(s) by default" in text
