@@ -32,6 +32,7 @@ from ..distributions import MAPS_25D
 from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
+from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
 from .options import add_cache_arg, build_map, cache_from_args, check_input_order
 from .output import add_json_arg, bytes_text, dumps, json_path, text_stream, write_atomic
 from .progress import Progress
@@ -73,7 +74,8 @@ def register(sub):
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="CPU workers per rank (default: the node's cores / ranks on it)")
     p.add_argument("--gpus", type=int, default=None, metavar="K",
-                   help="GPUs per rank, 4 CUDA workers (streams) each unless "
+                   help=f"GPUs per rank, {DEFAULT_CUDA_WORKERS_PER_GPU} CUDA workers (streams) "
+                        "each unless "
                         "STARPU_NWORKER_PER_CUDA says otherwise (default: every GPU the "
                         "rank sees; 0 for none)")
     add_cache_arg(p, old_spelling=True)

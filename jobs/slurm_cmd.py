@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from ..distributions import MAP_NAMES, MAPS_25D
 from ..errors import UsageError
 from ..runtime.session import DEFAULT_SCHEDULER
-from ..runtime.workers import installed_max_cpus, plan_ranks
+from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
+                                plan_ranks)
 from .options import (check_input_order, check_node_count, check_scheduler_name,
                       check_time_limit, map_from_args, sizes_from_args)
 from .output import write_atomic
@@ -514,10 +515,10 @@ def render_script(args, plan, json_dir, starchol):
                   "cores\nexport STARPU_WORKERS_NOBIND=1")
     gpus = ""
     if p.gpus_per_node:
-        gpus = (f"# GPUs: starchol run --gpus {p.gpus_per_node} on every rank; each GPU is run "
-                f"by CUDA workers\n# (4 per GPU, fewer on ranks with few cores; "
-                f"STARPU_NWORKER_PER_CUDA sets it), each\n# keeping a core: the CPU workers "
-                f"are the rank's other cores (docs/gpu.md)")
+        gpus = (f"# GPUs: starchol run --gpus {p.gpus_per_node} on every rank; each GPU is "
+                f"run by CUDA workers\n# ({DEFAULT_CUDA_WORKERS_PER_GPU} per GPU, fewer on "
+                f"ranks with few cores; STARPU_NWORKER_PER_CUDA sets it), each\n# keeping a "
+                f"core: the CPU workers are the rank's other cores (docs/gpu.md)")
     models = ("# StarPU's performance models and bus calibration: in the job's STARPU_HOME "
               "below,\n# removed at the end (a model-based scheduler calibrates again "
               "in the next job)")
