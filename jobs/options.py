@@ -5,8 +5,11 @@ import math
 
 from ..distributions import MAP_NAMES, candidate_maps, get_map
 from ..errors import UsageError
+from ..linalg.distributed import DTYPES
 
 DEFAULT_NB = 500
+#: ``--dtype`` choices: the precisions with kernels
+DTYPE_NAMES = tuple(d.name for d in DTYPES)
 
 
 

@@ -99,21 +99,26 @@ def check_table_memory(nt, slices=1, role="--nt"):
                          f"available ({source}); use a smaller NT (or a larger NB)")
 
 
-def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True):
+def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
+                itemsize=DOUBLE):
     """Estimated peak bytes of ``rank`` in ``starchol run``
-    (:func:`starchol.linalg.memory.node_memory`). Returns ``(total, parts)`` with parts a
-    dict of bytes, the parts that apply."""
-    mem = node_memory(tile_map, n, nb, cache=cache, check=check, gather=gather)
+    (:func:`starchol.linalg.memory.node_memory`; ``itemsize``: bytes per entry, 8 for
+    float64, 4 for float32). Returns ``(total, parts)`` with parts a dict of bytes, the
+    parts that apply."""
+    mem = node_memory(tile_map, n, nb, cache=cache, check=check, gather=gather,
+                      itemsize=itemsize)
     parts = {k: int(v[rank]) for k, v in mem.items() if k != "total"}
     return int(mem["total"][rank]), parts
 
 
 def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False,
-                      fix=None, cache=True):
+                      fix=None, cache=True, itemsize=DOUBLE):
     """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host.
 
-    ``fix`` replaces the advice of the message (default: ``starchol run``'s)."""
-    need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather, cache=cache)
+    ``fix`` replaces the advice of the message (default: ``starchol run``'s);
+    ``itemsize``: bytes per entry (8: float64, 4: float32)."""
+    need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather, cache=cache,
+                              itemsize=itemsize)
     avail, source = memory_available()
     if avail is None:
         return need
@@ -130,6 +135,6 @@ def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=
         f"{format_bytes(avail)} shared by {ranks_on_host} rank(s) on this host); {fix}")
 
 
-def dense_file_bytes(n):
-    """Bytes of an N x N float64 dataset."""
-    return n * n * DOUBLE
+def dense_file_bytes(n, itemsize=DOUBLE):
+    """Bytes of an N x N dataset of ``itemsize``-byte entries (8: float64)."""
+    return n * n * itemsize

@@ -2,7 +2,7 @@
 2.5D with ``--slices C``), through :func:`starchol.linalg.cholesky.cholesky`.
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
-        [--matrix spd|indefinite:J] [--check] [--sched NAME] [--workers K] [--gpus K]
+        [--matrix spd|indefinite:J] [--dtype float64|float32] [--check] [--sched NAME] [--workers K] [--gpus K]
         [--cache on|off] [--input F.h5:/A] [--output F.h5:/L [--overwrite]]
         [--gather L.npy] [--json FILE|-] [--trace DIR]
 
@@ -33,7 +33,8 @@ from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
-from .options import add_cache_arg, build_map, cache_from_args, check_input_order
+from .options import (DTYPE_NAMES, add_cache_arg, build_map, cache_from_args,
+                      check_input_order)
 from .output import add_json_arg, bytes_text, dumps, json_path, text_stream, write_atomic
 from .progress import Progress
 
@@ -47,9 +48,9 @@ def register(sub):
                     "map. Reports time, GFlop/s (N^3/3 flops), the residual with --check, and "
                     "the bytes sent between ranks, measured vs the exact model. Every path, "
                     "size and setting is checked on every rank before the work starts. "
-                    "The computation is float64: a float32 --input is read as float64, "
-                    "and the --output factor is float64 (float32 kernels run from the "
-                    "Python API, DistributedMatrix dtype=float32).",
+                    "The computation is float64 unless --dtype float32 says otherwise; "
+                    "--input is converted to it and --output / --gather are written in "
+                    "it.",
         hints={"--nodes": "run has no --nodes: the node count is mpirun -np P, one rank "
                           "per map node"})
     p.add_argument("--dist", required=True, choices=MAPS, metavar="D",
@@ -66,6 +67,10 @@ def register(sub):
     p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
     p.add_argument("--matrix", default="spd", metavar="KIND",
                    help="spd (default) or indefinite:J (must fail at global column J)")
+    p.add_argument("--dtype", choices=DTYPE_NAMES, default="float64",
+                   help="precision of the factorization: float64 (default) or float32 "
+                        "(single-precision kernels, half the memory and half the bytes "
+                        "sent; --check's residual is then about 1e-7, not 1e-16)")
     p.add_argument("--check", action="store_true",
                    help="compute ||A - L L^T||_F / ||A||_F (distributed)")
     p.add_argument("--sched", default=None, metavar="NAME",
@@ -91,10 +96,10 @@ def register(sub):
     io = p.add_argument_group("HDF5 files")
     io.add_argument("--input", metavar="FILE.h5:/DATASET",
                     help="factor this symmetric matrix (float64/float32, either byte order, "
-                         "read as float64; lower triangle used; each rank reads its own "
-                         "tiles) instead of a generated one")
+                         "converted to --dtype; lower triangle used; each rank reads its "
+                         "own tiles) instead of a generated one")
     io.add_argument("--output", metavar="FILE.h5:/DATASET",
-                    help="write the factor L (float64, lower triangle; the chunks above "
+                    help="write the factor L (in --dtype, lower triangle; the chunks above "
                          "the diagonal are not stored and read as zeros) with attributes (content, "
                          "map, n, nb, residual, ...; a factor file is refused as --input); "
                          "written "
@@ -229,21 +234,23 @@ def preflight(args, rank, size, host_ranks):
                                plan.input_path, role="--output")
         if problem:
             raise problem
+    itemsize = np.dtype(args.dtype).itemsize
     plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
                                     check=args.check, gather=bool(args.gather),
-                                    cache=cache_from_args(args))
+                                    cache=cache_from_args(args), itemsize=itemsize)
     if rank == 0:
         if args.output:
             target = resolve(plan.output_path)
             existing = os.path.getsize(target) if os.path.exists(target) else 0
-            check_disk_space(plan.output_path, dense_file_bytes(args.n) + existing,
+            check_disk_space(plan.output_path, dense_file_bytes(args.n, itemsize) + existing,
                              "--output")
         if args.gather:
             args.gather_before = fingerprint(args.gather)
             if args.gather_before is not None and not args.overwrite:
                 raise UsageError(f"--gather {args.gather} exists; pass --overwrite to "
                                  f"replace it")
-            check_disk_space(args.gather, dense_file_bytes(args.n), "--gather")
+            check_disk_space(args.gather, dense_file_bytes(args.n, itemsize),
+                             "--gather")
     plan.tile_map, plan.spec = tile_map, spec
     return plan
 
@@ -294,7 +301,7 @@ def run(args):
 
             args.writer = FactorWriter(plan.output_path, plan.output_dataset, args.n, comm,
                                        overwrite=args.overwrite, input_path=plan.input_path,
-                                       nb=args.nb, role="--output")
+                                       nb=args.nb, role="--output", dtype=args.dtype)
         return _run(args, comm, plan.tile_map, plan.spec)
     except StarcholError:
         raise  # raised identically on every rank (agreed or validated)
@@ -312,19 +319,20 @@ def _run(args, comm, tile_map, spec):
 
     rank = comm.Get_rank()
     cache = cache_from_args(args)
+    dtype = np.dtype(args.dtype)
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
                  cache=cache, trace=args.trace, gpus=args.gpus) as rt:
         nt = -(-args.n // args.nb)
         if args.input:
             a = DistributedMatrix.from_hdf5(args.input_path, args.input_dataset, args.nb,
-                                            tile_map, dtype=np.float64, comm=comm,
+                                            tile_map, dtype=dtype, comm=comm,
                                             symmetry_tol=args.symmetry_tol)
             input_info = a.input_info
         else:
             n, seed = args.n, args.seed
             a = DistributedMatrix.from_function(
                 lambda r0, r1, c0, c1: matrices.block(spec, n, seed, r0, r1, c0, c1),
-                (n, n), args.nb, tile_map, comm=comm)
+                (n, n), args.nb, tile_map, dtype=dtype, comm=comm)
             input_info = None
         orig = a.copy() if args.check else None
         rt.pin_tiles(a.tiles.values())   # GPUs: page-locked host tiles (async copies)
@@ -367,9 +375,11 @@ def _run(args, comm, tile_map, spec):
         if appeared is not None:
             raise appeared
         return 0
-    storage = node_load(tile_map, nt, tile_bytes=tile_bytes(args.n, args.nb))["bytes"]
+    storage = node_load(tile_map, nt,
+                        tile_bytes=tile_bytes(args.n, args.nb, dtype.itemsize))["bytes"]
     model_peak = node_memory(tile_map, args.n, args.nb, cache=cache_from_args(args),
-                             check=args.check, gather=bool(args.gather))["total"]
+                             check=args.check, gather=bool(args.gather),
+                             itemsize=dtype.itemsize)["total"]
     doc = record.to_dict()
     doc.update({
         "nodes": int(tile_map.nodes), "seed": args.seed,
@@ -456,8 +466,8 @@ def summary(doc):
         f"{doc['runtime']['scheduler']}, StarPU {doc['runtime']['starpu_version']}",
         f"  StarPU build: {doc['runtime'].get('starpu_build') or 'not recorded'}",
         f"  kernels' BLAS: {doc['runtime'].get('kernel_blas') or 'not recorded'}",
-        f"  N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} (elements, tiles), matrix "
-        f"{doc['matrix']}, seed {doc['seed']}",
+        f"  N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} (elements, tiles), "
+        f"{doc.get('dtype', 'float64')}, matrix {doc['matrix']}, seed {doc['seed']}",
         f"  time {doc['time_s']:.3f} s (submission {doc['submit_s']:.3f} s, "
         f"{doc['tasks']} tasks), {doc['gflops']:.2f} GFlop/s",
         f"  residual ||A - L L^T||_F / ||A||_F = {res}",

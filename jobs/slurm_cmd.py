@@ -41,8 +41,9 @@ from ..errors import UsageError
 from ..runtime.session import DEFAULT_SCHEDULER
 from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
                                 plan_ranks)
-from .options import (check_input_order, check_node_count, check_scheduler_name,
-                      check_time_limit, map_from_args, sizes_from_args)
+from .options import (DTYPE_NAMES, check_input_order, check_node_count,
+                      check_scheduler_name, check_time_limit, map_from_args,
+                      sizes_from_args)
 from .output import write_atomic
 from .slurm_template import SCRIPT
 
@@ -84,6 +85,8 @@ def register(sub):
     g.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     g.add_argument("--seed", type=int, default=None, metavar="S", help="matrix seed")
     g.add_argument("--check", action="store_true", help="compute the residual (run --check)")
+    g.add_argument("--dtype", choices=DTYPE_NAMES, default=None,
+                   help="precision of the factorization (run --dtype; default float64)")
     g.add_argument("--input", metavar="FILE.h5:/DSET", help="read A from HDF5 (run --input)")
     g.add_argument("--output", metavar="FILE.h5:/DSET", help="write L to HDF5 (run --output)")
     g.add_argument("--run-arg", action="append", default=[], metavar="ARG",
@@ -335,6 +338,8 @@ def memory_request(args, plan):
         return "0", ("# all the memory of each node (--mem=0)",)
     if mem != "auto":
         return mem, ()
+    import numpy as np
+
     from ..linalg.memory import node_memory
     from ..linalg.volume_summary import format_bytes
     from .options import cache_from_args
@@ -345,12 +350,14 @@ def memory_request(args, plan):
                          f"{args.input} is not on this machine to read it from)")
     run = _run_options(args, plan)
     peak = node_memory(plan.map, int(n), args.nb, cache=cache_from_args(run),
-                       check=run.check, gather=bool(run.gather))["total"]
+                       check=run.check, gather=bool(run.gather),
+                       itemsize=np.dtype(run.dtype).itemsize)["total"]
     rank = int(peak.max())
     need = plan.ranks_per_node * rank * MEM_HEADROOM
     mib = -(-int(math.ceil(need)) // 2**20)
     extras = [w for w, on in (("--check", run.check), ("--gather", run.gather),
-                              ("cache off", not cache_from_args(run))) if on]
+                              ("cache off", not cache_from_args(run)),
+                              (run.dtype, run.dtype != "float64")) if on]
     return f"{mib}M", (
         f"# memory per node (--mem auto): {plan.ranks_per_node} rank(s) x "
         f"{format_bytes(rank)}, the peak of the rank",
@@ -380,6 +387,8 @@ def run_argv(args, plan, json_path="$JSON"):
         argv += ["--output", args.output]
     if args.check:
         argv.append("--check")
+    if args.dtype is not None:
+        argv += ["--dtype", args.dtype]
     argv += ["--sched", args.sched, "--gpus", str(plan.gpus_per_node)]
     if plan.workers is not None:
         argv += ["--workers", "$WORKERS"]

@@ -47,3 +47,39 @@ def test_argument_error_is_one_line_on_every_rank(mpirun):
     for line in lines:
         assert line.startswith("starchol run: error: unrecognized arguments: --nodes 3; "
                                "run has no --nodes: the node count is mpirun -np P")
+
+
+def test_float32_run_check_output_gather(mpirun, tmp_path):
+    """--dtype float32: the float32 kernels, a float32 factor in the HDF5 file and the
+    .npy, bytes measured = the model's with 4-byte entries (half of float64's)."""
+    import h5py
+    import numpy as np
+    import scipy.linalg
+
+    from starchol.distributions import get_map
+    from starchol.linalg import matrices
+    from starchol.linalg.volume import transfer_pairs_bytes
+
+    doc_path, out, npy = tmp_path / "r.json", tmp_path / "l.h5", tmp_path / "l.npy"
+    p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--dtype", "float32",
+               "--check", "--output", f"{out}:/L", "--gather", npy, "--json", doc_path,
+               "--workers", "1", "--quiet", timeout=120)
+    assert p.rank_exits == [0, 0, 0], p.stderr
+    assert "NT = 6 (elements, tiles), float32," in p.stdout
+    doc = json.loads(doc_path.read_text())
+    assert doc["dtype"] == "float32" and doc["match"] is True
+    assert 1e-12 < doc["residual"] < 1e-5                  # single precision, not double
+    model = transfer_pairs_bytes(get_map("sbc", 3), 300, 50, cache=True, itemsize=4)
+    assert doc["bytes_measured_total"] == int(model.sum()) > 0
+    assert 2 * int(model.sum()) == int(transfer_pairs_bytes(get_map("sbc", 3), 300, 50,
+                                                            cache=True).sum())
+    assert {k: v["cpu"] for k, v in doc["kernels"].items()} == {
+        "gemm_s": 20, "potrf_s": 6, "syrk_s": 15, "trsm_s": 15}
+    a = matrices.block(matrices.parse_matrix_spec("spd", 300), 300, 0, 0, 300, 0, 300)
+    ref = scipy.linalg.cholesky(a, lower=True)
+    with h5py.File(out, "r") as f:
+        stored = f["L"][...]
+    gathered = np.load(npy)
+    for lf in (stored, gathered):
+        assert lf.dtype == np.float32
+        assert np.abs(np.tril(lf) - ref).max() / np.abs(ref).max() < 1e-5

@@ -567,3 +567,22 @@ def test_script_logic_with_stand_ins(capsys, tmp_path):
     assert ("starchol: this job has 3 tasks, but the script runs 2dbc 1x2 (2 nodes) on 2 "
             "ranks") in proc.stderr, proc.stderr
     assert not (tmp_path / "node-tmp" / "starpu-4244").exists()
+
+
+def test_float32_job(capsys):
+    """--dtype float32 goes to the run line, and --mem auto counts 4-byte entries."""
+    import numpy as np
+
+    from starchol.distributions import get_map
+    from starchol.linalg.memory import node_memory
+
+    script = generate(capsys, "--dtype", "float32", "--mem", "auto")
+    assert "--dtype float32" in launch_line(script)
+    peak = int(node_memory(get_map("sbc", 6), 20000, 500, itemsize=4)["total"].max())
+    assert f"#SBATCH --mem={-(-int(np.ceil(peak * 1.10)) // 2**20)}M" in script
+    assert "(N = 20000, float32;" in script
+    assert "--dtype" not in launch_line(generate(capsys))       # float64: run's default
+    with pytest.raises(SystemExit) as exc:
+        main([*BASE, "--dtype", "float16"])
+    assert exc.value.code == 2
+    assert "--dtype: invalid choice: 'float16'" in capsys.readouterr().err
