@@ -1,11 +1,13 @@
 """``starchol bench``: starchol's factorization vs LAPACK dpotrf on one rank, all cores.
 
-    starchol bench --n N --nb NB [--repeat R] [--seed S] [--sched NAME] [--json FILE]
+    starchol bench --n N --nb NB [--dtype float64|float32] [--repeat R] [--seed S]
+                   [--sched NAME] [--json FILE]
 
 Both factor the same SPD matrix; runs alternate (starchol, LAPACK, starchol, ...).
 starchol runs with one single-threaded BLAS per StarPU worker (as many workers as
-cores); LAPACK is scipy.linalg.lapack.dpotrf on a Fortran-ordered copy, overwritten
-in place, with BLAS on all cores (StarPU's workers paused meanwhile). Flops N^3/3.
+cores); LAPACK is scipy.linalg.lapack.dpotrf (spotrf with ``--dtype float32``) on a
+Fortran-ordered copy, overwritten in place, with BLAS on all cores (StarPU's workers
+paused meanwhile). Flops N^3/3.
 """
 import statistics
 import time
@@ -13,17 +15,22 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
+from .options import DTYPE_NAMES
 from .output import add_json_arg, json_file, publish
 
 
 def register(sub):
     p = sub.add_parser(
-        "bench", help="time starchol (1 rank) against LAPACK dpotrf",
+        "bench", help="time starchol (1 rank) against LAPACK ?potrf",
         description="Factor the same SPD matrix with starchol (one rank, StarPU workers on "
-                    "all cores) and with scipy's LAPACK dpotrf (BLAS on all cores), "
+                    "all cores) and with scipy's LAPACK dpotrf or spotrf (BLAS on all "
+                    "cores), "
                     "alternating; report GFlop/s and the median ratio.")
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    p.add_argument("--dtype", choices=DTYPE_NAMES, default="float64",
+                   help="precision: float64 (default, against dpotrf) or float32 (the "
+                        "float32 kernels, against spotrf)")
     p.add_argument("--repeat", type=int, default=3, metavar="R", help="runs of each (default 3)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
@@ -45,11 +52,11 @@ def run(args):
     check_sizes(args.n, args.nb)
     json_file(args)
     from .preflight import check_rank_memory
-    from ..distributions import get_map
 
+    dtype = np.dtype(args.dtype)
     # the dense LAPACK copies count like a gathered factor (two N x N arrays)
     check_rank_memory(get_map("2dbc", 1, grid=(1, 1)), args.n, args.nb, 0, 1,
-                      gather=not args.no_lapack,
+                      gather=not args.no_lapack, itemsize=dtype.itemsize,
                       fix="use a smaller --n" + ("" if args.no_lapack else
                                                  " or time starchol alone (--no-lapack)"))
     if args.repeat < 1:
@@ -68,11 +75,13 @@ def run(args):
     spec = matrices.MatrixSpec("spd")
     fl = flops(n)
     ours, theirs, submit, tasks = [], [], [], 0
+    potrf_name = "spotrf" if dtype == np.float32 else "dpotrf"
+    potrf = getattr(lapack, potrf_name)
     tile_map = get_map("2dbc", 1)
     with Session(MPI.COMM_SELF, workers=workers, scheduler=sched, stats=False) as rt:
         pristine = DistributedMatrix.from_function(
             lambda r0, r1, c0, c1: matrices.block(spec, n, args.seed, r0, r1, c0, c1),
-            (n, n), nb, tile_map, comm=MPI.COMM_SELF)
+            (n, n), nb, tile_map, dtype=dtype, comm=MPI.COMM_SELF)
         dense = None if args.no_lapack else pristine.gather()
         if dense is not None:
             dense = np.asfortranarray(dense + np.tril(dense, -1).T)
@@ -89,14 +98,15 @@ def run(args):
             c = np.array(dense, order="F", copy=True)
             with threadpool_limits(limits=cores, user_api="blas"):  # StarPU workers asleep
                 t0 = time.perf_counter()
-                _, info = lapack.dpotrf(c, lower=1, clean=0, overwrite_a=1)
+                _, info = potrf(c, lower=1, clean=0, overwrite_a=1)
                 dt = time.perf_counter() - t0
             if info != 0:
-                raise StarcholError(f"LAPACK dpotrf failed with info={info}")
+                raise StarcholError(f"LAPACK {potrf_name} failed with info={info}")
             theirs.append(fl / dt / 1e9)
         info = rt.describe()
     med_ours = statistics.median(ours)
-    doc = {"n": n, "nb": nb, "nt": nt, "repeat": args.repeat, "cores": cores,
+    doc = {"n": n, "nb": nb, "nt": nt, "dtype": dtype.name, "lapack": potrf_name,
+           "repeat": args.repeat, "cores": cores,
            "starchol_gflops": ours, "lapack_gflops": theirs,
            "starchol_median_gflops": med_ours,
            "lapack_median_gflops": statistics.median(theirs) if theirs else None,
@@ -107,7 +117,8 @@ def run(args):
                        "starpu_version": info["starpu_version"],
                        "starpu_build": info["starpu_build"],
                        "kernel_blas": info.get("kernel_blas")}}
-    lines = [f"starchol bench: N = {n}, NB = {nb} (NT = {nt}, {tasks} tasks), {cores} cores, "
+    lines = [f"starchol bench: N = {n}, NB = {nb} (NT = {nt}, {tasks} tasks), {dtype.name}, "
+             f"{cores} cores, "
              f"{info['workers_per_rank']} StarPU workers, scheduler {info['scheduler']}",
              f"  StarPU build: {info['starpu_build']}",
              f"  kernels' BLAS: {info.get('kernel_blas') or 'not recorded'}",
@@ -115,7 +126,7 @@ def run(args):
              + f"  (median {med_ours:.1f}; submission "
              + ", ".join(f"{s:.3f}" for s in submit) + " s)"]
     if theirs:
-        lines.append("  LAPACK   GFlop/s: " + ", ".join(f"{g:.1f}" for g in theirs)
+        lines.append(f"  LAPACK {potrf_name} GFlop/s: " + ", ".join(f"{g:.1f}" for g in theirs)
                      + f"  (median {doc['lapack_median_gflops']:.1f})")
         lines.append(f"  median ratio starchol / LAPACK: {doc['ratio_median']:.3f}")
     publish(args, doc, "\n".join(lines))

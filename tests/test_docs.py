@@ -307,7 +307,7 @@ def test_model_commands_write_the_documented_keys(capsys):
 
 
 #: keys docs/engine.md lists for bench's and info's documents
-BENCH_KEYS = {"n", "nb", "nt", "repeat", "cores", "starchol_gflops", "lapack_gflops",
+BENCH_KEYS = {"n", "nb", "nt", "dtype", "lapack", "repeat", "cores", "starchol_gflops", "lapack_gflops",
               "starchol_median_gflops", "lapack_median_gflops", "ratio_median", "submit_s",
               "tasks", "runtime", "runtime.scheduler", "runtime.workers_per_rank",
               "runtime.starpu_version", "runtime.starpu_build", "runtime.kernel_blas"}
@@ -333,6 +333,14 @@ def test_bench_and_info_write_the_documented_keys(starpu_home):
     assert doc["lapack_gflops"] == [] and doc["ratio_median"] is None   # --no-lapack
     assert doc["tasks"] == 4 and len(doc["starchol_gflops"]) == 1
     assert INFO_KEYS <= _keys(_run_starchol(starpu_home, "info", "--json"))
+
+
+def test_bench_float32_times_spotrf(starpu_home):
+    pytest.importorskip("starchol.runtime._binding")
+    doc = _run_starchol(starpu_home, "bench", "--n", "256", "--nb", "128", "--repeat", "1",
+                        "--dtype", "float32", "--json")
+    assert doc["dtype"] == "float32" and doc["lapack"] == "spotrf"
+    assert len(doc["lapack_gflops"]) == 1 and doc["ratio_median"] > 0
 
 
 #: keys of ``starchol run --json`` beyond RunRecord's fields that the documents name
