@@ -18,11 +18,13 @@ import logging
 import shlex
 import time
 
+import numpy as np
+
 from ..errors import UsageError
 from ..distributions.base import nodes_text
 from ..linalg.plan import rank_maps, score_map
 from ..linalg.volume_summary import format_bytes, format_seconds
-from .options import candidates_for, check_positive_finite
+from .options import DTYPE_NAMES, candidates_for, check_positive_finite
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
 
@@ -42,6 +44,10 @@ def register(sub):
                    help="nodes available (maps on fewer nodes are listed too)")
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    p.add_argument("--dtype", choices=DTYPE_NAMES, default="float64",
+                   help="precision of the run: float64 (default, 8-byte entries) or "
+                        "float32 (4 bytes: half the bytes and tile memory; give "
+                        "--node-gflops at single-precision speed)")
     p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",
                    help="memory of each node for its rank, bytes (e.g. 64e9); a map fits "
                         "when its peak per node (tiles, received tile copies, runtime) "
@@ -66,6 +72,7 @@ def run(args):
     check_positive_finite(args.node_gflops, "--node-gflops")
     check_positive_finite(args.node_bandwidth, "--node-bandwidth")
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
+    itemsize = np.dtype(args.dtype).itemsize
     json_file(args)
     log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
              nodes_text(args.nodes), args.n, args.nb)
@@ -74,7 +81,7 @@ def run(args):
     rows = []
     for k, tile_map in enumerate(maps):
         row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth,
-                        memory_per_node=args.memory_per_node)
+                        memory_per_node=args.memory_per_node, itemsize=itemsize)
         rows.append(row)
         log.debug("%s: estimate %s, %s per node, fits %s", tile_map,
                   format_seconds(row["estimate_s"]), format_bytes(row["memory_per_node_bytes"]),
@@ -84,7 +91,7 @@ def run(args):
              sum(r["fits"] for r in rows), len(rows))
     rows, pick = rank_maps(rows)
     why = explain(pick, rows, args)
-    doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb,
+    doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb, "dtype": args.dtype,
            "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
            "node_bandwidth": args.node_bandwidth, "rows": rows,
            "pick": pick, "explanation": why, "commands": commands(pick, args)}
@@ -95,6 +102,7 @@ def run(args):
 def text_table(doc):
     """The human table of the ``plan`` document, and the explanation under it."""
     lines = [f"maps for up to {nodes_text(doc['nodes'])}, N = {doc['n']}, NB = {doc['nb']}, "
+             f"{doc.get('dtype', 'float64')}, "
              f"memory {format_bytes(doc['memory_per_node'])} per node; estimate = compute + "
              f"comm with {doc['node_gflops']:g} GFlop/s and "
              f"{format_bytes(doc['node_bandwidth'])}/s per node (busiest node); mem/node: "
@@ -134,6 +142,8 @@ def commands(pick, args):
     if pick is None:
         return None
     size = ["--n", str(args.n), "--nb", str(args.nb)]
+    if args.dtype != "float64":
+        size += ["--dtype", args.dtype]
     run = ["mpirun", "-np", str(pick["nodes"]), "starchol", "run", *map_flags(pick), *size]
     slurm = ["starchol", "slurm", *map_flags(pick)[:2], "--nodes", str(pick["nodes"]),
              *map_flags(pick)[2:], *size, "--mem", "auto"]

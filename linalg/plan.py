@@ -26,11 +26,12 @@ import numpy as np
 
 from ..distributions import node_load
 from .memory import node_memory
-from .volume import tile_bytes
+from .volume import DOUBLE_BYTES, tile_bytes
 from .volume_summary import volume_summary
 
 
-def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None):
+def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None,
+              itemsize=DOUBLE_BYTES):
     """Predicted traffic, storage, load and time estimate of one map for an n x n matrix.
 
     Parameters
@@ -46,6 +47,8 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
     memory_per_node : float, optional
         Bytes of memory of each node (one rank per node); sets ``fits`` (True when not
         given).
+    itemsize : int
+        Bytes per entry: 8 (float64, the default) or 4 (float32).
 
     Returns
     -------
@@ -64,14 +67,14 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         ``compute_s``, ``comm_s``, ``estimate_s`` (seconds) and ``fits``.
     """
     nt = -(-n // nb)
-    doc = volume_summary(tile_map, nt, nb, n=n, with_pairs=False)
-    load = node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb))
+    doc = volume_summary(tile_map, nt, nb, n=n, with_pairs=False, itemsize=itemsize)
+    load = node_load(tile_map, nt, tile_bytes=tile_bytes(n, nb, itemsize))
     traffic = (np.asarray(doc["per_node"]["sent_bytes"])
                + np.asarray(doc["per_node"]["received_bytes"]))
     compute_s = float(load["flops"].max()) * nb ** 3 / (node_gflops * 1e9)
     comm_s = float(traffic.max()) / node_bandwidth
     mem = node_memory(tile_map, n, nb, received_bytes=doc["per_node"]["received_bytes"],
-                      load=load)
+                      load=load, itemsize=itemsize)
     top = int(np.argmax(mem["total"]))
     memory = int(mem["total"][top])
     return {

@@ -11,17 +11,19 @@ from .volume import (DOUBLE_BYTES, leading_term_tiles, stored_tiles, transfer_pa
 PAIRS_MAX_NODES = 256
 
 
-def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progress=None):
+def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progress=None,
+                   itemsize=DOUBLE_BYTES):
     """Predicted transfers (tiles and bytes) and load of an nt x nt tiled Cholesky.
 
     Args:
         tile_map: a map from :mod:`starchol.distributions`.
         nt: tile rows/columns NT.
-        nb: tile size NB (elements); a tile is NB*NB*8 bytes.
+        nb: tile size NB (elements); a tile is NB*NB*itemsize bytes.
         n: matrix order; if given and not NT*NB, the last tile row/column is smaller and
             ``bytes`` is counted exactly per tile size.
         cache: StarPU-MPI receive cache on or off.
         with_pairs: include the node-pair matrix (default: when P <= 256).
+        itemsize: bytes per entry (8: float64, the default; 4: float32).
 
     Returns:
         dict with ``dist, nodes, slices, nt, nb, n, cache, stored_tiles, transfers_tiles,
@@ -38,12 +40,12 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
     total = int(pairs.sum())
     sent, received = pairs.sum(axis=1), pairs.sum(axis=0)
     if n == nt * nb:
-        tile = nb * nb * DOUBLE_BYTES
+        tile = nb * nb * int(itemsize)
         nbytes = total * tile
         sent_bytes, received_bytes = sent * tile, received * tile
     else:
         weighted = transfer_pairs(owners, tile_map.nodes, cache=cache,
-                                  row_weights=tile_bytes(n, nb))
+                                  row_weights=tile_bytes(n, nb, itemsize))
         nbytes = int(weighted.sum())
         sent_bytes, received_bytes = weighted.sum(axis=1), weighted.sum(axis=0)
         del weighted

@@ -276,7 +276,7 @@ COMPARE_KEYS = {"nodes", "nt", "n", "nb", "cache", "rows"}
 COMPARE_ROW = {"dist", "nodes", "slices", "map", "transfers_tiles", "bytes", "ratio",
                "leading_term_tiles", "leading_ratio", "flops_max_over_avg",
                "tiles_per_node_max"}
-PLAN_KEYS = {"nodes", "n", "nb", "memory_per_node", "node_gflops", "node_bandwidth", "rows",
+PLAN_KEYS = {"nodes", "n", "nb", "dtype", "memory_per_node", "node_gflops", "node_bandwidth", "rows",
              "pick", "explanation", "commands"}
 PLAN_ROW = {"dist", "nodes", "slices", "map", "pattern_size", "periods", "bytes", "ratio",
             "memory_per_node_bytes", "memory_parts", "tile_bytes_per_node",

@@ -219,3 +219,30 @@ def test_plan_without_a_pick_prints_no_command(capsys):
                  "--memory-per-node", "1e6", "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["pick"] is None and doc["commands"] is None
+
+
+def test_plan_float32_halves_bytes_and_tiles_and_says_so_in_its_commands(capsys):
+    """--dtype float32: 4-byte entries in bytes, tiles and received copies (not in the
+    runtime's handles, tasks and tables), so a budget too small in float64 can fit."""
+    argv = ["plan", "--nodes", "6", "--n", "20000", "--nb", "500", "--json",
+            "--memory-per-node"]
+    assert main(argv + ["1e12"]) == 0
+    f64 = json.loads(capsys.readouterr().out)
+    assert main(argv + ["1e12", "--dtype", "float32"]) == 0
+    f32 = json.loads(capsys.readouterr().out)
+    assert f64["dtype"] == "float64" and f32["dtype"] == "float32"
+    rows32 = {r["map"]: r for r in f32["rows"]}
+    assert len(rows32) == len(f64["rows"])
+    for a in f64["rows"]:
+        b = rows32[a["map"]]
+        assert a["bytes"] == 2 * b["bytes"]
+        assert b["comm_s"] < a["comm_s"] or a["bytes"] == 0
+        assert a["tile_bytes_per_node"] == 2 * b["tile_bytes_per_node"]
+        for part in ("tiles", "received tiles"):
+            assert a["memory_parts"][part] == 2 * b["memory_parts"][part]
+    assert "--dtype" not in f64["commands"]["run"]
+    assert f32["commands"]["run"].endswith("--dtype float32")
+    assert "--dtype float32 --mem auto" in f32["commands"]["slurm"]
+    need64 = f64["pick"]["memory_per_node_bytes"]
+    assert main(argv + [str(need64 - 1), "--dtype", "float32"]) == 0   # fits in float32
+    assert json.loads(capsys.readouterr().out)["pick"] is not None
