@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
-from .options import DTYPE_NAMES
+from .options import add_dtype_arg, itemsize_from_args
 from .output import add_json_arg, json_file, publish
 
 
@@ -28,9 +28,8 @@ def register(sub):
                     "alternating; report GFlop/s and the median ratio.")
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
-    p.add_argument("--dtype", choices=DTYPE_NAMES, default="float64",
-                   help="precision: float64 (default, against dpotrf) or float32 (the "
-                        "float32 kernels, against spotrf)")
+    add_dtype_arg(p, "precision: float64 (default, against dpotrf) or float32 (the "
+                     "float32 kernels, against spotrf)")
     p.add_argument("--repeat", type=int, default=3, metavar="R", help="runs of each (default 3)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
@@ -56,7 +55,7 @@ def run(args):
     dtype = np.dtype(args.dtype)
     # the dense LAPACK copies count like a gathered factor (two N x N arrays)
     check_rank_memory(get_map("2dbc", 1, grid=(1, 1)), args.n, args.nb, 0, 1,
-                      gather=not args.no_lapack, itemsize=dtype.itemsize,
+                      gather=not args.no_lapack, itemsize=itemsize_from_args(args),
                       fix="use a smaller --n" + ("" if args.no_lapack else
                                                  " or time starchol alone (--no-lapack)"))
     if args.repeat < 1:

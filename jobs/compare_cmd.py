@@ -4,7 +4,9 @@ import time
 
 from ..distributions.base import nodes_text
 from ..linalg.volume_summary import format_bytes, volume_summary
-from .options import add_cache_arg, add_size_args, candidates_for, sizes_from_args
+from .options import (add_cache_arg, add_dtype_arg, add_size_args, candidates_for,
+                      itemsize_from_args, sizes_from_args)
+from .volume_cmd import BYTES_DTYPE_HELP
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
 
@@ -23,6 +25,7 @@ def register(sub):
     p.add_argument("--nodes", type=int, required=True, metavar="P", help="nodes available")
     add_size_args(p)
     add_cache_arg(p)
+    add_dtype_arg(p, BYTES_DTYPE_HELP)
     add_json_arg(p, "the table as a JSON document (keys: docs/volume-model.md, "
                     "\"starchol compare --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -39,7 +42,8 @@ def run(args):
     progress = Progress("comparing maps", unit="maps", enabled=False if args.quiet else None)
     rows = []
     for k, tile_map in enumerate(maps):
-        doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", with_pairs=False)
+        doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", with_pairs=False,
+                             itemsize=itemsize_from_args(args))
         lead = doc["leading_term_tiles"]
         rows.append({
             "map": str(tile_map), **tile_map.params(),
@@ -54,8 +58,8 @@ def run(args):
         progress(k + 1, len(maps))
     log.info("counted in %.2f s", time.perf_counter() - t0)
     rows.sort(key=lambda row: (row["bytes"], row["nodes"]))
-    doc = {"nodes": args.nodes, "nt": nt, "n": n, "nb": nb, "cache": args.cache == "on",
-           "rows": rows}
+    doc = {"nodes": args.nodes, "nt": nt, "n": n, "nb": nb, "dtype": args.dtype,
+           "cache": args.cache == "on", "rows": rows}
     publish(args, doc, text_table(doc))
     return 0
 
@@ -63,7 +67,8 @@ def run(args):
 def text_table(doc):
     """The human table of the ``compare`` document."""
     lines = [f"maps for up to {nodes_text(doc['nodes'])}, N = {doc['n']}, NB = {doc['nb']}, "
-             f"NT = {doc['nt']}, cache {'on' if doc['cache'] else 'off'}; sorted by "
+             f"NT = {doc['nt']}, {doc.get('dtype', 'float64')}, cache "
+             f"{'on' if doc['cache'] else 'off'}; sorted by "
              f"predicted bytes"]
     head = (f"{'map':<52} {'nodes':>5} {'transfers':>12} {'bytes':>12} {'D/S':>7} "
             f"{'lead/S':>7} {'flops max/avg':>13}")

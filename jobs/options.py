@@ -12,6 +12,16 @@ DEFAULT_NB = 500
 DTYPE_NAMES = tuple(d.name for d in DTYPES)
 
 
+def add_dtype_arg(parser, help_text, default="float64"):
+    """``--dtype float64|float32`` (:data:`DTYPE_NAMES`), with the command's own help."""
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default=default, help=help_text)
+
+
+def itemsize_from_args(args):
+    """Bytes per entry of ``--dtype`` (8 when the command has none or it is not given)."""
+    return DTYPES[DTYPE_NAMES.index(getattr(args, "dtype", None) or "float64")].itemsize
+
+
 
 def add_cache_arg(parser, old_spelling=False):
     """``--cache on|off`` (StarPU-MPI's receive cache; default on), the one spelling of

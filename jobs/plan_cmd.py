@@ -18,13 +18,12 @@ import logging
 import shlex
 import time
 
-import numpy as np
-
 from ..errors import UsageError
 from ..distributions.base import nodes_text
 from ..linalg.plan import rank_maps, score_map
 from ..linalg.volume_summary import format_bytes, format_seconds
-from .options import DTYPE_NAMES, candidates_for, check_positive_finite
+from .options import (add_dtype_arg, candidates_for, check_positive_finite,
+                      itemsize_from_args)
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
 
@@ -44,10 +43,9 @@ def register(sub):
                    help="nodes available (maps on fewer nodes are listed too)")
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
-    p.add_argument("--dtype", choices=DTYPE_NAMES, default="float64",
-                   help="precision of the run: float64 (default, 8-byte entries) or "
-                        "float32 (4 bytes: half the bytes and tile memory; give "
-                        "--node-gflops at single-precision speed)")
+    add_dtype_arg(p, "precision of the run: float64 (default, 8-byte entries) or float32 "
+                     "(4 bytes: half the bytes and tile memory; give --node-gflops at "
+                     "single-precision speed)")
     p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",
                    help="memory of each node for its rank, bytes (e.g. 64e9); a map fits "
                         "when its peak per node (tiles, received tile copies, runtime) "
@@ -72,7 +70,7 @@ def run(args):
     check_positive_finite(args.node_gflops, "--node-gflops")
     check_positive_finite(args.node_bandwidth, "--node-bandwidth")
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
-    itemsize = np.dtype(args.dtype).itemsize
+    itemsize = itemsize_from_args(args)
     json_file(args)
     log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
              nodes_text(args.nodes), args.n, args.nb)

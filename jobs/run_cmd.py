@@ -33,8 +33,8 @@ from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..linalg.volume_summary import format_bytes
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
-from .options import (DTYPE_NAMES, add_cache_arg, build_map, cache_from_args,
-                      check_input_order)
+from .options import (add_cache_arg, add_dtype_arg, build_map, cache_from_args,
+                      check_input_order, itemsize_from_args)
 from .output import add_json_arg, bytes_text, dumps, json_path, text_stream, write_atomic
 from .progress import Progress
 
@@ -67,10 +67,9 @@ def register(sub):
     p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
     p.add_argument("--matrix", default="spd", metavar="KIND",
                    help="spd (default) or indefinite:J (must fail at global column J)")
-    p.add_argument("--dtype", choices=DTYPE_NAMES, default="float64",
-                   help="precision of the factorization: float64 (default) or float32 "
-                        "(single-precision kernels, half the memory and half the bytes "
-                        "sent; --check's residual is then about 1e-7, not 1e-16)")
+    add_dtype_arg(p, "precision of the factorization: float64 (default) or float32 "
+                     "(single-precision kernels, half the memory and half the bytes "
+                     "sent; --check's residual is then about 1e-7, not 1e-16)")
     p.add_argument("--check", action="store_true",
                    help="compute ||A - L L^T||_F / ||A||_F (distributed)")
     p.add_argument("--sched", default=None, metavar="NAME",
@@ -234,7 +233,7 @@ def preflight(args, rank, size, host_ranks):
                                plan.input_path, role="--output")
         if problem:
             raise problem
-    itemsize = np.dtype(args.dtype).itemsize
+    itemsize = itemsize_from_args(args)
     plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
                                     check=args.check, gather=bool(args.gather),
                                     cache=cache_from_args(args), itemsize=itemsize)

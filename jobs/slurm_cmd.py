@@ -41,7 +41,7 @@ from ..errors import UsageError
 from ..runtime.session import DEFAULT_SCHEDULER
 from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
                                 plan_ranks)
-from .options import (DTYPE_NAMES, check_input_order, check_node_count,
+from .options import (add_dtype_arg, check_input_order, check_node_count,
                       check_scheduler_name, check_time_limit, map_from_args,
                       sizes_from_args)
 from .output import write_atomic
@@ -85,8 +85,8 @@ def register(sub):
     g.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     g.add_argument("--seed", type=int, default=None, metavar="S", help="matrix seed")
     g.add_argument("--check", action="store_true", help="compute the residual (run --check)")
-    g.add_argument("--dtype", choices=DTYPE_NAMES, default=None,
-                   help="precision of the factorization (run --dtype; default float64)")
+    add_dtype_arg(g, "precision of the factorization (run --dtype; default float64)",
+                  default=None)
     g.add_argument("--input", metavar="FILE.h5:/DSET", help="read A from HDF5 (run --input)")
     g.add_argument("--output", metavar="FILE.h5:/DSET", help="write L to HDF5 (run --output)")
     g.add_argument("--run-arg", action="append", default=[], metavar="ARG",
@@ -338,11 +338,9 @@ def memory_request(args, plan):
         return "0", ("# all the memory of each node (--mem=0)",)
     if mem != "auto":
         return mem, ()
-    import numpy as np
-
     from ..linalg.memory import node_memory
     from ..linalg.volume_summary import format_bytes
-    from .options import cache_from_args
+    from .options import cache_from_args, itemsize_from_args
 
     n = plan.n if plan.n is not None else getattr(args, "input_n", None)
     if n is None:
@@ -351,7 +349,7 @@ def memory_request(args, plan):
     run = _run_options(args, plan)
     peak = node_memory(plan.map, int(n), args.nb, cache=cache_from_args(run),
                        check=run.check, gather=bool(run.gather),
-                       itemsize=np.dtype(run.dtype).itemsize)["total"]
+                       itemsize=itemsize_from_args(run))["total"]
     rank = int(peak.max())
     need = plan.ranks_per_node * rank * MEM_HEADROOM
     mib = -(-int(math.ceil(need)) // 2**20)

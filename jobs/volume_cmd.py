@@ -3,7 +3,8 @@ import logging
 import time
 
 from ..linalg.volume_summary import format_bytes, volume_summary
-from .options import add_cache_arg, add_map_args, add_size_args, map_from_args, sizes_from_args
+from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
+                      itemsize_from_args, map_from_args, sizes_from_args)
 from .output import add_json_arg, json_file, publish
 from .preflight import check_table_memory
 from .progress import Progress
@@ -12,6 +13,9 @@ log = logging.getLogger("starchol.volume")
 
 #: show progress from this many tile rows on
 PROGRESS_MIN_NT = 400
+#: --dtype's help in the commands that count bytes without running
+BYTES_DTYPE_HELP = ("entries of 8 bytes (float64, default) or 4 (float32) in the byte "
+                    "counts; tile counts do not change")
 
 
 def register(sub):
@@ -22,6 +26,7 @@ def register(sub):
     add_map_args(p)
     add_size_args(p)
     add_cache_arg(p)
+    add_dtype_arg(p, BYTES_DTYPE_HELP)
     add_json_arg(p, "the volume document (keys: docs/volume-model.md, \"starchol volume --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
@@ -38,7 +43,9 @@ def run(args):
     if nt >= PROGRESS_MIN_NT and not args.quiet:
         progress = Progress("counting transfers", unit="tile rows")
     t0 = time.perf_counter()
-    doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", progress=progress)
+    doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", progress=progress,
+                         itemsize=itemsize_from_args(args))
+    doc["dtype"] = args.dtype
     log.info("counted %d transfers in %.2f s", doc["transfers_tiles"],
              time.perf_counter() - t0)
     publish(args, doc, text_report(doc))
@@ -50,8 +57,8 @@ def text_report(doc):
     lead = doc["leading_term_tiles"]
     lines = [
         f"map:        {doc['map']}",
-        f"matrix:     N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']} "
-        f"({doc['stored_tiles']} stored tiles S)",
+        f"matrix:     N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}, "
+        f"{doc.get('dtype', 'float64')} ({doc['stored_tiles']} stored tiles S)",
         f"cache:      {'on' if doc['cache'] else 'off'}",
         f"transfers:  {doc['transfers_tiles']} tiles = {format_bytes(doc['bytes'])} "
         f"({doc['transfers_tiles'] / doc['stored_tiles']:.4f} x S)",

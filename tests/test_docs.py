@@ -272,7 +272,7 @@ def _shown(doc, keys):
 
 #: keys docs/volume-model.md lists for compare's and plan's documents (a row's "map
 #: keys" are dist, nodes, slices and map)
-COMPARE_KEYS = {"nodes", "nt", "n", "nb", "cache", "rows"}
+COMPARE_KEYS = {"nodes", "nt", "n", "nb", "dtype", "cache", "rows"}
 COMPARE_ROW = {"dist", "nodes", "slices", "map", "transfers_tiles", "bytes", "ratio",
                "leading_term_tiles", "leading_ratio", "flops_max_over_avg",
                "tiles_per_node_max"}
@@ -284,7 +284,7 @@ PLAN_ROW = {"dist", "nodes", "slices", "map", "pattern_size", "periods", "bytes"
             "tiles_max_over_avg", "compute_s", "comm_s", "estimate_s", "fits"}
 
 
-VOLUME_KEYS = {"dist", "nodes", "slices", "r", "map", "nt", "nb", "n", "cache",
+VOLUME_KEYS = {"dist", "nodes", "slices", "r", "map", "nt", "nb", "n", "dtype", "cache",
                "stored_tiles", "transfers_tiles", "bytes", "ratio", "leading_term_tiles",
                "per_node.sent_tiles", "per_node.received_tiles", "per_node.sent_bytes",
                "per_node.received_bytes", "load.tiles", "load.flops",

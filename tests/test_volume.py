@@ -190,3 +190,34 @@ def test_owner_arrays_are_checked(owners, nodes, msg):
         transfer_pairs(owners, nodes)
     # the upper triangle is not read
     assert transfer_pairs([[0, -5], [1, 1]], 2).tolist() == [[0, 1], [0, 0]]
+
+
+@pytest.mark.parametrize("n, nb", [(3000, 200), (2950, 200)])
+def test_volume_and_compare_float32_count_4_byte_entries(capsys, n, nb):
+    """--dtype float32: every byte count is the 4-byte model's (half of float64's, the
+    smaller last tile included); tile counts do not change."""
+    import json
+
+    from starchol.cli import main
+
+    tile_map = get_map("sbc", 6)
+    argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", str(n), "--nb", str(nb),
+            "--json"]
+    assert main(argv + ["--dtype", "float32"]) == 0
+    d32 = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    d64 = json.loads(capsys.readouterr().out)
+    pairs = transfer_pairs_bytes(tile_map, n, nb, cache=True, itemsize=4)
+    assert d32["dtype"] == "float32" and d32["bytes"] == int(pairs.sum())
+    assert d32["per_node"]["sent_bytes"] == pairs.sum(axis=1).tolist()
+    assert d32["per_node"]["received_bytes"] == pairs.sum(axis=0).tolist()
+    assert 2 * d32["bytes"] == d64["bytes"]
+    assert d32["transfers_tiles"] == d64["transfers_tiles"]
+    argv = ["compare", "--nodes", "6", "--n", str(n), "--nb", str(nb), "--json", "--quiet"]
+    assert main(argv + ["--dtype", "float32"]) == 0
+    c32 = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    c64 = {r["map"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert c32["dtype"] == "float32"
+    assert all(2 * r["bytes"] == c64[r["map"]]["bytes"] for r in c32["rows"])
+    assert next(r for r in c32["rows"] if r["map"] == str(tile_map))["bytes"] == d32["bytes"]
