@@ -2,9 +2,9 @@
 2.5D with ``--slices C``), through :func:`starchol.linalg.cholesky.cholesky`.
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
-        [--matrix spd|indefinite:J] [--dtype float64|float32] [--check] [--sched NAME] [--workers K] [--gpus K]
-        [--cache on|off] [--input F.h5:/A] [--output F.h5:/L [--overwrite]]
-        [--gather L.npy] [--json FILE|-] [--trace DIR]
+        [--matrix spd|indefinite:J] [--dtype float64|float32] [--check] [--sched NAME]
+        [--workers K] [--gpus K] [--cache on|off] [--input F.h5:/A]
+        [--output F.h5:/L [--overwrite]] [--gather L.npy] [--json FILE|-] [--trace DIR]
 
 Without mpirun it is a 1-rank job. The command is parse -> pre-flight -> library ->
 format:
