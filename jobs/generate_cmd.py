@@ -5,6 +5,7 @@ from .. import __version__
 from ..errors import UsageError
 from ..linalg import matrices
 from ..linalg.hdf5_io import now_iso, parse_target, write_matrix
+from .options import add_dtype_arg
 
 log = logging.getLogger("starchol.generate")
 
@@ -13,7 +14,8 @@ def register(sub):
     p = sub.add_parser(
         "generate", help="write a test matrix (SPD or indefinite) to FILE.h5:/DATASET",
         description="Write the same symmetric test matrix that `starchol run --seed S "
-                    "--matrix KIND` generates in memory, as a float64 HDF5 dataset, both "
+                    "--matrix KIND` generates in memory, as an HDF5 dataset (float64, or "
+                    "float32 with --dtype float32: the float64 values rounded), both "
                     "triangles, with attributes: content ('symmetric matrix (both "
                     "triangles)'), kind, seed, n, generator, date. The file is written "
                     "under a temporary name and renamed when complete.")
@@ -23,6 +25,8 @@ def register(sub):
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
     p.add_argument("--kind", default="spd", metavar="KIND",
                    help="spd (default) or indefinite:J (Cholesky fails at global column J)")
+    add_dtype_arg(p, "entries of the dataset: float64 (default) or float32 (half the "
+                     "file; starchol run --dtype float32 reads it without conversion)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the dataset if it already exists")
     p.set_defaults(func=run)
@@ -39,6 +43,7 @@ def run(args):
              "generator": f"starchol {__version__}", "date": now_iso()}
     write_matrix(path, dataset, args.n,
                  lambda r0, r1: matrices.block(spec, args.n, args.seed, r0, r1, 0, args.n),
-                 attrs=attrs, overwrite=args.overwrite)
-    print(f"wrote {args.n} x {args.n} {spec} matrix (seed {args.seed}) to {path}:{dataset}")
+                 attrs=attrs, overwrite=args.overwrite, dtype=args.dtype)
+    print(f"wrote {args.n} x {args.n} {spec} matrix (seed {args.seed}, {args.dtype}) to "
+          f"{path}:{dataset}")
     return 0

@@ -619,8 +619,10 @@ def _write_tiles(d, tiled, kind):
                 a = b
 
 
-def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_per_chunk=None):
-    """Write an n x n float64 matrix row block by row block, atomically (one process).
+def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_per_chunk=None,
+                 dtype=np.float64):
+    """Write an n x n matrix of ``dtype`` (float64 or float32) row block by row block,
+    atomically (one process).
 
     ``make_rows(r0, r1)`` returns rows r0..r1-1 of a symmetric matrix (the dataset's
     ``content`` attribute says so, :data:`CONTENT`). Used by ``starchol generate``.
@@ -632,10 +634,12 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
     _check_output(path, dataset, overwrite, role="--output")
     target = resolve(path)
     existing = os.path.getsize(target) if os.path.exists(target) else 0
-    check_disk_space(path, n * n * 8 + existing, "--output")
+    dtype = np.dtype(dtype)
+    check_disk_space(path, n * n * dtype.itemsize + existing, "--output")
     before = fingerprint(target)
     h5py = _h5py()
-    tmp = _create_tmp(path, dataset, n, {**(attrs or {}), "content": CONTENT["matrix"]})
+    tmp = _create_tmp(path, dataset, n, {**(attrs or {}), "content": CONTENT["matrix"]},
+                      dtype=dtype)
     try:
         with h5py.File(tmp, "r+") as fh:
             d = fh[dataset]

@@ -46,6 +46,19 @@ def test_generate_then_read_round_trip(tmp_path):
     assert all(t.flags.f_contiguous for t in a.tiles.values())
 
 
+def test_generate_float32_is_the_float64_matrix_rounded(tmp_path, capsys):
+    f = tmp_path / "a.h5"
+    assert main(["generate", "--n", "70", "--output", f"{f}:/A", "--seed", "3",
+                 "--dtype", "float32"]) == 0
+    assert "(seed 3, float32)" in capsys.readouterr().out
+    assert inspect_input(str(f), "/A") == (70, "float32")
+    with h5py.File(f, "r") as fh:
+        stored = fh["A"][...]
+    dense = matrices.dense(matrices.MatrixSpec(), 70, 3)
+    np.testing.assert_array_equal(stored, (np.tril(dense) + np.tril(dense, -1).T)
+                                  .astype(np.float32))
+
+
 def test_float32_is_upcast(tmp_path):
     f = tmp_path / "a.h5"
     m = np.eye(10, dtype=np.float32) * 3
