@@ -187,31 +187,38 @@ def test_failing_run_fails_the_job(slurm, tmp_path):
     assert "positive definite" in logs.lower(), logs
 
 
-def test_hdf5_input_and_output_through_slurm(slurm, tmp_path):
-    """--input / --output reach `starchol run` in the job: L written, L L^T = A."""
+@pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])
+def test_hdf5_input_and_output_through_slurm(slurm, tmp_path, dtype, tol):
+    """--input / --output reach `starchol run` in the job: L written, L L^T = A; with
+    --dtype float32, from a float32 file to a float32 factor."""
     h5py = pytest.importorskip("h5py")
     import numpy as np
 
     env, _ = slurm
     a_file = tmp_path / "a.h5"
     gen = subprocess.run([sys.executable, "-m", "starchol", "generate", "--n", "400",
-                          "--output", f"{a_file}:/A"], capture_output=True, text=True,
-                         timeout=60)
+                          "--output", f"{a_file}:/A", "--dtype", dtype],
+                         capture_output=True, text=True, timeout=60)
     assert gen.returncode == 0, gen.stderr
     script = tmp_path / "job.sbatch"
     argv = [sys.executable, "-m", "starchol", "slurm", "--dist", "2dbc", "--nodes", "4",
             "--nb", "100", "--input", f"{a_file}:/A", "--output", f"{tmp_path / 'l.h5'}:/L",
             "--check", "--ranks-per-node", "4", "--overcommit", "--time", "00:05:00",
             "--json-dir", str(tmp_path / "results"), "-o", str(script)]
+    if dtype != "float64":
+        argv += ["--dtype", dtype]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     job, state, logs = submit_and_wait(env, script, tmp_path)
     assert state == "COMPLETED", f"job {job} ended {state}; log:\n{logs}"
     doc = json.loads((tmp_path / "results" / f"starchol-{job}.json").read_text())
-    assert doc["n"] == 400 and doc["match"] is True and doc["residual"] < 1e-12
+    assert doc["n"] == 400 and doc["match"] is True and doc["dtype"] == dtype
+    assert doc["residual"] < tol
     with h5py.File(a_file, "r") as fa, h5py.File(tmp_path / "l.h5", "r") as fl:
         a, lower = fa["A"][...], fl["L"][...]
-    assert np.allclose(lower @ lower.T, a, rtol=0, atol=1e-10 * np.abs(a).max())
+    assert a.dtype == lower.dtype == np.dtype(dtype)
+    a, lower = a.astype(np.float64), lower.astype(np.float64)
+    assert np.allclose(lower @ lower.T, a, rtol=0, atol=tol * 100 * np.abs(a).max())
 
 
 @pytest.mark.parametrize("options,reason", [
