@@ -20,7 +20,8 @@ import sys
 
 from ..distributions.base import count_text
 from ..errors import UsageError
-from .options import add_cache_arg, add_size_args, sizes_from_args
+from .options import add_cache_arg, add_dtype_arg, add_size_args, sizes_from_args
+from .volume_cmd import BYTES_DTYPE_HELP
 from .output import dumps, write_atomic
 from .progress import Progress
 
@@ -47,6 +48,7 @@ def register(sub):
                    help="2.5D slice counts: 'best' (the c >= 2 with the fewest bytes at "
                         "each P, default) or a list such as 2,3")
     add_cache_arg(g)
+    add_dtype_arg(g, BYTES_DTYPE_HELP)
     add_size_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
@@ -181,7 +183,7 @@ def run_model(args):
         progress = Progress("model report", unit="node counts",
                             enabled=not args.quiet)
         doc = model_document(first, last, n, nb, slices=slices, cache=args.cache == "on",
-                             progress=progress)
+                             progress=progress, dtype=args.dtype)
         doc["command"] = command_line()
         _write_text(out.path("model.json"), dumps(doc) + "\n")
         vol_caption, gain_caption = model_figure_captions(doc)

@@ -72,7 +72,8 @@ def model_markdown(doc, figures, command, json_name):
         f"# Predicted communication volume, {lo} to {hi} nodes",
         "",
         f"Exact model of the right-looking tiled Cholesky (owner computes, StarPU-MPI receive "
-        f"cache {cache}) for N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}: "
+        f"cache {cache}) for N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}, "
+        f"{doc.get('dtype', 'float64')}: "
         f"S = {doc['stored_tiles']} stored tiles ({format_bytes(doc['stored_bytes'])}). "
         f"Bytes are decimal (1 GB = 10^9 B). Made by `{command}`; the numbers are in "
         f"[{json_name}]({json_name}).",

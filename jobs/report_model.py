@@ -33,20 +33,22 @@ FAMILIES = ("2dbc", "sbc", "sbc-basic", "sym", "2dbc25d", "sbc25d")
 BEST_C_MARGIN = 1.0
 
 
-def stored_bytes(n, nb):
-    """Bytes of the stored lower triangle (tiles i >= j) of an n x n float64 matrix."""
+def stored_bytes(n, nb, itemsize=DOUBLE_BYTES):
+    """Bytes of the stored lower triangle (tiles i >= j) of an n x n matrix of
+    ``itemsize``-byte entries (8: float64)."""
     ext = tile_extents(n, nb)
     full = np.outer(ext, ext)
-    return int(np.tril(full).sum()) * DOUBLE_BYTES
+    return int(np.tril(full).sum()) * int(itemsize)
 
 
-def _point(tile_map, n, nb, nt, cache, s_bytes):
+def _point(tile_map, n, nb, nt, cache, s_bytes, itemsize=DOUBLE_BYTES):
     """One point: exact transfers (tiles, bytes) and leading term of ``tile_map``."""
     tiles = int(transfer_pairs_tiles(tile_map, nt, cache=cache).sum())
     if n == nt * nb:
-        nbytes = tiles * nb * nb * DOUBLE_BYTES
+        nbytes = tiles * nb * nb * int(itemsize)
     else:
-        nbytes = int(transfer_pairs_bytes(tile_map, n, nb, cache=cache).sum())
+        nbytes = int(transfer_pairs_bytes(tile_map, n, nb, cache=cache,
+                                          itemsize=itemsize).sum())
     factor = tile_map.leading_factor()
     return {
         "nodes": tile_map.nodes,
@@ -102,7 +104,8 @@ def series_names(slices):
     return names
 
 
-def model_document(first, last, n, nb, slices="best", cache=True, progress=None):
+def model_document(first, last, n, nb, slices="best", cache=True, progress=None,
+                   dtype="float64"):
     """Predicted bytes of every map family for node counts ``first`` .. ``last``.
 
     Args:
@@ -111,15 +114,22 @@ def model_document(first, last, n, nb, slices="best", cache=True, progress=None)
         slices: ``"best"`` (per P, the c >= 2 with the fewest bytes) or a list of c.
         cache: StarPU-MPI receive cache on or off.
         progress: optional callable(done, total) over node counts.
+        dtype: the entries' precision, float64 (default, 8 bytes) or float32 (4).
 
     Returns:
-        dict with ``kind, n, nb, nt, cache, slices, nodes_range, stored_tiles,
+        dict with ``kind, n, nb, nt, dtype, cache, slices, nodes_range, stored_tiles,
         stored_bytes, series`` (name -> list of points, see :func:`_point`; 2dbc points
         have ``degenerate`` true for a 1 x P grid) and ``sbc_vs_2dbc`` (one row per node
         count where both exist: both byte counts, their ratio, ``sbc_below``).
     """
     nt = math.ceil(n / nb)
-    s_bytes = stored_bytes(n, nb)
+    dtype = np.dtype(dtype)
+    itemsize = dtype.itemsize
+    s_bytes = stored_bytes(n, nb, itemsize)
+
+    def point(tile_map):
+        return _point(tile_map, n, nb, nt, cache, s_bytes, itemsize)
+
     names = series_names(slices)
     series = {name: [] for name in names}
     counts = list(range(first, last + 1))
@@ -127,26 +137,25 @@ def model_document(first, last, n, nb, slices="best", cache=True, progress=None)
         progress(0, len(counts))
     for k, p in enumerate(counts):
         p_rows, q_cols = square_grid(p)
-        pt = _point(get_map("2dbc", p, grid=(p_rows, q_cols)), n, nb, nt, cache, s_bytes)
+        pt = point(get_map("2dbc", p, grid=(p_rows, q_cols)))
         pt["degenerate"] = p_rows == 1
         series["2dbc"].append(pt)
         if sbc_extended_r(p):
-            series["sbc"].append(_point(get_map("sbc", p), n, nb, nt, cache, s_bytes))
+            series["sbc"].append(point(get_map("sbc", p)))
         if sbc_basic_r(p):
-            series["sbc-basic"].append(_point(get_map("sbc-basic", p), n, nb, nt, cache,
-                                              s_bytes))
+            series["sbc-basic"].append(point(get_map("sbc-basic", p)))
         if p >= 2:
-            series["sym"].append(_point(get_map("sym", p, nt=nt), n, nb, nt, cache, s_bytes))
+            series["sym"].append(point(get_map("sym", p, nt=nt)))
         for fam in ("2dbc25d", "sbc25d"):
             cands = _sliced_candidates(fam, p)
             if slices == "best":
-                pts = [_point(m, n, nb, nt, cache, s_bytes) for m in _near_best(cands)]
+                pts = [point(m) for m in _near_best(cands)]
                 if pts:
                     series[f"{fam} (best c)"].append(min(pts, key=lambda q: q["bytes"]))
             else:
                 for c, m in cands:
                     if c in slices:
-                        series[f"{fam} c={c}"].append(_point(m, n, nb, nt, cache, s_bytes))
+                        series[f"{fam} c={c}"].append(point(m))
         if progress:
             progress(k + 1, len(counts))
     by_nodes = {pt["nodes"]: pt for pt in series["2dbc"]}
@@ -161,7 +170,9 @@ def model_document(first, last, n, nb, slices="best", cache=True, progress=None)
         })
     return {
         "kind": "starchol model report",
-        "n": int(n), "nb": int(nb), "nt": nt, "cache": bool(cache),
+        "n": int(n), "nb": int(nb), "nt": nt,
+        "dtype": dtype.name,
+        "cache": bool(cache),
         "slices": slices if slices == "best" else list(slices),
         "nodes_range": [first, last],
         "stored_tiles": stored_tiles(nt), "stored_bytes": s_bytes,

@@ -112,6 +112,22 @@ def test_model_fixed_slices_and_partial_last_tile(tmp_path):
     assert_report(out, ["model_volume.png", "model_gain.png"])
 
 
+def test_model_float32_counts_4_byte_entries(tmp_path):
+    """--dtype float32: every byte figure is the 4-byte model's (the partial last tile
+    included), tile counts and ratios unchanged; report.md names the precision."""
+    out = str(tmp_path / "m")
+    assert main(["report", "--model", "--nodes-range", "6..12", "--n", "1000", "--nb", "96",
+                 "--slices", "2", "--dtype", "float32", "-o", out, "--quiet"]) == 0
+    doc = json.load(open(os.path.join(out, "model.json")))
+    assert doc["dtype"] == "float32"
+    pts = {pt["nodes"]: pt for pt in doc["series"]["sbc25d c=2"]}
+    m = get_map("sbc25d", 12, slices=2)
+    assert pts[12]["bytes"] == int(transfer_pairs_bytes(m, 1000, 96, itemsize=4).sum())
+    assert 2 * pts[12]["bytes"] == int(transfer_pairs_bytes(m, 1000, 96).sum())
+    assert pts[12]["leading_bytes"] == m.leading_factor() * doc["stored_bytes"]
+    assert "NT = 11, float32:" in open(os.path.join(out, "report.md")).read()
+
+
 # -- run reports ---------------------------------------------------------------------------
 def model_run_doc(dist, nodes, n, nb, grid=None, measured=None, **extra):
     """A run document as `starchol run --json` writes it, with the exact model's bytes."""
