@@ -4,7 +4,8 @@
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
         [--matrix spd|indefinite:J] [--dtype float64|float32] [--check] [--sched NAME]
         [--workers K] [--gpus K] [--cache on|off] [--input F.h5:/A]
-        [--output F.h5:/L [--overwrite]] [--gather L.npy] [--json FILE|-] [--trace DIR]
+        [--output F.h5:/L [--overwrite]] [--rhs F.h5:/B | --nrhs K] [--solution F.h5:/X]
+        [--gather L.npy] [--json FILE|-] [--trace DIR]
 
 Without mpirun it is a 1-rank job. The command is parse -> pre-flight -> library ->
 format:
@@ -18,6 +19,9 @@ format:
 - rank 0 prints one summary (decimal units) and writes the JSON document; the bytes
   StarPU-MPI measured are compared with the exact model
   (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
+- with right-hand sides (``--rhs`` or ``--nrhs``), the factor then solves A X = B
+  (:meth:`starchol.linalg.cholesky.Factor.solve`), whose bytes are compared with
+  :func:`starchol.linalg.volume.solve_transfer_pairs_bytes`; log det A is always given.
 """
 import logging
 import math
@@ -104,10 +108,21 @@ def register(sub):
                          "written "
                          "under a temporary name and published when complete (never over a "
                          "file that appeared meanwhile, unless --overwrite)")
+    io.add_argument("--rhs", metavar="FILE.h5:/DATASET",
+                    help="right-hand sides B (N x K, float64/float32, converted to "
+                         "--dtype): after the factorization, solve A X = B with the tiled "
+                         "triangular solves (their bytes measured against the model)")
+    io.add_argument("--solution", metavar="FILE.h5:/DATASET",
+                    help="write X of A X = B (N x K, in --dtype), atomically; needs --rhs "
+                         "or --nrhs")
     io.add_argument("--overwrite", action="store_true",
-                    help="replace the --output dataset and the --gather file if they exist")
+                    help="replace the --output and --solution datasets and the --gather "
+                         "file if they exist")
     io.add_argument("--symmetry-tol", type=float, default=None, metavar="TOL",
                     help="refuse an --input with max|A-A^T| > TOL max|A| (default 1e-10)")
+    p.add_argument("--nrhs", type=int, default=None, metavar="K",
+                   help="solve for K generated right-hand sides (reproducible from --seed) "
+                        "instead of --rhs")
     p.add_argument("--quiet", action="store_true", help="no progress line on rank 0")
     p.set_defaults(func=run)
     return p
@@ -183,7 +198,7 @@ def preflight(args, rank, size, host_ranks):
 
     from ..files import (check_disk_space, check_distinct, check_folder_writable,
                          fingerprint, parse_target, resolve)
-    from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_file
+    from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_dataset, inspect_file
     from ..runtime.session import available_schedulers
     from ..runtime import kernel_blas
     from ..runtime.starpu_env import check_environment
@@ -192,15 +207,28 @@ def preflight(args, rank, size, host_ranks):
     check_environment(schedulers=available_schedulers())
     kernel_blas.activate()          # STARCHOL_KERNEL_BLAS: the library the kernels call
     plan = types.SimpleNamespace(input_path=None, input_dataset=None, input_dtype=None,
-                                 output_path=None, output_dataset=None, memory=None)
+                                 output_path=None, output_dataset=None, memory=None,
+                                 rhs_path=None, rhs_dataset=None, nrhs=0,
+                                 solution_path=None, solution_dataset=None)
     tol = SYMMETRY_TOL if args.symmetry_tol is None else args.symmetry_tol
     if not math.isfinite(tol) or tol < 0:
         raise UsageError(f"--symmetry-tol must be a finite number >= 0, got {tol}")
     args.symmetry_tol = tol
-    if args.overwrite and not (args.output or args.gather):
-        raise UsageError("--overwrite applies to --output and --gather")
+    if args.overwrite and not (args.output or args.gather or args.solution):
+        raise UsageError("--overwrite applies to --output, --solution and --gather")
     if args.output:
         plan.output_path, plan.output_dataset = parse_target(args.output, "--output")
+    if args.rhs and args.nrhs is not None:
+        raise UsageError("give the right-hand sides once: --rhs FILE.h5:/DATASET or "
+                         "--nrhs K")
+    if args.nrhs is not None and args.nrhs < 1:
+        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
+    if args.solution and not (args.rhs or args.nrhs):
+        raise UsageError("--solution writes X of A X = B: give the right-hand sides, "
+                         "--rhs FILE.h5:/DATASET or --nrhs K")
+    if args.solution:
+        plan.solution_path, plan.solution_dataset = parse_target(args.solution,
+                                                                 "--solution")
     if args.gather:
         args.gather = _gather_name(args.gather)
     if not args.input:
@@ -215,10 +243,19 @@ def preflight(args, rank, size, host_ranks):
         n, plan.input_dtype = inspect_file(plan.input_path, plan.input_dataset)
         check_input_order(args.n, n)
         args.n = n
+    if args.rhs:
+        plan.rhs_path, plan.rhs_dataset = parse_target(args.rhs, "--rhs")
+        _, (rows, plan.nrhs), _ = inspect_dataset(plan.rhs_path, plan.rhs_dataset, "rhs")
+        if rows != args.n:
+            raise UsageError(f"--rhs {args.rhs} has {rows} rows but the matrix has "
+                             f"{args.n}: B must be N x K")
+    elif args.nrhs:
+        plan.nrhs = args.nrhs
     tile_map, spec = validate(args, size)
     json_out = json_path(args)
     check_distinct([("--input", plan.input_path), ("--map-file", args.map_file),
-                    ("--output", plan.output_path), ("--json", json_out),
+                    ("--rhs", plan.rhs_path), ("--output", plan.output_path),
+                    ("--solution", plan.solution_path), ("--json", json_out),
                     ("--gather", args.gather)])
     for role, path in (("--json", json_out), ("--gather", args.gather)):
         if path:
@@ -226,23 +263,37 @@ def preflight(args, rank, size, host_ranks):
     if getattr(args, "trace", None):
         _check_trace_dir(args.trace, [("--input", plan.input_path),
                                       ("--map-file", args.map_file),
-                                      ("--output", plan.output_path), ("--json", json_out),
-                                      ("--gather", args.gather)])
+                                      ("--rhs", plan.rhs_path),
+                                      ("--output", plan.output_path),
+                                      ("--solution", plan.solution_path),
+                                      ("--json", json_out), ("--gather", args.gather)])
     if args.output:
         problem = check_output(plan.output_path, plan.output_dataset, args.overwrite,
                                plan.input_path, role="--output")
         if problem:
             raise problem
+    if args.solution:
+        problem = check_output(plan.solution_path, plan.solution_dataset, args.overwrite,
+                               plan.input_path, role="--solution")
+        if problem:
+            raise problem
     itemsize = itemsize_from_args(args)
     plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
                                     check=args.check, gather=bool(args.gather),
-                                    cache=cache_from_args(args), itemsize=itemsize)
+                                    cache=cache_from_args(args), itemsize=itemsize,
+                                    nrhs=plan.nrhs)
     if rank == 0:
         if args.output:
             target = resolve(plan.output_path)
             existing = os.path.getsize(target) if os.path.exists(target) else 0
             check_disk_space(plan.output_path, dense_file_bytes(args.n, itemsize) + existing,
                              "--output")
+        if args.solution:
+            target = resolve(plan.solution_path)
+            existing = os.path.getsize(target) if os.path.exists(target) else 0
+            check_disk_space(plan.solution_path,
+                             dense_file_bytes(args.n, itemsize, plan.nrhs) + existing,
+                             "--solution")
         if args.gather:
             args.gather_before = fingerprint(args.gather)
             if args.gather_before is not None and not args.overwrite:
@@ -293,14 +344,20 @@ def run(args):
              size, plan.tile_map, args.n, args.nb, rank, format_bytes(plan.memory))
     args.input_path, args.input_dataset = plan.input_path, plan.input_dataset
     args.input_dtype = plan.input_dtype
-    args.writer = None
+    args.rhs_path, args.rhs_dataset = plan.rhs_path, plan.rhs_dataset
+    args.writer = args.solution_writer = None
     try:
-        if args.output:
-            from ..linalg.hdf5_io import FactorWriter
+        from ..linalg.hdf5_io import FactorWriter
 
+        if args.output:
             args.writer = FactorWriter(plan.output_path, plan.output_dataset, args.n, comm,
                                        overwrite=args.overwrite, input_path=plan.input_path,
                                        nb=args.nb, role="--output", dtype=args.dtype)
+        if args.solution:
+            args.solution_writer = FactorWriter(
+                plan.solution_path, plan.solution_dataset, args.n, comm,
+                overwrite=args.overwrite, input_path=plan.input_path, nb=args.nb,
+                role="--solution", dtype=args.dtype, ncols=plan.nrhs)
         return _run(args, comm, plan.tile_map, plan.spec)
     except StarcholError:
         raise  # raised identically on every rank (agreed or validated)
@@ -333,6 +390,7 @@ def _run(args, comm, tile_map, spec):
                 lambda r0, r1, c0, c1: matrices.block(spec, n, seed, r0, r1, c0, c1),
                 (n, n), args.nb, tile_map, dtype=dtype, comm=comm)
             input_info = None
+        rhs = _right_hand_sides(args, tile_map, dtype, comm)
         orig = a.copy() if args.check else None
         rt.pin_tiles(a.tiles.values())   # GPUs: page-locked host tiles (async copies)
         rt.kernel_counts()               # count the factorization's tasks only
@@ -347,6 +405,8 @@ def _run(args, comm, tile_map, spec):
         kernels = comm.gather(rt.kernel_counts(), root=0)
         device_bytes = comm.gather(rt.device_bytes(), root=0)
         res = fac.residual(orig) if args.check else None
+        x = fac.solve(rhs, overwrite_b=True) if rhs is not None else None
+        logdet = fac.logdet()
         full = fac.L.gather() if args.gather else None
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)   # the whole run's, as modelled
         info = rt.describe()
@@ -370,9 +430,23 @@ def _run(args, comm, tile_map, spec):
             args.writer.write(a, attrs)
         except OutputAppeared as exc:  # raised on every rank: the factor is kept aside
             appeared = exc
+    solution_appeared = None
+    if args.solution_writer is not None:
+        from .. import __version__
+        from ..linalg.hdf5_io import OutputAppeared, now_iso
+
+        try:
+            args.solution_writer.write(x, {
+                "map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
+                "nrhs": x.ncols, "starchol_version": __version__, "date": now_iso(),
+                "source": f"solve of {args.input or f'generated {spec} seed {args.seed}'}"
+                          f" with {args.rhs or f'--nrhs {args.nrhs} seed {args.seed}'}"})
+        except OutputAppeared as exc:  # raised on every rank: X is kept aside
+            solution_appeared = exc
     if rank != 0:
-        if appeared is not None:
-            raise appeared
+        for exc in (appeared, solution_appeared):
+            if exc is not None:
+                raise exc
         return 0
     storage = node_load(tile_map, nt,
                         tile_bytes=tile_bytes(args.n, args.nb, dtype.itemsize))["bytes"]
@@ -386,6 +460,8 @@ def _run(args, comm, tile_map, spec):
         "input": input_info and {"file": args.input, **input_info},
         "output": args.output if appeared is None else f"{appeared.kept}:{args.writer.dataset}",
         "residual": res,
+        "logdet": logdet,
+        "solve": _solve_doc(args, fac.solve_record, solution_appeared),
         "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
         "bytes_predicted_pairs": np.asarray(record.bytes_predicted_pairs),
         "memory": {"tile_bytes_per_node": storage,
@@ -416,9 +492,44 @@ def _run(args, comm, tile_map, spec):
     _publish_rank0(args, doc, full, appeared)
     if trace is not None:  # the trace folder is a complete record for `starchol report DIR`
         write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")
-    if appeared is not None:
-        raise appeared
+    for exc in (appeared, solution_appeared):
+        if exc is not None:
+            raise exc
     return 0
+
+
+def _right_hand_sides(args, tile_map, dtype, comm):
+    """B of ``--rhs`` (read, converted to ``dtype``) or ``--nrhs`` (generated), laid out
+    by the map (row tile i with L's diagonal tile (i, i)); None without either.
+    Collective."""
+    from ..linalg import DistributedMatrix, matrices
+
+    if args.rhs:
+        return DistributedMatrix.from_hdf5(args.rhs_path, args.rhs_dataset, args.nb,
+                                           tile_map, dtype=dtype, comm=comm, kind="rhs")
+    if args.nrhs:
+        seed = args.seed
+        return DistributedMatrix.from_function(
+            lambda r0, r1, c0, c1: matrices.rhs_block(seed, r0, r1, c0, c1),
+            (args.n, args.nrhs), args.nb, tile_map, kind="rhs", dtype=dtype, comm=comm)
+    return None
+
+
+def _solve_doc(args, record, appeared):
+    """The ``solve`` object of the run document (None without right-hand sides): the
+    solve's record (time, tasks, bytes measured and predicted per pair), its right-hand
+    sides and where X went."""
+    if record is None:
+        return None
+    doc = record.to_dict()
+    doc.update({
+        "rhs": args.rhs or f"generated with seed {args.seed}",
+        "solution": (None if not args.solution else args.solution if appeared is None
+                     else f"{appeared.kept}:{args.solution_writer.dataset}"),
+        "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
+        "bytes_predicted_pairs": np.asarray(record.bytes_predicted_pairs),
+    })
+    return doc
 
 
 def _publish_rank0(args, doc, full, appeared):
@@ -470,13 +581,29 @@ def summary(doc):
         f"  time {doc['time_s']:.3f} s (submission {doc['submit_s']:.3f} s, "
         f"{doc['tasks']} tasks), {doc['gflops']:.2f} GFlop/s",
         f"  residual ||A - L L^T||_F / ||A||_F = {res}",
+        f"  log det A = {doc['logdet']:.10g}",
         f"  bytes sent between ranks (cache {'on' if doc['cache'] else 'off'}): measured "
         f"{bytes_text(doc['bytes_measured_total'])}, predicted "
         f"{bytes_text(doc['bytes_predicted_total'])}, per-pair match: "
         f"{'yes' if doc['match'] else 'NO'}",
+        *_solve_lines(doc),
         *_memory_lines(doc),
         *_kernel_lines(doc),
     ])
+
+
+def _solve_lines(doc):
+    sol = doc.get("solve")
+    if not sol:
+        return []
+    lines = [f"  solve A X = B: {count_text(sol['nrhs'], 'right-hand side')} ({sol['rhs']}), "
+             f"time {sol['time_s']:.3f} s ({sol['tasks']} tasks); bytes sent measured "
+             f"{bytes_text(sol['bytes_measured_total'])}, predicted "
+             f"{bytes_text(sol['bytes_predicted_total'])}, per-pair match: "
+             f"{'yes' if sol['match'] else 'NO'}"]
+    if sol.get("solution"):
+        lines.append(f"  solution X written to {sol['solution']}")
+    return lines
 
 
 def _kernel_table(per_rank):

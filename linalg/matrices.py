@@ -9,6 +9,9 @@ only its own tiles, and the matrix is the same for any map, any rank count and a
 - ``indefinite:J``: the ``spd`` matrix with entry (J, J) replaced by -N. Its leading
   minors of order <= J are those of the SPD matrix (positive) while the pivot at
   column J is -N - ||l_J||^2 < 0, so Cholesky fails exactly at global column J.
+
+Right-hand sides for solves (:func:`rhs_block`) come from the same hash with a salted
+seed.
 """
 from dataclasses import dataclass
 
@@ -82,6 +85,19 @@ def block(spec, n, seed, r0, r1, c0, c1):
         if spec.column is not None and d0 <= spec.column < d1:
             out[spec.column - r0, spec.column - c0] = -float(n)
     return out
+
+
+#: mixed into the seed of generated right-hand sides, so that B is not a block of A
+RHS_SEED_SALT = 0x5DEECE66D
+
+
+def rhs_block(seed, r0, r1, c0, c1):
+    """Rows r0..r1-1, columns c0..c1-1 of the generated right-hand sides B (N x K, any
+    N and K): entry (r, c) is a pure function of (seed, r, c) in [-0.5, 0.5), so B is the
+    same for any map, rank count and NB (``starchol run --nrhs K``)."""
+    r = np.arange(r0, r1, dtype=np.uint64)[:, None]
+    c = np.arange(c0, c1, dtype=np.uint64)[None, :]
+    return np.asfortranarray(_hash_uniform(int(seed) ^ RHS_SEED_SALT, r, c))
 
 
 def dense(spec, n, seed):

@@ -19,7 +19,10 @@ use :func:`node_memory`. A node's peak, in bytes:
 - ``process``: :data:`PROCESS_BASE_BYTES` for Python, numpy, MPI and StarPU;
 - with ``check`` (``starchol run --check``): A's tiles twice more (the copy kept for the
   residual, and the residual's work copy);
-- with ``gather`` on node 0: the dense N x N factor, twice (tiles and the assembled array).
+- with ``gather`` on node 0: the dense N x N factor, twice (tiles and the assembled array);
+- with ``nrhs`` K > 0 (a solve after the factorization, ``starchol run --rhs/--nrhs``): a
+  bound on the right-hand sides, on every node: B and X (N x K each, solved in place, so
+  one of them) plus a received copy of every row tile, and a handle per tile.
 
 The constants were fitted on ``starchol run`` under mpirun (peak RSS per rank from
 getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB per handle,
@@ -46,7 +49,7 @@ INDEX_BYTES = 8
 
 #: the parts of :func:`node_memory`, in the order the messages print them
 PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
-         "copies of A (--check)", "gathered factor")
+         "copies of A (--check)", "gathered factor", "right-hand sides")
 
 
 def handle_count(nt, c):
@@ -63,7 +66,7 @@ def _total_tasks(nt, c):
 
 
 def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
-                itemsize=DOUBLE_BYTES, received_bytes=None, load=None, exact=None):
+                itemsize=DOUBLE_BYTES, received_bytes=None, load=None, exact=None, nrhs=0):
     """Peak bytes of every node of ``starchol run`` for an n x n matrix, by part.
 
     Parameters
@@ -91,6 +94,8 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         :data:`EXACT_TABLE_BYTES`); False gives every node the mean of the balanced
         parts, with the received tiles of the map's leading term (P - 1 per stored tile
         for maps without one): a bound that needs no table.
+    nrhs : int
+        Right-hand sides K solved after the factorization (0: none).
 
     Returns
     -------
@@ -139,5 +144,9 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         dense = np.zeros(p, dtype=np.int64)
         dense[0] = 2 * n * n * itemsize
         parts["gathered factor"] = dense
+    if nrhs:
+        kt = -(-int(nrhs) // nb)
+        parts["right-hand sides"] = np.full(
+            p, 2 * n * int(nrhs) * itemsize + HANDLE_BYTES * nt * kt, dtype=np.int64)
     parts["total"] = sum(parts.values())
     return parts

@@ -63,7 +63,7 @@ def same_file(a, b):
 
 
 #: the roles of files starchol reads (never writes): a matrix and a custom map
-INPUT_ROLES = ("--input", "--map-file")
+INPUT_ROLES = ("--input", "--map-file", "--rhs")
 
 
 def check_distinct(named_paths):

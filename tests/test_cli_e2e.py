@@ -83,3 +83,96 @@ def test_float32_run_check_output_gather(mpirun, tmp_path):
     for lf in (stored, gathered):
         assert lf.dtype == np.float32
         assert np.abs(np.tril(lf) - ref).max() / np.abs(ref).max() < 1e-5
+
+
+def _dense_spd(n, seed=0):
+    import numpy as np
+
+    from starchol.linalg import matrices
+
+    a = matrices.dense(matrices.MatrixSpec(), n, seed)
+    return np.tril(a) + np.tril(a, -1).T
+
+
+def test_solve_generated_rhs_bytes_logdet_and_solution(mpirun, tmp_path):
+    """--nrhs K: X of A X = B written to --solution, equal to SciPy's; the solve's bytes
+    measured = solve_transfer_pairs_bytes per pair; log det A as numpy's."""
+    import h5py
+    import numpy as np
+    import scipy.linalg
+
+    from starchol.distributions import get_map
+    from starchol.linalg import matrices
+    from starchol.linalg.volume import solve_transfer_pairs_bytes
+
+    doc_path, out = tmp_path / "r.json", tmp_path / "x.h5"
+    p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--nrhs", "2",
+               "--seed", "4", "--solution", f"{out}:/X", "--json", doc_path,
+               "--workers", "1", "--quiet", timeout=120)
+    assert p.rank_exits == [0, 0, 0], p.stderr
+    doc = json.loads(doc_path.read_text())
+    a = _dense_spd(300, seed=4)
+    b = matrices.rhs_block(4, 0, 300, 0, 2)
+    assert abs(doc["logdet"] - np.linalg.slogdet(a)[1]) < 1e-12 * abs(doc["logdet"])
+    sol = doc["solve"]
+    model = solve_transfer_pairs_bytes(get_map("sbc", 3), 300, 50, 2, cache=True)
+    assert sol["match"] is True and sol["nrhs"] == 2 and sol["solution"] == f"{out}:/X"
+    assert sol["bytes_measured_pairs"] == model.tolist() and model.sum() > 0
+    with h5py.File(out, "r") as f:
+        x = f["X"][...]
+    ref = scipy.linalg.solve(a, b, assume_a="pos")
+    assert np.abs(x - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert "  solve A X = B: 2 right-hand sides (generated with seed 4), " in p.stdout
+    assert f"  solution X written to {out}:/X" in p.stdout and "log det A = " in p.stdout
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+
+
+def test_solve_float32_rhs_from_a_file(mpirun, tmp_path):
+    """--rhs FILE (float64 on disk) with --dtype float32: X is float32, close to SciPy's."""
+    import h5py
+    import numpy as np
+    import scipy.linalg
+
+    rng = np.random.default_rng(1)
+    b = rng.standard_normal((250, 3))
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        f["B"] = b
+    out = tmp_path / "x.h5"
+    p = mpirun(2, "run", "--dist", "2dbc", "--n", "250", "--nb", "60", "--dtype", "float32",
+               "--rhs", f"{tmp_path / 'b.h5'}:/B", "--solution", f"{out}:/X",
+               "--workers", "1", "--quiet", timeout=120)
+    assert p.rank_exits == [0, 0], p.stderr
+    assert "per-pair match: NO" not in p.stdout
+    with h5py.File(out, "r") as f:
+        x = f["X"][...]
+    ref = scipy.linalg.solve(_dense_spd(250), b, assume_a="pos")
+    assert x.dtype == np.float32 and x.shape == (250, 3)
+    assert np.abs(x - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_solve_arguments_checked_on_every_rank(mpirun, tmp_path):
+    import h5py
+    import numpy as np
+
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        f["B"] = np.ones((100, 2))
+    with h5py.File(tmp_path / "b2.h5", "w") as f:
+        f["B"] = np.ones((200, 2))
+    b, b2 = f"{tmp_path / 'b.h5'}:/B", f"{tmp_path / 'b2.h5'}:/B"
+    base = ["run", "--dist", "2dbc", "--n", "200", "--nb", "50", "--workers", "1"]
+    cases = [
+        (["--solution", f"{tmp_path / 'x.h5'}:/X"],
+         "--solution writes X of A X = B: give the right-hand sides"),
+        (["--rhs", b], f"--rhs {b} has 100 rows but the matrix has 200: B must be N x K"),
+        (["--rhs", b, "--nrhs", "2"], "give the right-hand sides once"),
+        (["--nrhs", "0"], "--nrhs must be >= 1, got 0"),
+        (["--rhs", b2, "--solution", f"{tmp_path / 'b2.h5'}:/X"],
+         f"--solution {tmp_path / 'b2.h5'} is the input file (--rhs "),
+    ]
+    for extra, words in cases:
+        p = mpirun(2, *base, *extra, timeout=60)
+        assert p.rank_exits == [2, 2], p.stderr
+        lines = [ln for ln in p.stderr.splitlines() if ln.startswith("starchol run: error")]
+        assert len(lines) == 2 and lines[0] == lines[1], p.stderr
+        assert words in lines[0], lines[0]
+    assert sorted(os.listdir(tmp_path)) == ["b.h5", "b2.h5"]      # nothing written

@@ -351,7 +351,7 @@ RUN_KEYS = {"runtime.scheduler", "runtime.workers_per_rank", "runtime.starpu_ver
             "memory.tile_bytes_per_node",
             "memory.peak_rss_bytes_per_rank", "memory.model_peak_bytes_per_rank",
             "kernels", "kernels_per_rank", "device_bytes",
-            "device_bytes_per_rank", "residual"}
+            "device_bytes_per_rank", "residual", "logdet", "solve"}
 
 
 def test_run_writes_the_documented_keys(starpu_home):
