@@ -283,17 +283,14 @@ def preflight(args, rank, size, host_ranks):
                                     cache=cache_from_args(args), itemsize=itemsize,
                                     nrhs=plan.nrhs)
     if rank == 0:
-        if args.output:
-            target = resolve(plan.output_path)
-            existing = os.path.getsize(target) if os.path.exists(target) else 0
-            check_disk_space(plan.output_path, dense_file_bytes(args.n, itemsize) + existing,
-                             "--output")
-        if args.solution:
-            target = resolve(plan.solution_path)
-            existing = os.path.getsize(target) if os.path.exists(target) else 0
-            check_disk_space(plan.solution_path,
-                             dense_file_bytes(args.n, itemsize, plan.nrhs) + existing,
-                             "--solution")
+        # an HDF5 output is written as a copy of the existing file plus the dataset
+        for role, path, ncols in (("--output", plan.output_path, args.n),
+                                  ("--solution", plan.solution_path, plan.nrhs)):
+            if path:
+                target = resolve(path)
+                existing = os.path.getsize(target) if os.path.exists(target) else 0
+                check_disk_space(path, dense_file_bytes(args.n, itemsize, ncols) + existing,
+                                 role)
         if args.gather:
             args.gather_before = fingerprint(args.gather)
             if args.gather_before is not None and not args.overwrite:

@@ -349,7 +349,7 @@ def memory_request(args, plan):
     run = _run_options(args, plan)
     peak = node_memory(plan.map, int(n), args.nb, cache=cache_from_args(run),
                        check=run.check, gather=bool(run.gather),
-                       itemsize=itemsize_from_args(run))["total"]
+                       itemsize=itemsize_from_args(run), nrhs=run.nrhs or 0)["total"]
     rank = int(peak.max())
     need = plan.ranks_per_node * rank * MEM_HEADROOM
     mib = -(-int(math.ceil(need)) // 2**20)

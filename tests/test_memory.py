@@ -111,3 +111,20 @@ def test_a_real_run_peaks_at_the_model(mpirun, tmp_path):
     assert ((ratio > 0.95) & (ratio < 1.3)).all(), (ratio, rss, mem)
     # without the received copies the model would fall well short of every rank's peak
     assert ((mem["total"] - mem["received tiles"]) < 0.75 * rss).all(), (rss, mem)
+
+
+def test_right_hand_sides_part():
+    """nrhs K: every node gets the bound 2 N K itemsize (B, solved in place, and a copy of
+    every row tile) plus a handle per tile of B; nothing else changes."""
+    from starchol.distributions import get_map
+    from starchol.linalg.memory import HANDLE_BYTES, node_memory
+
+    m = get_map("sbc", 6)
+    base = node_memory(m, 1000, 96)
+    for itemsize in (8, 4):
+        mem = node_memory(m, 1000, 96, nrhs=130, itemsize=itemsize)
+        part = 2 * 1000 * 130 * itemsize + HANDLE_BYTES * 11 * 2       # NT 11, KT 2
+        assert mem["right-hand sides"].tolist() == [part] * 6
+    mem = node_memory(m, 1000, 96, nrhs=130)
+    assert (mem["total"] - base["total"]).tolist() == mem["right-hand sides"].tolist()
+    assert "right-hand sides" not in base

@@ -586,3 +586,16 @@ def test_float32_job(capsys):
         main([*BASE, "--dtype", "float16"])
     assert exc.value.code == 2
     assert "--dtype: invalid choice: 'float16'" in capsys.readouterr().err
+
+
+def test_mem_auto_counts_generated_right_hand_sides(capsys):
+    """--run-arg=--nrhs=K: --mem auto adds the model's bound for B (node_memory nrhs)."""
+    import numpy as np
+
+    from starchol.distributions import get_map
+    from starchol.linalg.memory import node_memory
+
+    script = generate(capsys, "--mem", "auto", "--run-arg=--nrhs=64")
+    peak = int(node_memory(get_map("sbc", 6), 20000, 500, nrhs=64)["total"].max())
+    assert f"#SBATCH --mem={-(-int(np.ceil(peak * 1.10)) // 2**20)}M" in script
+    assert "--nrhs=64" in launch_line(script)
