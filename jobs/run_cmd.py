@@ -45,6 +45,13 @@ from .progress import Progress
 log = logging.getLogger("starchol.run")
 
 
+#: options every rank must be given alike: they decide the collective steps (what is
+#: made, read, factored, solved, checked, gathered, traced and written)
+ALIKE_ON_EVERY_RANK = ("dist", "grid", "slices", "map_file", "n", "nb", "seed", "matrix",
+                       "dtype", "check", "sched", "cache", "input", "output", "overwrite",
+                       "symmetry_tol", "rhs", "nrhs", "solution", "gather", "trace")
+
+
 def register(sub):
     p = sub.add_parser(
         "run", help="factor a test matrix with StarPU-MPI (launch with mpirun -np P)",
@@ -334,8 +341,12 @@ def run(args):
         raise StarcholError(f"mpi4py is missing ({exc}); see the README") from exc
     from ..faults import end_diverged
 
+    from ..runtime.collective import agree
+
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    # every step below is collective: ranks given other options would wait for each other
+    agree(comm, None, same={name: getattr(args, name) for name in ALIKE_ON_EVERY_RANK})
     plan = run_everywhere(comm, preflight, args, rank, size, ranks_on_host(comm))
     log.info("pre-flight passed on %d rank(s): %s, N = %d, NB = %d; rank %d needs about %s",
              size, plan.tile_map, args.n, args.nb, rank, format_bytes(plan.memory))

@@ -362,3 +362,33 @@ def test_memory_error_on_one_rank_reaches_every_rank_in_the_tile_transfer(mpi_py
     assert lines == (["from_hdf5 MemoryError Unable"] * 2
                      + ["from_numpy MemoryError Unable"] * 2
                      + ["gather MemoryError Unable"] * 2), proc.stdout
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--nrhs", "2"], "--nrhs: rank 0 has None, rank 1 has 2"),     # hung before
+    (["--check"], "--check: rank 0 has False, rank 1 has True"),
+    (["--output", "{t}/o.h5:/L"], "--output: rank 0 has None, rank 1 has '{t}/o.h5:/L'"),
+    (["--dtype", "float32"], "--dtype: rank 0 has 'float64', rank 1 has 'float32'"),
+])
+def test_option_on_one_rank_only_is_refused_everywhere(starpu_home, tmp_path, extra, words):
+    """An option that decides a collective step, given to rank 1 only: the same one-line
+    error on both ranks, at once, and nothing written."""
+    from conftest import run_or_fail
+
+    if MPIRUN is None:
+        pytest.skip("mpirun not found")
+    extra = [w.format(t=tmp_path) for w in extra]
+    env = {**os.environ, "STARPU_HOME": starpu_home, "STARPU_SILENT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    script = ('if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then "$@" ' + " ".join(extra)
+              + '; else "$@"; fi; echo "starchol-exit=$?" >&2')
+    cmd = [MPIRUN, "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0",
+           "-np", "2", "sh", "-c", script, "sh", *_starchol_exe(), "run", "--dist", "2dbc",
+           "--n", "200", "--nb", "50", "--workers", "1", "--quiet"]
+    t0 = time.monotonic()
+    p = run_or_fail(cmd, env, 60, f"run with {' '.join(extra)} on rank 1 only")
+    p.rank_exits = [int(ln.split("=", 1)[1]) for ln in p.stderr.splitlines()
+                    if ln.startswith("starchol-exit=")]
+    refused_everywhere(p, 2, "the ranks were given different inputs: "
+                       + words.format(t=tmp_path))
+    assert time.monotonic() - t0 < 30 and os.listdir(tmp_path) == []
