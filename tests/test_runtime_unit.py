@@ -81,6 +81,10 @@ def test_agreement_mismatch_is_said_field_by_field():
                                                                   "k2")}])
     assert err.params == ("nb",)
     assert pickle.loads(pickle.dumps(same["tile_map"])) == same["tile_map"]
+    # nan on every rank is one input (the checks after the agreement refuse it)
+    nan = float("nan")
+    assert differences([{"tol": nan}, {"tol": nan}]) is None
+    assert differences([{"tol": nan}, {"tol": 1e-10}]).params == ("tol",)
 
 
 def test_record_json_round_trip():
