@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
-from .options import add_dtype_arg, itemsize_from_args
+from .options import add_dtype_arg
 from .output import add_json_arg, json_file, publish
 
 
@@ -55,7 +55,7 @@ def run(args):
     dtype = np.dtype(args.dtype)
     # the dense LAPACK copies count like a gathered factor (two N x N arrays)
     check_rank_memory(get_map("2dbc", 1, grid=(1, 1)), args.n, args.nb, 0, 1,
-                      gather=not args.no_lapack, itemsize=itemsize_from_args(args),
+                      gather=not args.no_lapack, itemsize=dtype.itemsize,
                       fix="use a smaller --n" + ("" if args.no_lapack else
                                                  " or time starchol alone (--no-lapack)"))
     if args.repeat < 1:

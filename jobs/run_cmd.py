@@ -201,10 +201,8 @@ def preflight(args, rank, size, host_ranks):
     Run under :func:`starchol.collective.run_everywhere` so that every rank raises the same
     error. Nothing is allocated here beyond the map tables of the memory estimate.
     """
-    import os
-
     from ..files import (check_disk_space, check_distinct, check_folder_writable,
-                         fingerprint, parse_target, resolve)
+                         check_hdf5_output_space, fingerprint, parse_target)
     from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_dataset, inspect_file
     from ..runtime.session import available_schedulers
     from ..runtime import kernel_blas
@@ -290,14 +288,11 @@ def preflight(args, rank, size, host_ranks):
                                     cache=cache_from_args(args), itemsize=itemsize,
                                     nrhs=plan.nrhs)
     if rank == 0:
-        # an HDF5 output is written as a copy of the existing file plus the dataset
         for role, path, ncols in (("--output", plan.output_path, args.n),
                                   ("--solution", plan.solution_path, plan.nrhs)):
             if path:
-                target = resolve(path)
-                existing = os.path.getsize(target) if os.path.exists(target) else 0
-                check_disk_space(path, dense_file_bytes(args.n, itemsize, ncols) + existing,
-                                 role)
+                check_hdf5_output_space(path, dense_file_bytes(args.n, itemsize, ncols),
+                                        role)
         if args.gather:
             args.gather_before = fingerprint(args.gather)
             if args.gather_before is not None and not args.overwrite:

@@ -629,14 +629,12 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
     Checks the target and the free disk space first; the temporary file is removed if
     anything (a signal included) stops the write. Returns the name written.
     """
-    from ..files import check_disk_space
+    from ..files import check_hdf5_output_space
 
     _check_output(path, dataset, overwrite, role="--output")
-    target = resolve(path)
-    existing = os.path.getsize(target) if os.path.exists(target) else 0
     dtype = np.dtype(dtype)
-    check_disk_space(path, n * n * dtype.itemsize + existing, "--output")
-    before = fingerprint(target)
+    check_hdf5_output_space(path, n * n * dtype.itemsize, "--output")
+    before = fingerprint(resolve(path))
     h5py = _h5py()
     tmp = _create_tmp(path, dataset, n, {**(attrs or {}), "content": CONTENT["matrix"]},
                       dtype=dtype)

@@ -150,6 +150,14 @@ def check_disk_space(path, need_bytes, role, margin=1.05):
                          f"free space, write elsewhere, or use a smaller N")
 
 
+def check_hdf5_output_space(path, dataset_bytes, role):
+    """:func:`check_disk_space` for an HDF5 output: it is written as a copy of the
+    existing file (if any) plus the new dataset of ``dataset_bytes``."""
+    target = resolve(path)
+    existing = os.path.getsize(target) if os.path.exists(target) else 0
+    check_disk_space(path, dataset_bytes + existing, role)
+
+
 def new_temporary(path):
     """Create a fresh, empty temporary file for ``path`` (resolved through symlinks) and
     return its name: ``.NAME.tmp-PID-XXXX/NAME`` in the destination's folder.
