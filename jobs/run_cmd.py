@@ -82,7 +82,9 @@ def register(sub):
                      "(single-precision kernels, half the memory and half the bytes "
                      "sent; --check's residual is then about 1e-7, not 1e-16)")
     p.add_argument("--check", action="store_true",
-                   help="compute ||A - L L^T||_F / ||A||_F (distributed)")
+                   help="compute ||A - L L^T||_F / ||A||_F (distributed) and, with "
+                        "--rhs/--nrhs, the solve's ||B - A X||_F / (||A||_F ||X||_F + "
+                        "||B||_F)")
     p.add_argument("--sched", default=None, metavar="NAME",
                    help="StarPU scheduler (default prio); with GPUs: dmdas or heteroprio "
                         "(docs/gpu.md)")
@@ -395,6 +397,7 @@ def _run(args, comm, tile_map, spec):
             input_info = None
         rhs = _right_hand_sides(args, tile_map, dtype, comm)
         orig = a.copy() if args.check else None
+        orig_b = rhs.copy() if args.check and rhs is not None else None
         rt.pin_tiles(a.tiles.values())   # GPUs: page-locked host tiles (async copies)
         rt.kernel_counts()               # count the factorization's tasks only
         rt.device_bytes()
@@ -409,6 +412,7 @@ def _run(args, comm, tile_map, spec):
         device_bytes = comm.gather(rt.device_bytes(), root=0)
         res = fac.residual(orig) if args.check else None
         x = fac.solve(rhs, overwrite_b=True) if rhs is not None else None
+        solve_res = fac.solve_residual(orig, x, orig_b) if orig_b is not None else None
         logdet = fac.logdet()
         full = fac.L.gather() if args.gather else None
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)   # the whole run's, as modelled
@@ -441,7 +445,8 @@ def _run(args, comm, tile_map, spec):
         try:
             args.solution_writer.write(x, {
                 "map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
-                "nrhs": x.ncols, "starchol_version": __version__, "date": now_iso(),
+                "nrhs": x.ncols, "residual": np.nan if solve_res is None else solve_res,
+                "starchol_version": __version__, "date": now_iso(),
                 "source": f"solve of {args.input or f'generated {spec} seed {args.seed}'}"
                           f" with {args.rhs or f'--nrhs {args.nrhs} seed {args.seed}'}"})
         except OutputAppeared as exc:  # raised on every rank: X is kept aside
@@ -455,7 +460,8 @@ def _run(args, comm, tile_map, spec):
                         tile_bytes=tile_bytes(args.n, args.nb, dtype.itemsize))["bytes"]
     model_peak = node_memory(tile_map, args.n, args.nb, cache=cache_from_args(args),
                              check=args.check, gather=bool(args.gather),
-                             itemsize=dtype.itemsize)["total"]
+                             itemsize=dtype.itemsize,
+                             nrhs=0 if x is None else x.ncols)["total"]
     doc = record.to_dict()
     doc.update({
         "nodes": int(tile_map.nodes), "seed": args.seed,
@@ -464,7 +470,7 @@ def _run(args, comm, tile_map, spec):
         "output": args.output if appeared is None else f"{appeared.kept}:{args.writer.dataset}",
         "residual": res,
         "logdet": logdet,
-        "solve": _solve_doc(args, fac.solve_record, solution_appeared),
+        "solve": _solve_doc(args, fac.solve_record, solution_appeared, solve_res),
         "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
         "bytes_predicted_pairs": np.asarray(record.bytes_predicted_pairs),
         "memory": {"tile_bytes_per_node": storage,
@@ -518,15 +524,17 @@ def _right_hand_sides(args, tile_map, dtype, comm):
     return None
 
 
-def _solve_doc(args, record, appeared):
+def _solve_doc(args, record, appeared, residual=None):
     """The ``solve`` object of the run document (None without right-hand sides): the
     solve's record (time, tasks, bytes measured and predicted per pair), its right-hand
-    sides and where X went."""
+    sides, where X went and (``--check``) the backward error ``residual`` =
+    ||B - A X||_F / (||A||_F ||X||_F + ||B||_F), else None."""
     if record is None:
         return None
     doc = record.to_dict()
     doc.update({
         "rhs": args.rhs or f"generated with seed {args.seed}",
+        "residual": residual,
         "solution": (None if not args.solution else args.solution if appeared is None
                      else f"{appeared.kept}:{args.solution_writer.dataset}"),
         "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
@@ -604,6 +612,9 @@ def _solve_lines(doc):
              f"{bytes_text(sol['bytes_measured_total'])}, predicted "
              f"{bytes_text(sol['bytes_predicted_total'])}, per-pair match: "
              f"{'yes' if sol['match'] else 'NO'}"]
+    res = sol.get("residual")
+    lines.append("  solve residual ||B - A X||_F / (||A||_F ||X||_F + ||B||_F) = " +
+                 ("not checked (add --check)" if res is None else f"{res:.3e}"))
     if sol.get("solution"):
         lines.append(f"  solution X written to {sol['solution']}")
     return lines

@@ -344,10 +344,11 @@ class DistributedMatrix:
         return b
 
     # -- checks (local; the callers agree on the verdict) -------------------------------
-    def local_error(self, tile_map=None, kind=None, n=None, nb=None, dtype=None):
+    def local_error(self, tile_map=None, kind=None, n=None, nb=None, dtype=None,
+                    ncols=None):
         """Why this rank's part cannot be used as given (an exception), or None.
 
-        Checks the kind, size, tile size, dtype, that the layout is ``tile_map``'s, and
+        Checks the kind, size (``ncols``: columns), tile size, dtype, that the layout is ``tile_map``'s, and
         that every local tile is present with the right shape and dtype. Local: use
         :func:`starchol.runtime.collective.agree` to share the verdict.
         """
@@ -357,6 +358,9 @@ class DistributedMatrix:
                                   param="kind")
             if n is not None and self.n != n:
                 return UsageError(f"the matrix has {self.n} rows, expected {n}", param="n")
+            if ncols is not None and self.ncols != ncols:
+                return UsageError(f"the matrix has {self.ncols} columns, expected {ncols}",
+                                  param="ncols")
             if nb is not None and self.nb != nb:
                 return UsageError(f"the tile size nb is {self.nb}, expected {nb}", param="nb")
             if dtype is not None and self.dtype != np.dtype(dtype):

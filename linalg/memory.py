@@ -22,7 +22,9 @@ use :func:`node_memory`. A node's peak, in bytes:
 - with ``gather`` on node 0: the dense N x N factor, twice (tiles and the assembled array);
 - with ``nrhs`` K > 0 (a solve after the factorization, ``starchol run --rhs/--nrhs``): a
   bound on the right-hand sides, on every node: B and X (N x K each, solved in place, so
-  one of them) plus a received copy of every row tile, and a handle per tile.
+  one of them) plus a received copy of every row tile, and a handle per tile; with
+  ``check`` too, as much again (the copy of B kept for the solve's residual, and the
+  residual B - A X).
 
 The constants were fitted on ``starchol run`` under mpirun (peak RSS per rank from
 getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB per handle,
@@ -146,7 +148,8 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         parts["gathered factor"] = dense
     if nrhs:
         kt = -(-int(nrhs) // nb)
+        copies = 4 if check else 2
         parts["right-hand sides"] = np.full(
-            p, 2 * n * int(nrhs) * itemsize + HANDLE_BYTES * nt * kt, dtype=np.int64)
+            p, copies * n * int(nrhs) * itemsize + HANDLE_BYTES * nt * kt, dtype=np.int64)
     parts["total"] = sum(parts.values())
     return parts

@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The task graphs of starchol (``starchol.runtime._graphs``): tiled Cholesky (2D and
-2.5D in one loop), the triangular solves of L L^T X = B, and the residual A - L L^T.
+2.5D in one loop), the triangular solves of L L^T X = B, and the residuals A - L L^T
+and B - A X.
 
 Each graph is a plain C loop under ``nogil`` that calls the binding
 (``starchol/runtime/_binding.pxd``: ``ins1/ins2/ins3``, cache flushes) with the codelets
@@ -292,4 +293,59 @@ cdef int _residual(Codelets *cl, starpu_data_handle_t *l, starpu_data_handle_t *
                               STARPU_RW, r[_ij(nt, i, j)], own[_ij(nt, i, j)], me, count)
                 if rc != 0:
                     return rc
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Residual R := B - A X of a solve, for checks
+# ---------------------------------------------------------------------------
+def symm_residual(TileHandles A, TileHandles X, TileHandles R):
+    """Submit R := R - A X, R holding B: the residual of the solve A X = B. Collective.
+
+    ``A`` is the symmetric matrix by its lower tiles (nt x nt, on the factor's owners
+    F), its diagonal tiles with both triangles filled (the caller's symmetric copies);
+    ``X`` and ``R`` are nt x kt tiles whose row tile i lives on F[i, i]. Row tile i of R
+    takes A[i][k] X[k] for k <= i (GEMM) and A[k][i]^T X[k] for k > i (GEMM, A's tile
+    transposed), on R's owner; A[i][k] is last read by row i, so its received copies
+    are flushed as each row is submitted, X's at the end. Returns the tasks that run on
+    this rank.
+    """
+    if A.h == NULL or X.h == NULL or R.h == NULL or X.mt != A.nt or R.mt != A.nt \
+            or R.nt != X.nt or X.elemsize != A.elemsize or R.elemsize != A.elemsize:
+        raise ValueError("symm_residual: the matrix, the solution and the residual do "
+                         "not match")
+    cdef Codelets *cl = codelets(_single(A))
+    cdef int64_t count = 0
+    cdef int rc
+    with nogil:
+        rc = _symm_residual(cl, A.h, A.own, X.h, X.own, R.h, R.own, A.nt, X.nt,
+                            my_rank(), &count)
+    CHKERR(rc, "starpu_task_insert (solve residual)")
+    return count
+
+
+cdef int _symm_residual(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
+                        starpu_data_handle_t *x, int64_t *xo, starpu_data_handle_t *r,
+                        int64_t *ro, int nt, int kt, int me, int64_t *count) noexcept nogil:
+    cdef int i, j, k, rc = 0
+    cdef int64_t ik, ki
+    for i in range(nt):
+        for j in range(kt):
+            for k in range(nt):
+                if k <= i:
+                    ik = _ij(nt, i, k)
+                    rc = ins3(cl.gemm_fwd, 0, STARPU_R, a[ik], ao[ik],
+                              STARPU_R, x[_ij(kt, k, j)], xo[_ij(kt, k, j)],
+                              STARPU_RW, r[_ij(kt, i, j)], ro[_ij(kt, i, j)], me, count)
+                else:
+                    ki = _ij(nt, k, i)
+                    rc = ins3(cl.gemm_bwd, 0, STARPU_R, a[ki], ao[ki],
+                              STARPU_R, x[_ij(kt, k, j)], xo[_ij(kt, k, j)],
+                              STARPU_RW, r[_ij(kt, i, j)], ro[_ij(kt, i, j)], me, count)
+                if rc != 0:
+                    return rc
+        for k in range(i + 1):
+            cache_flush(a[_ij(nt, i, k)])
+    for k in range(nt * kt):
+        cache_flush(x[k])
     return 0

@@ -124,11 +124,15 @@ def test_solve_generated_rhs_bytes_logdet_and_solution(mpirun, tmp_path):
     assert np.abs(x - ref).max() <= 1e-12 * np.abs(ref).max()
     assert "  solve A X = B: 2 right-hand sides (generated with seed 4), " in p.stdout
     assert f"  solution X written to {out}:/X" in p.stdout and "log det A = " in p.stdout
+    assert sol["residual"] is None and ("  solve residual ||B - A X||_F / (||A||_F ||X||_F "
+                                        "+ ||B||_F) = not checked (add --check)") in p.stdout
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
 
 
 def test_solve_float32_rhs_from_a_file(mpirun, tmp_path):
-    """--rhs FILE (float64 on disk) with --dtype float32: X is float32, close to SciPy's."""
+    """--rhs FILE (float64 on disk) with --dtype float32: X is float32, close to SciPy's;
+    --check gives the solve's backward error, at float32's roundoff, in the summary, the
+    JSON and the solution file."""
     import h5py
     import numpy as np
     import scipy.linalg
@@ -140,11 +144,17 @@ def test_solve_float32_rhs_from_a_file(mpirun, tmp_path):
     out = tmp_path / "x.h5"
     p = mpirun(2, "run", "--dist", "2dbc", "--n", "250", "--nb", "60", "--dtype", "float32",
                "--rhs", f"{tmp_path / 'b.h5'}:/B", "--solution", f"{out}:/X",
+               "--check", "--json", tmp_path / "r.json",
                "--workers", "1", "--quiet", timeout=120)
     assert p.rank_exits == [0, 0], p.stderr
     assert "per-pair match: NO" not in p.stdout
+    res = json.loads((tmp_path / "r.json").read_text())["solve"]["residual"]
+    assert 0 < res < 1e-6
+    assert (f"  solve residual ||B - A X||_F / (||A||_F ||X||_F + ||B||_F) = {res:.3e}"
+            in p.stdout)
     with h5py.File(out, "r") as f:
         x = f["X"][...]
+        assert f["X"].attrs["residual"] == res
     ref = scipy.linalg.solve(_dense_spd(250), b, assume_a="pos")
     assert x.dtype == np.float32 and x.shape == (250, 3)
     assert np.abs(x - ref).max() <= 1e-5 * np.abs(ref).max()

@@ -128,3 +128,7 @@ def test_right_hand_sides_part():
     mem = node_memory(m, 1000, 96, nrhs=130)
     assert (mem["total"] - base["total"]).tolist() == mem["right-hand sides"].tolist()
     assert "right-hand sides" not in base
+    # --check keeps B and makes the residual B - A X: twice the entries
+    checked = node_memory(m, 1000, 96, nrhs=130, check=True)
+    assert checked["right-hand sides"].tolist() == [4 * 1000 * 130 * 8 +
+                                                    HANDLE_BYTES * 11 * 2] * 6

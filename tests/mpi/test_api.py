@@ -98,6 +98,50 @@ def test_factor_solve_logdet(session, comm, name, tile_map):
         assert f.solve_record.bytes_measured_pairs == solve_bytes(tile_map, N, NB, K)
 
 
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=[m[0] for m in MAPS])
+def test_solve_residual(session, comm, name, tile_map):
+    """Factor.solve_residual: about 1e-16 for the solve's X; for X + E it is
+    ||A E|| / (||A|| ||X + E|| + ||B||) as numpy computes it (both triangles of A and
+    the transposed tiles used right); A and B untouched; the same on every rank."""
+    a, b = make(tile_map)
+    a0 = {k: t.copy() for k, t in a.tiles.items()}
+    b0 = {k: t.copy() for k, t in b.tiles.items()}
+    f = cholesky(a, tile_map)
+    x = f.solve(b)
+    eta = f.solve_residual(a, x, b)
+    assert len(set(comm.allgather(eta))) == 1
+    assert 0 <= eta < 1e-15
+    e_full = np.random.default_rng(3).standard_normal((N, K)) * 1e-3
+    xe = x.copy()
+    for (i, j), t in xe.tiles.items():
+        r0, r1, c0, c1 = xe.tile_bounds(i, j)
+        t += e_full[r0:r1, c0:c1]
+    eta_e = f.solve_residual(a, xe, b)
+    assert len(set(comm.allgather(eta_e))) == 1
+    assert all(np.array_equal(a.tiles[k], a0[k]) for k in a0)
+    assert all(np.array_equal(b.tiles[k], b0[k]) for k in b0)
+    X = xe.gather()
+    if comm.Get_rank() == 0:
+        ref = np.linalg.norm(B_FULL - A_FULL @ X) / (
+            np.linalg.norm(A_FULL) * np.linalg.norm(X) + np.linalg.norm(B_FULL))
+        assert ref > 1e-6 and abs(eta_e - ref) <= 1e-10 * ref, (eta_e, ref)
+
+
+def test_solve_residual_checks_its_operands(session, comm):
+    tile_map = MAPS[0][1]
+    a, b = make(tile_map)
+    f = cholesky(a, tile_map)
+    x = f.solve(b)
+    raises_everywhere(comm, UsageError, "X does not match the factor: expected a rhs "
+                      "matrix", lambda: f.solve_residual(a, a, b))
+    b2 = DistributedMatrix.from_function(block(np.ones((N, K + 1))), (N, K + 1), NB,
+                                         tile_map, kind="rhs")
+    raises_everywhere(comm, UsageError, f"B does not match the factor: the matrix has "
+                      f"{K + 1} columns, expected {K}", lambda: f.solve_residual(a, x, b2))
+    raises_everywhere(comm, UsageError, "A is the factor L itself",
+                      lambda: f.solve_residual(f.L, x, b))
+
+
 def test_eager_write_back(session, comm, monkeypatch):
     """The GPU runs' write-back of final tiles (starpu_data_wont_use after each panel),
     forced here on CPU workers: same factor, same bytes as the model, on a 2.5D map
@@ -120,6 +164,7 @@ def test_float32(session, comm):
     x = f.solve(b)
     assert f.L.dtype == np.float32 and x.dtype == np.float32
     assert f.residual(a) < 1e-5
+    assert f.solve_residual(a, x, b) < 1e-6
     X = x.gather()
     assert f.record.match and f.solve_record.match
     assert f.record.dtype == "float32"
