@@ -347,22 +347,46 @@ def memory_request(args, plan):
         raise UsageError(f"--mem auto needs the matrix order: give --n N (--input "
                          f"{args.input} is not on this machine to read it from)")
     run = _run_options(args, plan)
+    nrhs, unseen = _right_hand_side_count(run)
     peak = node_memory(plan.map, int(n), args.nb, cache=cache_from_args(run),
                        check=run.check, gather=bool(run.gather),
-                       itemsize=itemsize_from_args(run), nrhs=run.nrhs or 0)["total"]
+                       itemsize=itemsize_from_args(run), nrhs=nrhs)["total"]
     rank = int(peak.max())
     need = plan.ranks_per_node * rank * MEM_HEADROOM
     mib = -(-int(math.ceil(need)) // 2**20)
     extras = [w for w, on in (("--check", run.check), ("--gather", run.gather),
                               ("cache off", not cache_from_args(run)),
-                              (run.dtype, run.dtype != "float64")) if on]
+                              (run.dtype, run.dtype != "float64"),
+                              (f"K = {nrhs} right-hand sides", nrhs)) if on]
     return f"{mib}M", (
         f"# memory per node (--mem auto): {plan.ranks_per_node} rank(s) x "
         f"{format_bytes(rank)}, the peak of the rank",
         f"# that needs the most (N = {n}{', ' + ', '.join(extras) if extras else ''}; "
         f"tiles, received tile copies, runtime,",
         f"# process: starchol.linalg.memory, as in starchol plan), + "
-        f"{round(100 * (MEM_HEADROOM - 1))} % = {mib} MiB")
+        f"{round(100 * (MEM_HEADROOM - 1))} % = {mib} MiB", *unseen)
+
+
+def _right_hand_side_count(run):
+    """``(K, comment lines)``: the right-hand sides the job solves, for ``--mem auto``:
+    ``--nrhs K``, or the columns of ``--rhs FILE.h5:/B`` read here (checked as
+    ``starchol run`` reads it); 0 and a comment (and a warning) when that file is not on
+    this machine."""
+    if run.nrhs:
+        return run.nrhs, ()
+    if not run.rhs:
+        return 0, ()
+    from ..files import parse_target
+    from ..linalg.hdf5_io import inspect_dataset
+
+    path, dataset = parse_target(run.rhs, "--rhs")
+    if not os.path.exists(path):
+        print(f"warning: --rhs {path} does not exist on this machine: --mem auto leaves "
+              f"its right-hand sides out", file=sys.stderr)
+        return 0, (f"# (not counted: the right-hand sides of --rhs {run.rhs}, not on this "
+                   f"machine)",)
+    _, (_, k), _ = inspect_dataset(path, dataset, "rhs")
+    return int(k), ()
 
 
 def run_argv(args, plan, json_path="$JSON"):

@@ -599,3 +599,25 @@ def test_mem_auto_counts_generated_right_hand_sides(capsys):
     peak = int(node_memory(get_map("sbc", 6), 20000, 500, nrhs=64)["total"].max())
     assert f"#SBATCH --mem={-(-int(np.ceil(peak * 1.10)) // 2**20)}M" in script
     assert "--nrhs=64" in launch_line(script)
+
+
+def test_mem_auto_counts_right_hand_sides_of_a_file(capsys, tmp_path):
+    """--run-arg=--rhs=FILE: --mem auto reads K from the file when it is here; else it
+    says (comment and warning) that B is left out."""
+    import h5py
+    import numpy as np
+
+    from starchol.distributions import get_map
+    from starchol.linalg.memory import node_memory
+
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        f["B"] = np.zeros((20000, 48))
+    script = generate(capsys, "--mem", "auto", f"--run-arg=--rhs={tmp_path / 'b.h5'}:/B")
+    peak = int(node_memory(get_map("sbc", 6), 20000, 500, nrhs=48)["total"].max())
+    assert f"#SBATCH --mem={-(-int(np.ceil(peak * 1.10)) // 2**20)}M" in script
+    assert "K = 48 right-hand sides" in script
+    missing = tmp_path / "gone.h5"
+    script = generate(capsys, "--mem", "auto", f"--run-arg=--rhs={missing}:/B")
+    peak = int(node_memory(get_map("sbc", 6), 20000, 500)["total"].max())
+    assert f"#SBATCH --mem={-(-int(np.ceil(peak * 1.10)) // 2**20)}M" in script
+    assert f"# (not counted: the right-hand sides of --rhs {missing}:/B, not on this" in script
