@@ -264,11 +264,13 @@ def _write_run_report(runs, traces, loaded, folder):
         stem = file_stem(run["path"], k)
         out = []
         notes = settle_bytes(run)
-        if run.get("match_conflict"):
-            print(f"starchol report: warning: {run['path']}: the document says match "
-                  f"{str(run['match_stored']).lower()}, but its measured and predicted byte "
-                  f"matrices {'are equal' if run['match'] else 'differ'}; the report shows "
-                  f"what the matrices say", file=sys.stderr)
+        for what, part in (("", run), ("the solve's ", run.get("solve") or {})):
+            if part.get("match_conflict"):
+                print(f"starchol report: warning: {run['path']}: the document says "
+                      f"{what}match {str(part['match_stored']).lower()}, but its measured "
+                      f"and predicted byte matrices "
+                      f"{'are equal' if part['match'] else 'differ'}; the report shows what "
+                      f"the matrices say", file=sys.stderr)
         if run["bytes_measured_pairs"] is not None or run["bytes_predicted_pairs"] is not None:
             name = f"{stem}_pairs.png"
             figs.pairs_figure(run, folder.path(name))
@@ -277,6 +279,15 @@ def _write_run_report(runs, traces, loaded, folder):
             figs.per_node_figure(run, folder.path(name))
             out.append((name, f"Bytes sent (left) and received (right) by each node, "
                               f"measured by StarPU-MPI beside the exact model: {run['label']}."))
+        solve = run.get("solve")
+        if solve is not None and (solve["bytes_measured_pairs"] is not None
+                                  or solve["bytes_predicted_pairs"] is not None):
+            name = f"{stem}_solve_pairs.png"
+            view = {**solve, "label": f"{run['label']}, solve of "
+                                      f"{count_text(solve['nrhs'], 'right-hand side')}"}
+            figs.pairs_figure(view, folder.path(name))
+            out.append((name, _pairs_caption(view).replace(
+                "Bytes sent", "The solve: bytes sent", 1) + " White cells: no bytes."))
         if loaded[k - 1] is not None:
             name = f"{stem}_gantt.png"
             gantt_figure(loaded[k - 1], folder.path(name), run["label"])

@@ -187,6 +187,7 @@ def run_markdown(runs, sections, comparison, command):
     if mismatched:
         lines += [f"**Measured bytes differ from the model in run(s) "
                   f"{', '.join(map(str, mismatched))}.**", ""]
+    lines += solves_section(runs)
     conflicts = [k for k, r in enumerate(runs, start=1) if r.get("match_conflict")]
     if conflicts:
         lines += [f"**The stored `match` of run(s) {', '.join(map(str, conflicts))} "
@@ -208,6 +209,37 @@ def run_markdown(runs, sections, comparison, command):
         lines += ["## Comparison of the runs", ""]
         lines += figure_block(comparison, number)
     return "\n".join(lines)
+
+
+def solves_section(runs):
+    """'Solves': one row per run that solved A X = B after its factorization (the run
+    document's ``solve``), its bytes beside the exact model of the solve; nothing when
+    no run did."""
+    rows = []
+    for k, run in enumerate(runs, start=1):
+        solve = run.get("solve")
+        if solve is None:
+            continue
+        rows.append([k, map_label(run), run["n"], run["nb"], solve["nrhs"],
+                     _num(solve.get("time_s"), ".3f"), "-" if solve.get("tasks") is None else solve["tasks"],
+                     _num(solve.get("residual"), ".2e"),
+                     _bytes_or_dash(solve.get("bytes_measured_total")),
+                     _bytes_or_dash(solve.get("bytes_predicted_total")),
+                     _match_cell(solve)])
+    if not rows:
+        return []
+    lines = ["## Solves", "",
+             "The triangular solves of A X = B after the factorization (`starchol run "
+             "--rhs/--nrhs`); predicted bytes from the exact model of the solve "
+             "(`solve_transfer_pairs_bytes`), residual ||B - A X||_F / (||A||_F ||X||_F + "
+             "||B||_F) with `--check`.", "",
+             table(["run", "map", "N", "NB", "K", "time (s)", "tasks", "residual",
+                    "bytes measured", "bytes predicted", "match"], rows), ""]
+    mismatched = [row[0] for row in rows if runs[row[0] - 1]["solve"].get("match") is False]
+    if mismatched:
+        lines += [f"**Measured bytes of the solve differ from the model in run(s) "
+                  f"{', '.join(map(str, mismatched))}.**", ""]
+    return lines
 
 
 def time_bytes_section(runs):

@@ -7,15 +7,16 @@ file and the key of anything damaged.
 A run document (written by rank 0) has the keys ``dist, nodes, n, nb, nt, time_s, gflops,
 residual, bytes_measured_pairs, bytes_predicted_pairs`` (P x P lists, sender row),
 ``bytes_measured_total, bytes_predicted_total, match`` and ``runtime`` (``scheduler,
-workers_per_rank, starpu_version, starpu_build``), maybe ``grid`` and ``slices``. Only ``dist, nodes, n,
-nb`` are required here; every other key is optional and the report leaves out what it
+workers_per_rank, starpu_version, starpu_build``), maybe ``grid`` and ``slices``, and
+``solve`` (null, or the solve's record: ``nrhs``, ``time_s``, ``tasks``, ``residual`` and
+the same byte keys). Only ``dist, nodes, n, nb`` are required here; every other key is optional and the report leaves out what it
 cannot draw. Keys that are present are checked (types, P x P shapes) so that a damaged
 document gives an error naming the file and the key, never a traceback.
 
 :func:`settle_bytes` then makes the byte figures follow from the pair matrices: the
 totals are their sums, ``match`` is whether they are equal (a stored ``match`` that
 disagrees is flagged), and a missing prediction is computed with the exact model
-(:func:`model_pairs`) when the document has what it needs.
+(:func:`model_pairs`) when the document has what it needs; the same for the solve's.
 """
 import json
 import math
@@ -113,6 +114,7 @@ def load_run(path):
             runtime[key] = doc[f"runtime.{key}"]
     run["runtime"] = runtime
     run["label"] = run_label(run)
+    run["solve"] = _load_solve(path, doc)
     from ..linalg.record import RunRecord
 
     try:  # the typed record shared with `starchol run` (RunRecord.from_json's reader)
@@ -120,6 +122,30 @@ def load_run(path):
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{path}: {exc}") from None
     return run
+
+
+def _load_solve(path, doc):
+    """The document's ``solve`` object, checked like the run's keys (the pair matrices
+    as arrays, None where absent), or None for a run without a solve."""
+    solve = doc.get("solve")
+    if solve is None:
+        return None
+    if not isinstance(solve, dict):
+        raise UsageError(f"{path}: key 'solve' must be an object or null, got {solve!r}")
+    nrhs = solve.get("nrhs")
+    if not isinstance(nrhs, int) or isinstance(nrhs, bool) or nrhs < 1:
+        raise UsageError(f"{path}: key 'solve.nrhs' must be a positive integer, got {nrhs!r}")
+    out = dict(solve)
+    for key in NUMBER_KEYS + ("tasks",):
+        if solve.get(key) is not None and not _is_number(solve[key]):
+            raise UsageError(f"{path}: key 'solve.{key}' must be a number, got {solve[key]!r}")
+    if solve.get("match") is not None and not isinstance(solve["match"], bool):
+        raise UsageError(f"{path}: key 'solve.match' must be true or false, got "
+                         f"{solve['match']!r}")
+    for key in PAIR_KEYS:
+        out[key] = (None if solve.get(key) is None
+                    else _pairs(path, f"solve.{key}", solve[key], doc["nodes"]))
+    return out
 
 
 def map_label(run):
@@ -245,6 +271,11 @@ def model_pairs(run):
     return pairs, what
 
 
+#: What :func:`settle_bytes` sets, for the run and for its solve.
+SETTLED_KEYS = PAIR_KEYS + ("bytes_measured_total", "bytes_predicted_total", "match",
+                            "match_stored", "match_conflict", "predicted_by_report")
+
+
 def settle_bytes(run):
     """Make a run's byte figures follow from its pair matrices; return notes (Markdown).
 
@@ -253,7 +284,25 @@ def settle_bytes(run):
     - ``bytes_*_total``: the sums of the matrices; a stored total that differs is noted.
     - ``match``: whether the two matrices are equal entry by entry; a stored ``match``
       that says otherwise is kept in ``match_stored`` and flagged (``match_conflict``).
+
+    The same for ``run["solve"]`` (its model: :func:`model_pairs` of a solve of its
+    ``nrhs`` right-hand sides on the run's map), with notes that start "the solve:".
     """
+    notes = _settle(run)
+    solve = run.get("solve")
+    if solve is not None:
+        # the solve's own keys over the run's (map, N, NB, cache, dtype): none of the
+        # run's byte figures may stand in for a missing one of the solve
+        merged = {**run, **solve, **{k: solve.get(k) for k in SETTLED_KEYS},
+                  "operation": "solve"}
+        notes += [f"the solve: {note}" for note in _settle(merged)]
+        solve.update({k: merged.get(k) for k in SETTLED_KEYS})
+    return notes
+
+
+def _settle(run):
+    """:func:`settle_bytes` for one set of byte keys (the run's, or its solve's merged
+    with the run's map keys)."""
     from .output import bytes_text
 
     notes = []

@@ -192,6 +192,59 @@ def test_run_report_mismatch_and_missing_optional_keys(tmp_path):
     assert "no `bytes_measured_pairs` in the document" in md
 
 
+def test_run_report_shows_the_solve_against_its_model(tmp_path, capsys):
+    """A run document with a solve (`starchol run --nrhs K --json`): a Solves table and a
+    pairs figure for the solve; its bytes are checked against solve_transfer_pairs_bytes
+    (computed by the report when the document lacks them), a skewed matrix is flagged,
+    and the run's own bytes never stand in for the solve's."""
+    from starchol.linalg.volume import solve_transfer_pairs_bytes
+
+    m = get_map("sbc", 6)
+    pred = solve_transfer_pairs_bytes(m, 1000, 96, 4)
+    solve = {"operation": "solve", "nrhs": 4, "time_s": 0.04, "tasks": 264,
+             "residual": 1.1e-17, "bytes_measured_pairs": pred.tolist(),
+             "bytes_predicted_pairs": pred.tolist(), "cache": True, "match": True}
+    a = write(tmp_path / "a.json", model_run_doc("sbc", 6, 1000, 96, cache=True,
+                                                 solve=solve))
+    skewed = pred.copy()
+    skewed[1, 0] += 8
+    # no predicted pairs: the report computes the solve's model (not the factor's)
+    b = write(tmp_path / "b.json", model_run_doc(
+        "sbc", 6, 1000, 96, cache=True,
+        solve={**solve, "bytes_measured_pairs": skewed.tolist(), "match": None,
+               "bytes_predicted_pairs": None, "residual": None}))
+    out = str(tmp_path / "out")
+    assert main(["report", a, b, "-o", out]) == 0
+    md = assert_report(out, ["run1-a_pairs.png", "run1-a_per_node.png",
+                             "run1-a_solve_pairs.png", "run2-b_pairs.png",
+                             "run2-b_per_node.png", "run2-b_solve_pairs.png",
+                             "runs_gflops.png", "runs_bytes.png"])
+    from starchol.linalg.volume_summary import format_bytes
+
+    total = format_bytes(int(pred.sum()))
+    assert "## Solves" in md
+    assert (f"| 1 | sbc r=4 (extended, 6 nodes) | 1000 | 96 | 4 | 0.040 | 264 | 1.10e-17 | "
+            f"{total} | {total} | yes |") in md
+    assert f"| 2 | sbc r=4 (extended, 6 nodes) | 1000 | 96 | 4 | 0.040 | 264 | - |" in md
+    assert "**Measured bytes of the solve differ from the model in run(s) 2.**" in md
+    assert ("the solve: no `bytes_predicted_pairs` in the document: the predicted bytes were "
+            "computed by this report with the exact model (") in md
+    assert "solve of 4 right-hand sides)" in md
+    assert "The solve: bytes sent from each node (row) to each node (column)" in md
+
+
+def test_run_report_refuses_a_damaged_solve(tmp_path, capsys):
+    bad = write(tmp_path / "bad.json", model_run_doc("sbc", 3, 300, 100,
+                                                     solve={"nrhs": 0}))
+    assert main(["report", bad, "-o", str(tmp_path / "o")]) == 2
+    assert "key 'solve.nrhs' must be a positive integer, got 0" in capsys.readouterr().err
+    bad = write(tmp_path / "bad.json", model_run_doc(
+        "sbc", 3, 300, 100, solve={"nrhs": 2, "bytes_measured_pairs": [[0]]}))
+    assert main(["report", bad, "-o", str(tmp_path / "o")]) == 2
+    assert "key 'solve.bytes_measured_pairs' must be 3 x 3" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "o")
+
+
 def test_single_run_has_no_comparison_figures(tmp_path):
     a = write(tmp_path / "r.json", model_run_doc("sbc", 3, 300, 100))
     out = str(tmp_path / "o")
