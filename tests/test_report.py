@@ -351,7 +351,8 @@ def test_report_of_a_real_4_rank_run(tmp_path):
                           timeout=120)
     assert warm.returncode == 0, warm.stderr
     argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4", *cmd, "run",
-            "--dist", "2dbc", "--grid", "2x2", "--n", "400", "--nb", "100", "--json", run_json]
+            "--dist", "2dbc", "--grid", "2x2", "--n", "400", "--nb", "100", "--nrhs", "3",
+            "--check", "--json", run_json]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
     try:
@@ -363,20 +364,29 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     assert proc.returncode == 0, f"{out}\n{err}"
     folder = str(tmp_path / "report")
     assert main(["report", run_json, "-o", folder]) == 0
-    md = assert_report(folder, ["run1-run4_pairs.png", "run1-run4_per_node.png"])
-    assert "| yes |" in md
+    md = assert_report(folder, ["run1-run4_pairs.png", "run1-run4_per_node.png",
+                                "run1-run4_solve_pairs.png"])
+    assert md.count("| yes |") == 2 and "## Solves" in md
     doc = json.load(open(run_json))
     pred = transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100)
     assert np.array_equal(np.array(doc["bytes_measured_pairs"]), pred)
+    from starchol.linalg.volume import solve_transfer_pairs_bytes
+
+    solve_pred = solve_transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100, 3)
+    assert np.array_equal(np.array(doc["solve"]["bytes_measured_pairs"]), solve_pred)
+    assert 0 < doc["solve"]["residual"] < 1e-15
     # the same real document without its prediction: the report computes it from the
     # document's map, N, NB and cache setting, and it matches what StarPU-MPI measured
     from starchol.jobs.report_runs import load_run, settle_bytes
 
     for key in ("bytes_predicted_pairs", "bytes_predicted_total", "match"):
         del doc[key]
+        del doc["solve"][key]
     run = load_run(write(tmp_path / "nopred.json", doc))
     notes = settle_bytes(run)
     assert run["match"] is True and np.array_equal(run["bytes_predicted_pairs"], pred)
+    assert run["solve"]["match"] is True
+    assert np.array_equal(run["solve"]["bytes_predicted_pairs"], solve_pred)
     assert any("computed by this report with the exact model (2dbc 2x2 (4 nodes), N = 400, "
                "NB = 100, receive cache on, float64)" in n for n in notes), notes
 
