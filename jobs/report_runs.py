@@ -231,17 +231,19 @@ def document_map(run):
 def model_pairs(run):
     """Bytes the exact model predicts between every pair of nodes for this run document:
     :func:`starchol.linalg.volume.transfer_pairs_bytes` (a factorization) or
-    :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes` (a solve), the functions
+    :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes` (a solve, or one of its
+    passes: ``forward_solve``, ``backward_solve``), the functions
     ``starchol run`` records ``bytes_predicted_pairs`` with, on the document's map, N, NB,
     receive-cache setting and element size.
 
     Returns ``(pairs, what)`` with ``pairs`` an int64 (P, P) array (sender row) and
     ``what`` the inputs in words, or ``(None, reason)`` naming what the document lacks.
     """
-    from ..linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+    from ..linalg.volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes
 
     operation = run.get("operation", "cholesky")
-    if operation not in ("cholesky", "solve"):
+    solve = operation in SOLVE_PASSES
+    if operation != "cholesky" and not solve:
         return None, f"its operation {operation!r} has no volume model"
     cache = run.get("cache")
     if not isinstance(cache, bool):
@@ -251,23 +253,23 @@ def model_pairs(run):
     if dtype not in _ITEMSIZE:
         return None, f"its dtype {dtype!r} is neither float64 nor float32"
     nrhs = run.get("nrhs", 0)
-    if operation == "solve" and (not isinstance(nrhs, int) or isinstance(nrhs, bool)
-                                 or nrhs < 1):
+    if solve and (not isinstance(nrhs, int) or isinstance(nrhs, bool) or nrhs < 1):
         return None, f"it is a solve without a valid `nrhs` (got {nrhs!r})"
     tile_map, reason = document_map(run)
     if tile_map is None:
         return None, reason
     itemsize = _ITEMSIZE[dtype]
-    if operation == "solve":
+    if solve:
         pairs = solve_transfer_pairs_bytes(tile_map, run["n"], run["nb"], nrhs, cache=cache,
-                                           itemsize=itemsize)
+                                           itemsize=itemsize, which=SOLVE_PASSES[operation])
     else:
         pairs = transfer_pairs_bytes(tile_map, run["n"], run["nb"], cache=cache,
                                      itemsize=itemsize)
     what = (f"{tile_map}, N = {run['n']}, NB = {run['nb']}, receive cache "
             f"{'on' if cache else 'off'}, {dtype}"
             + ("" if "dtype" in run else " (no `dtype` key: the default)")
-            + (f", solve of {nrhs} right-hand sides" if operation == "solve" else ""))
+            + (f", {operation.replace('_', ' ')} of {nrhs} right-hand sides" if solve
+               else ""))
     return pairs, what
 
 

@@ -33,7 +33,7 @@ from ..runtime.errors import NotPositiveDefiniteError, SessionError
 from ..runtime.session import agree_callback_error
 from .distributed import DistributedMatrix, check_map, map_key
 from .record import RunRecord, describe_job
-from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from .volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes
 
 
 #: a graph of at most this many tasks per rank is submitted whole before the workers
@@ -60,10 +60,11 @@ def task_count(nt):
     return nt * (nt + 1) * (nt + 2) // 6
 
 
-def solve_task_count(nt, kt):
+def solve_task_count(nt, kt, which="both"):
     """Tasks of the two triangular solves on nt x nt tiles of L and nt x kt tiles of B,
-    all ranks: nt(nt+1)/2 TRSM or GEMM per tile column of B and per direction."""
-    return nt * (nt + 1) * kt
+    all ranks: nt(nt+1)/2 TRSM or GEMM per tile column of B and per direction (``which``
+    "forward" or "backward": one direction)."""
+    return nt * (nt + 1) * kt // (2 if which in ("forward", "backward") else 1)
 
 
 def flops(n):
@@ -183,20 +184,63 @@ class Factor:
             X, laid out like B. The solve's record (bytes measured and predicted per
             pair) is :attr:`solve_record`.
         """
-        session, L = self._running_session("solve"), self.L
+        return self._solve("solve", B, overwrite_b)
+
+    def solve_triangular(self, B, trans=False, overwrite_b=False):
+        """Y with L Y = B, or with L^T Y = B when ``trans``: one of :meth:`solve`'s two
+        passes, run as tasks on the runtime. Collective.
+
+        For a Gaussian process, y^T A^-1 y = ||L^-1 y||^2 needs the forward pass alone
+        (half the solve's flops and about half its bytes); ``trans=True`` then gives
+        A^-1 y = L^-T (L^-1 y). Like :func:`scipy.linalg.solve_triangular` with
+        ``lower=True`` and ``trans`` 0 or 1.
+
+        Parameters
+        ----------
+        B : DistributedMatrix
+            Right-hand sides, as for :meth:`solve`.
+        trans : bool
+            False: solve L Y = B (forward); True: L^T Y = B (backward).
+        overwrite_b : bool
+            Solve in place in B's tiles (no copy); a read-only tile is a UsageError.
+
+        Returns
+        -------
+        DistributedMatrix
+            Y, laid out like B. The record (operation ``"forward_solve"`` or
+            ``"backward_solve"``, bytes measured and predicted per pair by
+            ``solve_transfer_pairs_bytes(..., which="forward"|"backward")``) is
+            :attr:`solve_record`.
+        """
+        session = self._running_session("solve_triangular")
+        valid = isinstance(trans, (bool, np.bool_))
+        # every rank must run the same pass: the value is compared too
+        agree(session.comm, None if valid else UsageError(
+            f"trans must be True or False, got {trans!r}", param="trans"),
+            same={"trans": bool(trans) if valid else repr(trans)})
+        return self._solve("backward_solve" if trans else "forward_solve", B, overwrite_b)
+
+    def _solve(self, operation, B, overwrite_b):
+        """:meth:`solve` or :meth:`solve_triangular`: the passes of ``operation``
+        (:data:`~starchol.linalg.volume.SOLVE_PASSES`). Collective."""
+        which = SOLVE_PASSES[operation]
+        method = "solve" if operation == "solve" else "solve_triangular"
+        session, L = self._running_session(method), self.L
         comm = session.comm
         _check_operand(comm, B, "B", self.tile_map, "overwrite_b" if overwrite_b else None,
                        kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
         comm.Barrier()
-        with session.running(deferred=_small_graph(solve_task_count(L.nt, X.kt), comm)):
+        count = solve_task_count(L.nt, X.kt, which)
+        with session.running(deferred=_small_graph(count, comm)):
             t0 = time.perf_counter()
             hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hb = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
                                         elemsize=X.itemsize)
             try:
-                tasks = _graphs().solve(hl, hb)
+                tasks = _graphs().solve(hl, hb, forward=which != "backward",
+                                        backward=which != "forward")
                 t_sub = time.perf_counter() - t0
                 session.wait_local()   # no callback: nothing to agree on
             finally:
@@ -207,8 +251,9 @@ class Factor:
         predicted = None
         if session.stats:
             predicted = solve_transfer_pairs_bytes(self.tile_map, L.n, L.nb, B.ncols,
-                                                   cache=session.cache, itemsize=L.itemsize)
-        self.solve_record = _record(session, "solve", self.tile_map, L, elapsed, t_sub,
+                                                   cache=session.cache, itemsize=L.itemsize,
+                                                   which=which)
+        self.solve_record = _record(session, operation, self.tile_map, L, elapsed, t_sub,
                                     tasks, before, predicted, nrhs=B.ncols)
         return X
 

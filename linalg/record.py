@@ -24,7 +24,8 @@ class RunRecord:
     Attributes
     ----------
     operation : str
-        ``"cholesky"`` or ``"solve"``.
+        ``"cholesky"``, ``"solve"`` (L L^T X = B), ``"forward_solve"`` (L Y = B) or
+        ``"backward_solve"`` (L^T Y = B).
     dist, map : str
         The map's name (``sbc``) and its description (``sbc r=4 (extended, 6 nodes)``).
     nodes, slices : int
@@ -98,9 +99,11 @@ class RunRecord:
     @property
     def flops(self):
         """Floating-point operations of the computation: N^3/3 for a factorization,
-        2 N^2 K for a solve (forward and backward)."""
+        2 N^2 K for a solve (forward and backward), N^2 K for one of its passes."""
         if self.operation == "solve":
             return 2.0 * self.n * self.n * self.nrhs
+        if self.operation in ("forward_solve", "backward_solve"):
+            return 1.0 * self.n * self.n * self.nrhs
         return self.n ** 3 / 3.0
 
     @property

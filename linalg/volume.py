@@ -268,8 +268,16 @@ def factor_owners(tile_map, nt):
                                    np.arange(nt)[None, :]], dtype=np.int64)
 
 
-def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
-    """Bytes sent between every pair of nodes by the solve L L^T X = B (int64 (P, P)).
+#: The triangular passes of each solve a run record names (``RunRecord.operation``):
+#: ``Factor.solve`` (L L^T X = B) runs both, ``Factor.solve_triangular`` one.
+SOLVE_PASSES = {"solve": "both", "forward_solve": "forward", "backward_solve": "backward"}
+
+
+def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES,
+                               which="both"):
+    """Bytes sent between every pair of nodes by the solve L L^T X = B (int64 (P, P)),
+    or by one of its passes: ``which`` is ``"both"``, ``"forward"`` (L Y = B alone) or
+    ``"backward"`` (L^T X = B alone).
 
     B is n x nrhs in nb x nb tiles; its row tile i lives on d(i) = F[i, i], the holder of
     L's diagonal tile (:func:`factor_owners`), and every task runs on the owner of the B
@@ -285,8 +293,14 @@ def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBL
     d(k), per pass (B's copies are dropped between the passes: its value changes).
     Cache off: one transfer per (task, remote operand): L[i][j] KT times to d(i) and KT
     times to d(j), B[k] once per task m. KT = ceil(nrhs / nb) tile columns of B.
+    One pass alone sends its half of each: L[i][j] to d(i) (forward) or to d(j)
+    (backward), B[k] to its readers of that pass. Cache off, the two passes add up to
+    ``"both"``; cache on, ``"both"`` sends L[i][j] once where d(i) = d(j).
     """
     _check_count("nrhs", nrhs)
+    if which not in ("both", "forward", "backward"):
+        raise ValueError(f"which must be 'both', 'forward' or 'backward', got {which!r}")
+    forward, backward = which != "backward", which != "forward"
     rows = tile_extents(n, nb)
     nt = len(rows)
     cols = tile_extents(nrhs, nb)
@@ -301,15 +315,17 @@ def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBL
     to_i, to_j = d[i], d[j]
     if cache:
         w_i = np.where(to_i != src, lbytes, 0)
-        w_j = np.where((to_j != src) & (to_j != to_i), lbytes, 0)
+        w_j = np.where((to_j != src) & ((to_j != to_i) | (not forward)), lbytes, 0)
     else:
         w_i = np.where(to_i != src, lbytes * kt, 0)
         w_j = np.where(to_j != src, lbytes * kt, 0)
+    w_i, w_j = w_i * forward, w_j * backward
     pairs += np.bincount(src * p + to_i, weights=w_i, minlength=p * p).astype(np.int64)
     pairs += np.bincount(src * p + to_j, weights=w_j, minlength=p * p).astype(np.int64)
     bcols = int(cols.sum()) * int(itemsize)      # bytes of one B row tile per row
     for k in range(nt):
-        for dests in (d[k + 1:], d[:k]):          # forward readers, backward readers
+        for dests in (d[k + 1:] if forward else d[:0],     # forward readers
+                      d[:k] if backward else d[:0]):       # backward readers
             if cache:
                 dests = np.unique(dests)
             dests = dests[dests != d[k]]

@@ -184,8 +184,9 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
 # ---------------------------------------------------------------------------
 # Solve L L^T X = B: forward L Y = B, then backward L^T X = Y, in place in B
 # ---------------------------------------------------------------------------
-def solve(TileHandles L, TileHandles B):
-    """Submit the tiled triangular solves of L L^T X = B, in place in B. Collective.
+def solve(TileHandles L, TileHandles B, bint forward=True, bint backward=True):
+    """Submit the tiled triangular solves of L L^T X = B, in place in B (or one of them:
+    ``forward`` L Y = B, ``backward`` L^T X = B). Collective.
 
     ``L`` is the factor (nt x nt lower tiles, on the factor's owners F); ``B`` is
     nt x kt tiles whose row tile i lives on F[i, i]. Forward, k = 0..nt-1:
@@ -200,17 +201,19 @@ def solve(TileHandles L, TileHandles B):
     cdef int64_t count = 0
     cdef int rc
     with nogil:
-        rc = _solve(cl, L.h, L.own, B.h, B.own, L.nt, B.nt, my_rank(), &count)
+        rc = _solve(cl, L.h, L.own, B.h, B.own, L.nt, B.nt, my_rank(), forward, backward,
+                    &count)
     CHKERR(rc, "starpu_task_insert (solve)")
     return count
 
 
 cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_handle_t *b,
-                int64_t *bo, int nt, int kt, int me, int64_t *count) noexcept nogil:
+                int64_t *bo, int nt, int kt, int me, bint forward, bint backward,
+                int64_t *count) noexcept nogil:
     cdef int k, m, j, rc = 0
     cdef int64_t kk, mk, km
     # forward: L Y = B
-    for k in range(nt):
+    for k in range(nt if forward else 0):
         kk = _ij(nt, k, k)
         for j in range(kt):
             rc = ins2(cl.trsm_fwd, 2 * nt - k, STARPU_R, l[kk], lo[kk],
@@ -228,7 +231,7 @@ cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_
     for k in range(nt * kt):
         cache_flush(b[k])
     # backward: L^T X = Y
-    for k in range(nt - 1, -1, -1):
+    for k in range(nt - 1 if backward else -1, -1, -1):
         kk = _ij(nt, k, k)
         for j in range(kt):
             rc = ins2(cl.trsm_bwd, nt + k, STARPU_R, l[kk], lo[kk],

@@ -22,6 +22,31 @@ def test_solve_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
         assert model.tolist() == solve_bytes(m, n, nb, k, cache=cache, itemsize=itemsize)
 
 
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])
+@pytest.mark.parametrize("name,nodes,grid,c", MAPS,
+                         ids=[f"{m[0]}-{m[1]}" for m in MAPS])
+@pytest.mark.parametrize("n,nb,k", [(300, 64, 1), (250, 50, 120)])
+def test_one_pass_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
+    """Factor.solve_triangular's passes: each equals the oracle's; without the receive
+    cache the two add up to the whole solve, with it they send at least as much."""
+    m = get_map(name, nodes, grid=grid, slices=c)
+    parts = {}
+    for which in ("forward", "backward"):
+        parts[which] = solve_transfer_pairs_bytes(m, n, nb, k, cache=cache, which=which)
+        assert parts[which].tolist() == solve_bytes(m, n, nb, k, cache=cache, which=which)
+    both = solve_transfer_pairs_bytes(m, n, nb, k, cache=cache)
+    if cache:
+        assert (parts["forward"] + parts["backward"] >= both).all()
+    else:
+        assert np.array_equal(parts["forward"] + parts["backward"], both)
+
+
+def test_one_pass_bad_which():
+    with pytest.raises(ValueError, match="which must be 'both', 'forward' or 'backward', "
+                                         "got 'up'"):
+        solve_transfer_pairs_bytes(get_map("sbc", 3), 100, 10, 1, which="up")
+
+
 @pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=[f"{m[0]}-{m[1]}" for m in MAPS])
 def test_float32_cholesky_bytes_are_half(name, nodes, grid, c):
     m = get_map(name, nodes, grid=grid, slices=c)
@@ -45,6 +70,14 @@ def test_hand_count_solve_1x2_partial_tiles():
     for cache, expect in ((True, on), (False, off)):
         assert solve_transfer_pairs_bytes(m, 5, 2, 3, cache=cache).tolist() == expect
         assert solve_bytes(m, 5, 2, 3, cache=cache) == expect
+        # one pass: forward sends L10, L21 and B0, B1; backward L10 -> d(0) is local
+        # (node 0 holds it), L21 -> d(1) local too, and B2, B1
+        fwd = [[0, 32 * (1 if cache else 2) + 48], [16 * (1 if cache else 2) + 48, 0]]
+        bwd = [[0, 24], [48, 0]]
+        assert solve_transfer_pairs_bytes(m, 5, 2, 3, cache=cache,
+                                          which="forward").tolist() == fwd
+        assert solve_transfer_pairs_bytes(m, 5, 2, 3, cache=cache,
+                                          which="backward").tolist() == bwd
         half = (np.asarray(expect) // 2).tolist()
         assert solve_transfer_pairs_bytes(m, 5, 2, 3, cache=cache, itemsize=4).tolist() == half
 

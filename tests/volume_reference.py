@@ -48,14 +48,15 @@ def cholesky_events(owners):
             yield ("flush", ("A", m, k))
 
 
-def solve_events(owners, kt):
-    """Events of the solve L L^T X = B with kt tile columns of B; row tile i of B is held
-    by d(i), the holder of L[i][i]. Keys ("A", i, j) for L, ("B", i, j) for B."""
+def solve_events(owners, kt, which="both"):
+    """Events of the solve L L^T X = B with kt tile columns of B (``which``: "both", or
+    one pass, "forward" or "backward"); row tile i of B is held by d(i), the holder of
+    L[i][i]. Keys ("A", i, j) for L, ("B", i, j) for B."""
     so = _stack(owners)
     c, nt, _ = so.shape
     f = lambda i, j: int(so[j % c][i][j])  # noqa: E731
     d = [f(i, i) for i in range(nt)]
-    for k in range(nt):
+    for k in range(nt if which != "backward" else 0):
         for j in range(kt):
             yield ("task", d[k], [(("A", k, k), f(k, k))], [("B", k, j)])
         for m in range(k + 1, nt):
@@ -65,7 +66,7 @@ def solve_events(owners, kt):
     for k in range(nt):
         for j in range(kt):
             yield ("flush", ("B", k, j))
-    for k in reversed(range(nt)):
+    for k in reversed(range(nt if which != "forward" else 0)):
         for j in range(kt):
             yield ("task", d[k], [(("A", k, k), f(k, k))], [("B", k, j)])
         for m in reversed(range(k)):
@@ -112,15 +113,16 @@ def cholesky_bytes(tile_map, n, nb, cache=True, itemsize=8):
     return as_matrix(pairs, tile_map.nodes)
 
 
-def solve_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8):
-    """P x P list of the bytes of the solve with nrhs right-hand sides."""
+def solve_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8, which="both"):
+    """P x P list of the bytes of the solve with nrhs right-hand sides (or of one pass:
+    ``which``, see :func:`solve_events`)."""
     rows, cols = _extents(n, nb), _extents(nrhs, nb)
 
     def w(key):
         size = cols[key[2]] if key[0] == "B" else rows[key[2]]
         return int(rows[key[1]] * size * itemsize)
 
-    pairs = replay(solve_events(tile_map.owner_maps(len(rows)), len(cols)), cache, w)
+    pairs = replay(solve_events(tile_map.owner_maps(len(rows)), len(cols), which), cache, w)
     return as_matrix(pairs, tile_map.nodes)
 
 

@@ -127,6 +127,48 @@ def test_solve_residual(session, comm, name, tile_map):
         assert ref > 1e-6 and abs(eta_e - ref) <= 1e-10 * ref, (eta_e, ref)
 
 
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=[m[0] for m in MAPS])
+def test_solve_triangular(session, comm, name, tile_map):
+    """One pass of the solve: L Y = B and L^T Y = B against SciPy, bytes measured ==
+    model (which=forward/backward) == oracle per pair, half the solve's tasks; the two
+    passes in turn give solve()'s X."""
+    from starchol.linalg.volume import solve_transfer_pairs_bytes
+
+    a, b = make(tile_map)
+    f = cholesky(a, tile_map)
+    y = f.solve_triangular(b)
+    fwd = f.solve_record
+    x = f.solve_triangular(y, trans=True)
+    bwd = f.solve_record
+    assert (fwd.operation, bwd.operation) == ("forward_solve", "backward_solve")
+    assert fwd.match is True and bwd.match is True
+    assert fwd.tasks == bwd.tasks == solve_task_count(a.nt, 1, "forward") == 10
+    assert fwd.flops == N * N * K
+    Y, X, L = y.gather(), x.gather(), f.L.gather()
+    if comm.Get_rank() == 0:
+        Lt = np.tril(L)
+        y_ref = sl.solve_triangular(Lt, B_FULL, lower=True)
+        x_ref = sl.solve_triangular(Lt, y_ref, lower=True, trans=1)
+        assert np.abs(Y - y_ref).max() <= 1e-12 * np.abs(y_ref).max()
+        assert np.abs(X - x_ref).max() <= 1e-10 * np.abs(x_ref).max()
+        assert np.abs(X - sl.cho_solve((Lt, True), B_FULL)).max() <= 1e-10 * np.abs(X).max()
+        for which, rec in (("forward", fwd), ("backward", bwd)):
+            model = solve_transfer_pairs_bytes(tile_map, N, NB, K, which=which)
+            assert rec.bytes_predicted_pairs == model.tolist()
+            assert rec.bytes_measured_pairs == solve_bytes(tile_map, N, NB, K, which=which)
+
+
+def test_solve_triangular_checks_trans(session, comm):
+    tile_map = MAPS[0][1]
+    a, b = make(tile_map)
+    f = cholesky(a, tile_map)
+    raises_everywhere(comm, UsageError, "trans must be True or False, got 'T'",
+                      lambda: f.solve_triangular(b, trans="T"))
+    if comm.Get_size() > 1:    # one rank asks for the other pass: refused, no hang
+        raises_everywhere(comm, UsageError, "the ranks were given different inputs: trans",
+                          lambda: f.solve_triangular(b, trans=comm.Get_rank() == 1))
+
+
 def test_solve_residual_checks_its_operands(session, comm):
     tile_map = MAPS[0][1]
     a, b = make(tile_map)
