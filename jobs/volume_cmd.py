@@ -2,7 +2,8 @@
 import logging
 import time
 
-from ..linalg.volume_summary import format_bytes, volume_summary
+from ..errors import UsageError
+from ..linalg.volume_summary import format_bytes, solve_summary, volume_summary
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
                       itemsize_from_args, map_from_args, sizes_from_args)
 from .output import add_json_arg, json_file, publish
@@ -28,12 +29,18 @@ def register(sub):
     add_cache_arg(p)
     add_dtype_arg(p, BYTES_DTYPE_HELP)
     add_json_arg(p, "the volume document (keys: docs/volume-model.md, \"starchol volume --json\")")
+    p.add_argument("--nrhs", type=int, default=None, metavar="K",
+                   help="also count the solve A X = B with K right-hand sides after the "
+                        "factorization (starchol run --nrhs K): its bytes, forward and "
+                        "backward passes")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
 
 
 def run(args):
     nt, n, nb = sizes_from_args(args)
+    if args.nrhs is not None and args.nrhs < 1:
+        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
     tile_map = map_from_args(args, nt=nt)
     check_table_memory(nt, tile_map.slices)
     json_file(args)
@@ -46,6 +53,9 @@ def run(args):
     doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", progress=progress,
                          itemsize=itemsize_from_args(args))
     doc["dtype"] = args.dtype
+    if args.nrhs:
+        doc["solve"] = solve_summary(tile_map, n, nb, args.nrhs, cache=args.cache == "on",
+                                     itemsize=itemsize_from_args(args))
     log.info("counted %d transfers in %.2f s", doc["transfers_tiles"],
              time.perf_counter() - t0)
     publish(args, doc, text_report(doc))
@@ -74,4 +84,9 @@ def text_report(doc):
         f"load:       tiles {min(doc['load']['tiles'])}..{max(doc['load']['tiles'])}, "
         f"flops max/avg {doc['load']['flops_max_over_avg']:.3f}",
     ]
+    solve = doc.get("solve")
+    if solve:
+        lines.append(f"solve:      K = {solve['nrhs']}: {format_bytes(solve['bytes'])} "
+                     f"(forward pass alone {format_bytes(solve['bytes_forward'])}, backward "
+                     f"alone {format_bytes(solve['bytes_backward'])})")
     return "\n".join(lines)

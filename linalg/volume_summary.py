@@ -77,6 +77,27 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
     return doc
 
 
+def solve_summary(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
+    """Predicted bytes of the solve A X = B after the factorization (K = ``nrhs``
+    right-hand sides, :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes`).
+
+    Returns a dict: ``nrhs``, ``bytes`` (the whole solve), ``bytes_forward`` and
+    ``bytes_backward`` (each pass on its own, as ``Factor.solve_triangular`` runs it),
+    and ``per_node{sent_bytes, received_bytes}`` of the whole solve (int64 arrays).
+    """
+    from .volume import solve_transfer_pairs_bytes
+
+    def pairs(which):
+        return solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
+                                          itemsize=itemsize, which=which)
+
+    both = pairs("both")
+    return {"nrhs": int(nrhs), "bytes": int(both.sum()),
+            "bytes_forward": int(pairs("forward").sum()),
+            "bytes_backward": int(pairs("backward").sum()),
+            "per_node": {"sent_bytes": both.sum(axis=1), "received_bytes": both.sum(axis=0)}}
+
+
 def format_bytes(nbytes):
     """Human-readable bytes (decimal units: kB, MB, GB, TB)."""
     value = float(nbytes)

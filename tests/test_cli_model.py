@@ -49,6 +49,32 @@ def test_volume_json_keys_and_bytes(capsys):
     assert "leading:    - (the leading terms hold with the cache on)" in capsys.readouterr().out
 
 
+def test_volume_counts_the_solve(capsys):
+    """--nrhs K: the solve's bytes (whole, and each pass alone) as the one model gives
+    them; sbc on 6 nodes, N = 3000, NB = 200, K = 4 is what a real `starchol run --nrhs 4`
+    measured, 40,384,000 B (2026-12-04). float32 halves them; --nrhs 0 is refused."""
+    from starchol.distributions import get_map
+    from starchol.linalg.volume import solve_transfer_pairs_bytes
+
+    argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", "3000", "--nb", "200"]
+    d = run_json(capsys, *argv, "--nrhs", "4")
+    m = get_map("sbc", 6)
+    both = solve_transfer_pairs_bytes(m, 3000, 200, 4)
+    assert d["solve"]["nrhs"] == 4 and d["solve"]["bytes"] == int(both.sum()) == 40384000
+    assert d["solve"]["per_node"]["sent_bytes"] == both.sum(axis=1).tolist()
+    assert d["solve"]["per_node"]["received_bytes"] == both.sum(axis=0).tolist()
+    for which in ("forward", "backward"):
+        assert d["solve"][f"bytes_{which}"] == int(
+            solve_transfer_pairs_bytes(m, 3000, 200, 4, which=which).sum())
+    assert run_json(capsys, *argv, "--nrhs", "4", "--dtype", "float32")["solve"]["bytes"] \
+        == 40384000 // 2
+    assert "solve" not in run_json(capsys, *argv)
+    assert main(argv + ["--nrhs", "4"]) == 0
+    assert "solve:      K = 4: 40.38 MB (forward pass alone " in capsys.readouterr().out
+    assert main(argv + ["--nrhs", "0"]) == 2
+    assert "--nrhs must be >= 1, got 0" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [
     ["--dist", "sbc", "--nodes", "6", "--nt", "11"],
     ["--dist", "2dbc", "--nodes", "6", "--grid", "3x2", "--nt", "7"],
