@@ -50,6 +50,19 @@ def test_residual_and_logdet_at_extreme_scales(session, comm, scale):
     assert 1e-18 < res < 1e-14, res
     logdet = _same_everywhere(comm, f.logdet())
     assert logdet == pytest.approx(np.linalg.slogdet(a0)[1] + n * np.log(scale), rel=1e-13)
+    # the solve's backward error: ||A||_F^2 over- or underflows, X scales by 1 / scale
+    b0 = np.ones((n, 2))
+    b = DistributedMatrix.from_numpy(b0, nb, tile_map, kind="rhs")
+    x = f.solve(b)
+    eta = _same_everywhere(comm, f.solve_residual(a, x, b))
+    assert 0 <= eta < 1e-14, eta
+    for t in x.tiles.values():          # X (1 + 1e-3): R = -1e-3 B, scale-free ratio
+        t *= 1 + 1e-3
+    eta = _same_everywhere(comm, f.solve_residual(a, x, b))
+    x0 = np.linalg.solve(a0, b0) * (1 + 1e-3)
+    ref = 1e-3 * np.linalg.norm(b0) / (np.linalg.norm(a0) * np.linalg.norm(x0) +
+                                       np.linalg.norm(b0))
+    assert eta == pytest.approx(ref, rel=1e-8)
 
 
 @pytest.mark.parametrize("name,tile_map", MAPS, ids=IDS)
