@@ -257,7 +257,7 @@ def _write_run_report(runs, traces, loaded, folder):
     from . import report_figures as figs
     from .report_markdown import run_markdown
     from .report_runs import file_stem, settle_bytes
-    from .report_trace import clipped_text, gantt_figure, trace_markdown
+    from .report_trace import clipped_text, critical_path, gantt_figure, trace_markdown
 
     sections = []
     for k, run in enumerate(runs, start=1):
@@ -290,15 +290,20 @@ def _write_run_report(runs, traces, loaded, folder):
                 "Bytes sent", "The solve: bytes sent", 1) + " White cells: no bytes."))
         if loaded[k - 1] is not None:
             name = f"{stem}_gantt.png"
-            gantt_figure(loaded[k - 1], folder.path(name), run["label"])
+            path = critical_path(loaded[k - 1], traces[k - 1])
+            gantt_figure(loaded[k - 1], folder.path(name), run["label"], path)
             cut = clipped_text(loaded[k - 1])
             if cut:
                 print(f"starchol report: warning: {traces[k - 1]}: {cut}", file=sys.stderr)
             out.append((name, "Execution trace: one row per StarPU CPU worker, grouped by "
                               "rank (host), tasks coloured by kernel; grey lines are MPI "
                               "transfers from the sending rank to the receiving one; right: "
-                              f"idle time of each worker. {run['label']}."))
-            run["report_extra"] = trace_markdown(loaded[k - 1], traces[k - 1])
+                              f"idle time of each worker"
+                              + ("; outlined in magenta and joined: the critical path"
+                                 if path and path["elements"] else "")
+                              + f". {run['label']}."))
+            run["report_extra"] = trace_markdown(loaded[k - 1], traces[k - 1], path,
+                                                 run.get("nt"))
         run["report_notes"] = notes
         sections.append(out)
     comparison = []  # drawn when at least two runs have the numbers

@@ -7,6 +7,10 @@ the sending rank to the receiving one, and the idle time of each worker beside i
 are in milliseconds from the first task's start; the time axis spans the tasks, and
 what it cuts (transfers that end after the last task, on another rank's clock) is
 said (:func:`clipped_text`: a warning from ``starchol report`` and a note in report.md).
+
+The critical path (:mod:`starchol.runtime.critical_path`: the chain of tasks and
+transfers that ends last) is drawn over the chart and tabled: its length against the
+makespan, its time in kernels, transfers, reductions and waiting, its tasks per kernel.
 """
 import json
 import os
@@ -78,8 +82,49 @@ def _colors(kernels):
     return out
 
 
-def gantt_figure(trace, path, title):
-    """Draw the Gantt chart with the idle time per worker beside it; save a PNG."""
+def critical_path(trace, folder=None):
+    """The critical path of a trace: ``trace.json``'s own, else recomputed from the
+    tool's outputs in ``folder`` (a trace made before the path was recorded), else None."""
+    path = trace.get("critical_path")
+    if path is None and folder is not None:
+        from ..runtime.traces import critical_path_of_folder
+
+        path = critical_path_of_folder(folder, int(trace.get("ranks") or 1))
+    return path
+
+
+#: the colour of the critical path on the Gantt chart
+PATH_COLOR = "#e00090"
+
+
+def _draw_path(ax, trace, path, row):
+    """Outline the path's tasks and join its elements on the Gantt chart, at the places
+    the chart draws them (the trace's own task and transfer times)."""
+    points = []
+    for el in path["elements"]:
+        if el["kind"] == "task" and 0 <= el["task"] < len(trace["tasks"]):
+            _, rank, worker, start, end = trace["tasks"][el["task"]]
+            r = row.get((rank, worker))
+            if r is None:
+                continue
+            ax.broken_barh([(start, end - start)], (r - 0.45, 0.9), facecolors="none",
+                           edgecolor=PATH_COLOR, lw=1.6, zorder=5)
+            points += [(start, r), (end, r)]
+        elif el["kind"] == "transfer" and 0 <= el["comm"] < len(trace["comms"]):
+            src, dst, start, end, _ = trace["comms"][el["comm"]]
+            here = points[-1][1] if points else None
+            rows_dst = [r for (rk, _), r in row.items() if rk == dst]
+            if here is None or not rows_dst:
+                continue
+            points += [(start, here), (end, min(rows_dst))]
+    if points:
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, color=PATH_COLOR, lw=1.2, zorder=6)
+
+
+def gantt_figure(trace, path, title, critical=None):
+    """Draw the Gantt chart with the idle time per worker beside it, the critical path
+    ``critical`` (:func:`critical_path`) marked on it when given; save a PNG."""
     from .report_figures import _pyplot, save_png
 
     plt = _pyplot()
@@ -112,6 +157,8 @@ def gantt_figure(trace, path, title):
         if src in centre and dst in centre:
             ax.plot([start, end], [centre[src], centre[dst]], color="black", lw=0.6,
                     alpha=0.35, zorder=3)
+    if critical and critical["elements"]:
+        _draw_path(ax, trace, critical, row)
     labels = [f"{hosts.get(r, '')}: rank {r} w{w}" if hosts.get(r) else f"rank {r} w{w}"
               for r, w in workers]
     ax.set_yticks(range(n))
@@ -125,6 +172,9 @@ def gantt_figure(trace, path, title):
     if trace["comms"]:
         handles.append(plt.Line2D([0], [0], color="black", lw=0.8, alpha=0.5))
         names.append(f"MPI transfer ({len(trace['comms'])})")
+    if critical and critical["elements"]:
+        handles.append(plt.Line2D([0], [0], color=PATH_COLOR, lw=1.6))
+        names.append(f"critical path ({len(critical['elements'])})")
     ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.08 * 8 / height),
               ncol=min(6, len(names)), fontsize=8, frameon=False)
     span = max(trace["span_ms"], 1e-9)
@@ -139,8 +189,59 @@ def gantt_figure(trace, path, title):
     return save_png(fig, path)
 
 
-def trace_markdown(trace, folder):
-    """Markdown lines: tasks per kernel, idle time per worker, communications."""
+def critical_path_markdown(path, nt=None):
+    """Markdown lines of a critical path: its length against the makespan, its time split,
+    its tasks per kernel, and the chain (tiles (i, j) when the tile count ``nt`` is
+    known)."""
+    from .report_markdown import table
+
+    span = path["makespan_ms"]
+    if not path["elements"]:
+        return ["No critical path: the trace has no tasks.", ""]
+    pct = (lambda v: f"{100 * v / span:.0f}%") if span > 0 else (lambda v: "-")
+    split = path["split_ms"]
+    lines = [f"**Critical path** (the chain of dependent tasks and transfers that ends "
+             f"last): {len(path['elements'])} elements, {path['transfers']} of them "
+             f"transfers; length {path['length_ms']:.2f} ms (kernels, transfers and "
+             f"reductions on it) of the makespan {span:.2f} ms ({pct(path['length_ms'])}); "
+             f"the rest is waiting (ready, not yet started). Reductions are 2.5D's ADD "
+             f"tasks and the transfers of the partial sums they add.", ""]
+    lines.append(table(["on the path", "time (ms)", "of the makespan"],
+                       [[k, f"{split[k]:.2f}", pct(split[k])]
+                        for k in ("kernels", "transfers", "reductions", "waiting")]))
+    lines.append("")
+    lines.append(table(["kernel on the path", "tasks", "time (ms)"],
+                       [[k, v["tasks"], f"{v['ms']:.2f}"] for k, v in path["kernels"].items()]))
+    lines.append("")
+    steps = [_step_text(el, nt) for el in path["elements"]]
+    if len(steps) > 40:
+        steps = steps[:20] + [f"... {len(steps) - 40} more ..."] + steps[-20:]
+    lines += ["The chain, first to last: " + " -> ".join(steps) + ".", ""]
+    if path.get("unmatched_reads"):
+        lines += [f"Note: {path['unmatched_reads']} remote tile read(s) had no transfer "
+                  f"in the trace; the path stops at such a read.", ""]
+    return lines
+
+
+def _tile_text(tag, nt):
+    if nt is None or tag is None:
+        return ""
+    i, j = divmod(int(tag) & ((1 << 40) - 1), nt)
+    return f"({i},{j})" + ("" if int(tag) >> 40 == 1 else "'")
+
+
+def _step_text(el, nt):
+    if el["kind"] == "task":
+        tile = _tile_text(el["writes"][0], nt) if el.get("writes") else ""
+        return f"{el['kernel']}{tile}@{el['rank']}"
+    what = "partial" if el.get("reduction") else "tile"
+    return f"[{what}{_tile_text(el.get('tag'), nt)} {el['src']}>{el['dst']} " \
+           f"{el['end_ms'] - el['start_ms']:.2f} ms]"
+
+
+def trace_markdown(trace, folder, critical=None, nt=None):
+    """Markdown lines: tasks per kernel, idle time per worker, communications, and the
+    critical path when given (``nt``: tiles per side, to name the tiles)."""
     from .output import bytes_text
     from .report_markdown import table
 
@@ -175,4 +276,11 @@ def trace_markdown(trace, folder):
         lines.append("")
     else:
         lines += ["No MPI communications in the trace.", ""]
+    if trace.get("clock_offsets_ms") and any(trace["clock_offsets_ms"]):
+        offs = ", ".join(f"rank {r}: {o:+.3f} ms" for r, o in
+                         enumerate(trace["clock_offsets_ms"]))
+        lines += [f"Clocks: each rank's times were corrected by the offset estimated from "
+                  f"the quickest transfer each way between ranks ({offs}).", ""]
+    if critical is not None:
+        lines += critical_path_markdown(critical, nt)
     return lines

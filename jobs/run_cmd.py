@@ -498,6 +498,10 @@ def _run(args, comm, tile_map, spec):
         doc["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
                         "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
                         "comm_bytes": trace["comm_bytes"]}
+        path = trace.get("critical_path")
+        if path:
+            doc["trace"]["critical_path"] = {k: path[k] for k in (
+                "makespan_ms", "length_ms", "split_ms", "kernels", "transfers")}
     _publish_rank0(args, doc, full, appeared)
     if trace is not None:  # the trace folder is a complete record for `starchol report DIR`
         write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")

@@ -207,9 +207,13 @@ def _convert(folder, size, hosts):
     if proc.returncode != 0 or not os.path.exists(os.path.join(folder, "tasks.rec")):
         raise StarcholError(f"starpu_fxt_tool failed ({proc.returncode}): "
                             f"{(proc.stderr or proc.stdout).strip()[-500:]}")
-    tasks = read_tasks(os.path.join(folder, "tasks.rec"))
+    records = read_records(os.path.join(folder, "tasks.rec"))
     paje = os.path.join(folder, "paje.trace")
-    summary = summarize(tasks, read_comms(paje), size, hosts, read_workers(paje))
+    tasks, comms, offsets = _aligned(records, read_comms(paje), size)
+    summary = summarize(tasks, comms, size, hosts, read_workers(paje))
+    summary["clock_offsets_ms"] = [round(o, 4) for o in offsets]
+    summary["critical_path"] = _critical_path(folder, records, comms, tasks,
+                                              summary["span_ms"], offsets)
     from ..jobs.output import write_atomic  # one atomic-write home
 
     write_atomic(os.path.join(folder, SUMMARY), json.dumps(summary) + "\n")
@@ -240,8 +244,13 @@ def read_records(path):
 def read_tasks(path):
     """Application tasks of a ``tasks.rec``: dicts with ``kernel``, ``rank``, ``worker``,
     ``start``/``end`` (ms, StarPU's clock). StarPU-internal tasks are dropped."""
+    return tasks_of(read_records(path))
+
+
+def tasks_of(records):
+    """The application tasks of ``tasks.rec``'s records, as :func:`read_tasks` gives them."""
     tasks = []
-    for rec in read_records(path):
+    for rec in records:
         name = rec.get("Name", "")
         if not name or _INTERNAL.match(name) or "StartTime" not in rec:
             continue
@@ -331,8 +340,60 @@ def read_comms(path):
         comms.append({"src": _rank_of(s.get("StartContainer", "")),
                       "dst": _rank_of(e.get("EndContainer", "")),
                       "start": float(s["Time"]), "end": float(e["Time"]),
-                      "bytes": int(float(s.get("Value") or 0))})  # the message size
+                      "bytes": int(float(s.get("Value") or 0)),  # the message size
+                      "tag": _int_or_none(s.get("MPITAG"))})
     return comms
+
+
+def _int_or_none(text):
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _aligned(records, comms, size):
+    """The tasks and transfers with each rank's clock offset (estimated from the
+    transfers: :func:`starchol.runtime.critical_path.clock_offsets`) taken off, and the
+    offsets (ms)."""
+    from .critical_path import clock_offsets
+
+    offsets = clock_offsets(comms, size)
+
+    def off(rank):
+        return offsets[rank] if 0 <= rank < len(offsets) else 0.0
+
+    tasks = [dict(t, start=t["start"] - off(t["rank"]), end=t["end"] - off(t["rank"]))
+             for t in tasks_of(records)]
+    comms = [dict(c, start=c["start"] - off(c["src"]), end=c["end"] - off(c["dst"]))
+             for c in comms]
+    return tasks, comms, offsets
+
+
+def _critical_path(folder, records, comms, tasks, span, offsets):
+    """The critical path (:func:`starchol.runtime.critical_path.critical_path`) of the
+    trace in ``folder``, on ``trace.json``'s time origin (clocks aligned)."""
+    from .critical_path import critical_path
+
+    path = os.path.join(folder, "data.rec")
+    data = read_records(path) if os.path.exists(path) else []
+    t0 = min((t["start"] for t in tasks), default=0.0)
+    return critical_path(records, data, comms, t0=t0, span=span, offsets=offsets)
+
+
+def critical_path_of_folder(folder, size):
+    """The critical path of a trace folder whose ``trace.json`` predates it, recomputed
+    from the tool's outputs there (clocks aligned as :func:`finish` does), or None when
+    they are gone. Times are from the first task start of the aligned tasks."""
+    path = os.path.join(folder, "tasks.rec")
+    if not os.path.exists(path):
+        return None
+    records = read_records(path)
+    tasks, comms, offsets = _aligned(records, read_comms(os.path.join(folder, "paje.trace")),
+                                     size)
+    span = (max((t["end"] for t in tasks), default=0.0)
+            - min((t["start"] for t in tasks), default=0.0))
+    return _critical_path(folder, records, comms, tasks, span, offsets)
 
 
 def _split_paje(line):

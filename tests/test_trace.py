@@ -130,3 +130,66 @@ def test_outputs_cannot_take_a_trace_file_name(tmp_path, capsys, role, name):
     assert f"{role} {trace_dir / name}: the trace writes a file of that name in " \
            f"--trace {trace_dir}; choose another name or folder" in err
     assert list(trace_dir.iterdir()) == []
+
+
+@needs_fxt
+def test_critical_path_of_a_four_rank_sbc25d_trace(mpirun, tmp_path, capsys):
+    """The critical path of a traced 4-rank sbc25d run (2 slices of SBC on 2 nodes) is a
+    chain of dependent tasks of the graph: each task reads a tile its predecessor wrote,
+    on the same rank or through the transfer of that tile between them; it ends with the
+    last task, its times follow one another, and its length is at most the makespan."""
+    trace_dir = tmp_path / "t"
+    p = mpirun(4, "run", "--dist", "sbc25d", "--slices", "2", "--n", "768", "--nb", "128",
+               "--trace", trace_dir, "--json", tmp_path / "r.json", "--quiet", timeout=240)
+    assert p.rank_exits == [0] * 4, p.stderr
+    trace = json.loads((trace_dir / "trace.json").read_text())
+    path = trace["critical_path"]
+    els = path["elements"]
+    nt, span, tol = 6, trace["span_ms"], 1e-3
+    assert path["makespan_ms"] == pytest.approx(span)
+    assert path["unmatched_reads"] == 0
+    assert els[0]["kind"] == els[-1]["kind"] == "task"
+    assert els[-1]["end_ms"] == pytest.approx(max(t[4] for t in trace["tasks"]))
+    tasks = [e for e in els if e["kind"] == "task"]
+    # every task on it is a task of the trace, as the trace has it
+    for e in tasks:
+        kernel, rank, worker, start, end = trace["tasks"][e["task"]]
+        assert (kernel, rank, worker) == (e["kernel"], e["rank"], e["worker"])
+        assert (start, end) == pytest.approx((e["start_ms"], e["end_ms"]), abs=1e-3)
+    # consecutive elements depend on each other
+    k = 0
+    while k + 1 < len(els):
+        a, b = els[k], els[k + 1]
+        assert a["kind"] == "task"
+        if b["kind"] == "transfer":
+            c = els[k + 2]
+            assert b["tag"] in a["writes"] and b["tag"] in c["reads"]
+            assert (b["src"], b["dst"]) == (a["rank"], c["rank"]) and a["rank"] != c["rank"]
+            assert trace["comms"][b["comm"]][:2] == [a["rank"], c["rank"]]
+            assert a["end_ms"] <= b["start_ms"] + tol and b["end_ms"] <= c["start_ms"] + tol
+            assert b["reduction"] == (c["kernel"] == "add")
+            k += 2
+        else:
+            assert a["rank"] == b["rank"]
+            assert set(a["writes"]) & set(b["reads"]) or set(a["writes"]) & set(b["writes"])
+            assert a["end_ms"] <= b["start_ms"] + tol
+            k += 1
+    # the panel chain: every POTRF of the factorization is on it, in order
+    potrf = [divmod(e["writes"][0] & ((1 << 40) - 1), nt) for e in tasks
+             if e["kernel"] == "potrf"]
+    assert potrf[-1] == (nt - 1, nt - 1) and potrf == sorted(potrf)
+    split = path["split_ms"]
+    assert sum(split.values()) == pytest.approx(span)
+    assert path["length_ms"] == pytest.approx(span - split["waiting"])
+    assert 0 < path["length_ms"] <= span
+    assert split["reductions"] > 0    # 2.5D: partial sums are added on the path
+    assert sum(v["tasks"] for v in path["kernels"].values()) == len(tasks)
+    # the run document has its summary; the report draws and tables it
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["trace"]["critical_path"]["length_ms"] == pytest.approx(path["length_ms"])
+    out = tmp_path / "out"
+    assert main(["report", str(trace_dir), "-o", str(out)]) == 0, capsys.readouterr().err
+    md = (out / "report.md").read_text()
+    assert "**Critical path**" in md and f"of the makespan {span:.2f} ms" in md
+    assert f"potrf({nt - 1},{nt - 1})@{els[-1]['rank']}." in md
+    assert "critical path" in md.split("_gantt.png")[1][:600]
