@@ -227,7 +227,7 @@ class Factor:
         method = "solve" if operation == "solve" else "solve_triangular"
         session, L = self._running_session(method), self.L
         comm = session.comm
-        _check_operand(comm, B, "B", self.tile_map, "overwrite_b" if overwrite_b else None,
+        check_operand(comm, B, "B", self.tile_map, "overwrite_b" if overwrite_b else None,
                        kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
         X = B if overwrite_b else B.copy()
         before = session.bytes_sent()
@@ -265,7 +265,7 @@ class Factor:
         Collective. A: the factored matrix, a ``DistributedMatrix`` laid out like L."""
         session, L = self._running_session("residual"), self.L
         comm = session.comm
-        _check_operand(comm, A, "A", self.tile_map, factor=L, kind="symmetric", n=L.n,
+        check_operand(comm, A, "A", self.tile_map, factor=L, kind="symmetric", n=L.n,
                        nb=L.nb, dtype=L.dtype)
         R = A.copy()
         amax_a, ssq_a = A.frobenius_parts()
@@ -318,30 +318,14 @@ class Factor:
         """
         session, L = self._running_session("solve_residual"), self.L
         comm = session.comm
-        _check_operand(comm, A, "A", self.tile_map, factor=L, kind="symmetric", n=L.n,
+        check_operand(comm, A, "A", self.tile_map, factor=L, kind="symmetric", n=L.n,
                        nb=L.nb, dtype=L.dtype)
-        _check_operand(comm, X, "X", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
+        check_operand(comm, X, "X", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
                        dtype=L.dtype)
-        _check_operand(comm, B, "B", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
+        check_operand(comm, B, "B", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
                        dtype=L.dtype, ncols=X.ncols)
-        R = B.copy()
-        # the diagonal tiles with both triangles (A stores the lower one): local copies
-        tiles = {ij: (_symmetrized(t) if ij[0] == ij[1] else t) for ij, t in A.tiles.items()}
-        with session.running(deferred=_small_graph(X.kt * L.nt * L.nt, comm)):
-            ha = session.register_tiles(A.owners, tiles, A.rows, elemsize=A.itemsize)
-            hx = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
-                                        elemsize=X.itemsize)
-            hr = session.register_tiles(R.owners, R.tiles, R.rows, R.cols, stored=R.stored,
-                                        elemsize=R.itemsize)
-            try:
-                _graphs().symm_residual(ha, hx, hr)
-                session.wait_local()   # no callback: nothing to agree on
-            finally:
-                session.wake_if_pending()
-                hr.unregister()
-                hx.unregister()
-                ha.unregister()
-        return _backward_error(R.frobenius_parts(), A.frobenius_parts(),
+        R = rhs_residual(session, A, X, B)
+        return backward_error(R.frobenius_parts(), A.frobenius_parts(),
                                X.frobenius_parts(), B.frobenius_parts())
 
 
@@ -351,7 +335,36 @@ def _symmetrized(t):
     return np.asfortranarray(low + np.tril(t, -1).T)
 
 
-def _backward_error(r, a, x, b):
+def rhs_residual(session, A, X, B):
+    """R = B - A X as GEMM tasks where R's row tiles live (the ``symm_residual`` graph):
+    the body of :meth:`Factor.solve_residual`, without its checks. Collective.
+
+    ``A`` symmetric (lower tiles, laid out by the map), ``X`` and ``B`` right-hand sides
+    (N x K) of A's dtype, all checked by the caller. Returns R, laid out like B; A, X
+    and B are not modified. Its bytes are
+    :func:`~starchol.linalg.volume.residual_transfer_pairs_bytes`.
+    """
+    R = B.copy()
+    # the diagonal tiles with both triangles (A stores the lower one): local copies
+    tiles = {ij: (_symmetrized(t) if ij[0] == ij[1] else t) for ij, t in A.tiles.items()}
+    with session.running(deferred=_small_graph(X.kt * A.nt * A.nt, session.comm)):
+        ha = session.register_tiles(A.owners, tiles, A.rows, elemsize=A.itemsize)
+        hx = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
+                                    elemsize=X.itemsize)
+        hr = session.register_tiles(R.owners, R.tiles, R.rows, R.cols, stored=R.stored,
+                                    elemsize=R.itemsize)
+        try:
+            _graphs().symm_residual(ha, hx, hr)
+            session.wait_local()   # no callback: nothing to agree on
+        finally:
+            session.wake_if_pending()
+            hr.unregister()
+            hx.unregister()
+            ha.unregister()
+    return R
+
+
+def backward_error(r, a, x, b):
     """||R|| / (||A|| ||X|| + ||B||) from :meth:`DistributedMatrix.frobenius_parts` of
     each, in logarithms (no overflow or underflow); NaN when a part is not finite."""
     parts = (r, a, x, b)
@@ -392,7 +405,7 @@ def _ranks_error(M, name, comm):
     return None
 
 
-def _check_operand(comm, M, name, tile_map, overwrite=None, factor=None, **expect):
+def check_operand(comm, M, name, tile_map, overwrite=None, factor=None, **expect):
     """UsageError on every rank unless ``M`` (the argument ``name``) is a
     DistributedMatrix laid out by ``tile_map`` as ``expect`` says (kind, n, nb, dtype)
     on every rank, with writable tiles when ``overwrite`` (the name of the overwrite
@@ -603,5 +616,6 @@ def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, pred
         **{**job, "date": gathered[0][2]})
 
 
-__all__ = ["cholesky", "Factor", "flops", "get_session", "local_task_count",
-           "partial_mask", "solve_task_count", "task_count"]
+__all__ = ["backward_error", "check_operand", "cholesky", "Factor", "flops", "get_session",
+           "local_task_count", "partial_mask", "rhs_residual", "solve_task_count",
+           "task_count"]

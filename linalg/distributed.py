@@ -343,6 +343,28 @@ class DistributedMatrix:
             b.tiles = {k: np.array(t, order="F", copy=True) for k, t in self.tiles.items()}
         return b
 
+    def astype(self, dtype, scale=1.0):
+        """A copy in ``dtype`` (float64 or float32), each tile converted on the rank that
+        holds it (no communication), its tiles in one arena: ``scale`` times every
+        entry, rounded once. Local.
+
+        An entry beyond the new dtype's range becomes +-inf and one below its smallest
+        number 0 or a subnormal: the caller checks (``numpy.isfinite``) when that
+        matters. ``scale`` a power of two changes no digit (only the exponent).
+        """
+        dt = check_dtype(dtype)
+        out = self._empty_like(dt)
+        keys = list(self.tiles)
+        views = arena_views([np.shape(self.tiles[k]) for k in keys], dt)
+        with np.errstate(over="ignore", under="ignore"):
+            for k, v in zip(keys, views):
+                if scale == 1.0:
+                    v[...] = self.tiles[k]
+                else:
+                    np.multiply(self.tiles[k], scale, out=v, casting="unsafe")
+        out.tiles = dict(zip(keys, views))
+        return out
+
     # -- checks (local; the callers agree on the verdict) -------------------------------
     def local_error(self, tile_map=None, kind=None, n=None, nb=None, dtype=None,
                     ncols=None):

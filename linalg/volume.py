@@ -333,6 +333,45 @@ def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBL
     return pairs.reshape(p, p)
 
 
+def residual_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
+    """Bytes sent between every pair of nodes by the residual R = B - A X of a solve
+    (``Factor.solve_residual``, the ``symm_residual`` graph), int64 (P, P).
+
+    A is n x n by its lower tiles on the factor's owners F (:func:`factor_owners`); X,
+    B and R are n x nrhs, row tile i on d(i) = F[i, i]. Row tile i of R takes A[i][k]
+    X[k] (k <= i) and A[k][i]^T X[k] (k > i) on d(i). So A[i][j] (i > j) goes to d(i)
+    and d(j), the diagonal tiles stay, and X[k] goes to every d(i).
+
+    Cache on: A[i][j] once to each of {d(i), d(j)} other than F[i, j]; X[k] once to each
+    distinct d(i) other than d(k). Cache off: one transfer per (task, remote operand):
+    A[i][j] KT times to d(i) and KT times to d(j) (KT tile columns of X), X[k]'s tiles
+    once per row tile i with d(i) != d(k). ``itemsize``: bytes per entry of A and X.
+    """
+    _check_count("nrhs", nrhs)
+    rows = tile_extents(n, nb)
+    nt = len(rows)
+    cols = tile_extents(nrhs, nb)
+    kt = len(cols)
+    p = int(tile_map.nodes)
+    f = factor_owners(tile_map, nt)
+    d = np.diag(f).copy()
+    pairs = np.zeros(p * p, dtype=np.int64)
+    i, j = np.tril_indices(nt, -1)
+    src = f[i, j]
+    abytes = rows[i] * rows[j] * int(itemsize) * (1 if cache else kt)
+    to_i, to_j = d[i], d[j]
+    w_i = np.where(to_i != src, abytes, 0)
+    w_j = np.where((to_j != src) & ((to_j != to_i) | (not cache)), abytes, 0)
+    pairs += np.bincount(src * p + to_i, weights=w_i, minlength=p * p).astype(np.int64)
+    pairs += np.bincount(src * p + to_j, weights=w_j, minlength=p * p).astype(np.int64)
+    bcols = int(cols.sum()) * int(itemsize)      # bytes of X's row tile k per row
+    for k in range(nt):
+        dests = np.unique(d) if cache else d
+        dests = dests[dests != d[k]]
+        np.add.at(pairs, d[k] * p + dests, rows[k] * bcols)
+    return pairs.reshape(p, p)
+
+
 # -- closed forms --------------------------------------------------------------------------
 def leading_factor(tile_map):
     """The constant F of the leading term D ~ S * F (transfers per stored tile), or None.

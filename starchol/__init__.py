@@ -8,7 +8,8 @@ Subpackages (each a top-level folder of the source tree, mapped by setup.py):
 - :mod:`starchol.jobs` - the ``starchol`` command line
 
 The public API (docs/api.md): :class:`DistributedMatrix`, :func:`cholesky` ->
-:class:`Factor` (``solve``, ``logdet``, ``record``), :class:`RunRecord`,
+:class:`Factor` (``solve``, ``logdet``, ``record``), :func:`solve_mixed` ->
+:class:`MixedSolution`, :class:`RunRecord`,
 :class:`Session`, and the errors.
 """
 __version__ = "0.1.0"
@@ -24,10 +25,11 @@ except ImportError as _exc:  # pragma: no cover - only in a raw, uninstalled che
     ) from _exc
 
 from .errors import StarcholError, UsageError  # noqa: E402
-from .linalg import DistributedMatrix, Factor, RunRecord, cholesky  # noqa: E402
+from .linalg import (DistributedMatrix, Factor, MixedSolution, RunRecord,  # noqa: E402
+                     cholesky, solve_mixed)
 from .runtime import (CallbackError, NotPositiveDefiniteError, Session,  # noqa: E402
                       SessionError, StarPUError)
 
 __all__ = ["__version__", "StarcholError", "UsageError", "DistributedMatrix", "cholesky",
-           "Factor", "RunRecord", "Session", "NotPositiveDefiniteError", "StarPUError",
-           "SessionError", "CallbackError"]
+           "solve_mixed", "MixedSolution", "Factor", "RunRecord", "Session",
+           "NotPositiveDefiniteError", "StarPUError", "SessionError", "CallbackError"]

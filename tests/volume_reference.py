@@ -10,7 +10,7 @@ one read at a time:
 - a write makes a new version (the writer is the tile's owner).
 
 Graphs: the right-looking tiled Cholesky over c slices (c = 1: 2D; 2.5D partial sums
-added into the factoring copy) and the solve L L^T X = B. O(NT^3) Python loops: small
+added into the factoring copy), the solve L L^T X = B and the residual B - A X. O(NT^3) Python loops: small
 NT only. Used by the model tests (tiles) and by the runtime tests (bytes).
 """
 from collections import Counter
@@ -75,6 +75,27 @@ def solve_events(owners, kt, which="both"):
                        [("B", m, j)])
 
 
+def residual_events(owners, kt):
+    """Events of the residual R = B - A X of a solve (the ``symm_residual`` graph): row
+    tile i of R (held by d(i)) takes A[i][k] X[k] for k <= i and A[k][i]^T X[k] for
+    k > i; A's received copies of row i are flushed after row i, X's at the end. Keys
+    ("A", i, j) for A (held where L[i][j] ends), ("X", i, j), ("R", i, j)."""
+    so = _stack(owners)
+    c, nt, _ = so.shape
+    f = lambda i, j: int(so[j % c][i][j])  # noqa: E731
+    d = [f(i, i) for i in range(nt)]
+    for i in range(nt):
+        for j in range(kt):
+            for k in range(nt):
+                a = ("A", i, k) if k <= i else ("A", k, i)
+                yield ("task", d[i], [(a, f(*a[1:])), (("X", k, j), d[k])], [("R", i, j)])
+        for k in range(i + 1):
+            yield ("flush", ("A", i, k))
+    for k in range(nt):
+        for j in range(kt):
+            yield ("flush", ("X", k, j))
+
+
 def replay(events, cache=True, weight=None):
     """Counter {(sender, receiver): transfers (or weight(key) per transfer)}."""
     w = weight or (lambda key: 1)
@@ -123,6 +144,18 @@ def solve_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8, which="both"):
         return int(rows[key[1]] * size * itemsize)
 
     pairs = replay(solve_events(tile_map.owner_maps(len(rows)), len(cols), which), cache, w)
+    return as_matrix(pairs, tile_map.nodes)
+
+
+def residual_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8):
+    """P x P list of the bytes of the residual R = B - A X with nrhs right-hand sides."""
+    rows, cols = _extents(n, nb), _extents(nrhs, nb)
+
+    def w(key):
+        size = cols[key[2]] if key[0] == "X" else rows[key[2]]
+        return int(rows[key[1]] * size * itemsize)
+
+    pairs = replay(residual_events(tile_map.owner_maps(len(rows)), len(cols)), cache, w)
     return as_matrix(pairs, tile_map.nodes)
 
 

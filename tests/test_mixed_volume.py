@@ -1,0 +1,64 @@
+"""The byte model of the mixed-precision solve (linalg/mixed_volume.py) and of the
+residual B - A X it checks with, against the one oracle (volume_reference)."""
+import numpy as np
+import pytest
+from volume_reference import cholesky_bytes, residual_bytes, solve_bytes
+
+from starchol.distributions import get_map
+from starchol.linalg.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
+from starchol.linalg.volume import residual_transfer_pairs_bytes, transfer_pairs_bytes
+
+MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
+        ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),
+        ("2dbc", 6, "2x3", 1)]
+IDS = [f"{m[0]}-{m[1]}" for m in MAPS]
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])
+@pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=IDS)
+@pytest.mark.parametrize("n,nb,k", [(300, 64, 1), (250, 50, 120), (97, 97, 3)])
+def test_residual_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
+    m = get_map(name, nodes, grid=grid, slices=c)
+    model = residual_transfer_pairs_bytes(m, n, nb, k, cache=cache)
+    assert model.tolist() == residual_bytes(m, n, nb, k, cache=cache)
+
+
+@pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=IDS)
+def test_mixed_phases_are_the_graphs_bytes(name, nodes, grid, c):
+    """factor32 = half of float64's factorization, pair by pair; I iterations = I + 1
+    float32 solves and float64 residuals; a fallback adds the float64 factorization,
+    its solve and one residual."""
+    m = get_map(name, nodes, grid=grid, slices=c)
+    n, nb, k = 300, 64, 2
+    f64 = np.array(cholesky_bytes(m, n, nb))
+    s32, s64 = np.array(solve_bytes(m, n, nb, k, itemsize=4)), np.array(solve_bytes(m, n, nb, k))
+    r64 = np.array(residual_bytes(m, n, nb, k))
+    for it in (0, 2, 30):
+        ph = mixed_phase_bytes(m, n, nb, k, iterations=it)
+        assert (2 * ph["factor32"] == f64).all()
+        assert (ph["solve32"] == (it + 1) * s32).all()
+        assert (ph["residual64"] == (it + 1) * r64).all()
+        assert not ph["factor64"].any() and not ph["solve64"].any()
+        total = mixed_transfer_pairs_bytes(m, n, nb, k, iterations=it)
+        assert (total == f64 // 2 + (it + 1) * (s32 + r64)).all()
+        back = mixed_transfer_pairs_bytes(m, n, nb, k, iterations=it, fallback="refinement")
+        assert (back == total + f64 + s64 + r64).all()
+    failed = mixed_transfer_pairs_bytes(m, n, nb, k, iterations=5, fallback="factorization")
+    assert (failed == f64 // 2 + f64 + s64 + r64).all()
+    out_of_range = mixed_transfer_pairs_bytes(m, n, nb, k, fallback="range")
+    assert (out_of_range == f64 + s64 + r64).all()
+
+
+def test_float32_factorization_is_half_with_odd_tiles():
+    m = get_map("sbc", 6)
+    a = transfer_pairs_bytes(m, 251, 40, itemsize=8)
+    assert (mixed_phase_bytes(m, 251, 40, 1)["factor32"] * 2 == a).all()
+
+
+@pytest.mark.parametrize("kw,msg", [({"fallback": "nope"}, "fallback must be"),
+                                    ({"iterations": -1}, "iterations must be"),
+                                    ({"iterations": 1.5}, "iterations must be"),
+                                    ({"iterations": True}, "iterations must be")])
+def test_bad_arguments(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        mixed_phase_bytes(get_map("2dbc", 1), 100, 50, 1, **kw)
