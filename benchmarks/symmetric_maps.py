@@ -37,7 +37,7 @@ from common import (ArgumentParser, at_least, check_output_path, positive_int, r
                     write_json)
 
 from starchol.distributions import get_map, node_load, square_grid
-from starchol.distributions.symmetric_block_cyclic import SymmetricBlockCyclic
+from starchol.distributions.factory import sbc_candidates
 from starchol.linalg.volume import stored_tiles, transfer_pairs_tiles
 
 BEGIN, END = "<!-- symmetric-maps-table -->", "<!-- /symmetric-maps-table -->"
@@ -45,7 +45,7 @@ BEGIN, END = "<!-- symmetric-maps-table -->", "<!-- /symmetric-maps-table -->"
 
 def best_sbc(p):
     """(label, F) of the best SBC on at most p nodes, or (None, None)."""
-    maps = SymmetricBlockCyclic.candidates(p)
+    maps = sbc_candidates(p)
     if not maps:
         return None, None
     m = min(maps, key=lambda m: (m.leading_factor(), -m.nodes))

@@ -109,11 +109,6 @@ class TileMap:
         size = self.pattern_size()
         return None if not size else nt / size
 
-    @classmethod
-    def candidates(cls, nodes, **options):
-        """The maps of this family that fit ``nodes`` nodes (see each family)."""
-        return []
-
     def params(self):
         """Parameters that identify the map, as a dict for reports."""
         return {"dist": self.name, "nodes": self.nodes, "slices": self.slices}

@@ -32,13 +32,6 @@ class BlockCyclic2D(TileMap):
     def pattern_size(self):
         return max(self.p, self.q)
 
-    @classmethod
-    def candidates(cls, nodes, **options):
-        """Every grid p x q of exactly ``nodes`` nodes (1 x P only when P has no other)."""
-        grids = [(p, nodes // p) for p in range(1, nodes + 1) if nodes % p == 0]
-        proper = [g for g in grids if min(g) >= 2]
-        return [cls(p, q) for p, q in (proper or grids)]
-
     def params(self):
         return {**super().params(), "grid": f"{self.p}x{self.q}"}
 

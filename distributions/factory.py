@@ -10,7 +10,8 @@ from ..errors import UsageError
 from .block_cyclic import BlockCyclic2D
 from .custom import load_custom_map
 from .sliced import Sliced25D
-from .symmetric import aplane_order, plane_counts, pplane_order
+from .symmetric import (affine_plane_map, aplane_order, plane_counts, pplane_order,
+                        projective_plane_map, symmetric_map)
 from .symmetric_block_cyclic import SymmetricBlockCyclic
 
 #: the 2.5D maps (c slices of a 2D map)
@@ -133,8 +134,6 @@ def _sbc_2d(name, p, offset=0, what="nodes"):
 
 
 def _plane(name, nodes, offset=0, what="nodes"):
-    from .symmetric import affine_plane_map, projective_plane_map
-
     if name == "pplane":
         q = pplane_order(nodes)
         if q is None:
@@ -149,8 +148,6 @@ def _plane(name, nodes, offset=0, what="nodes"):
 
 
 def _sym(nodes, nt, offset=0, what="nodes"):
-    from .symmetric import symmetric_map
-
     if nodes < 2:
         raise UsageError(f"sym needs at least 2 {what}, got {nodes} (one node moves nothing: "
                          f"use dist=2dbc)")
@@ -256,6 +253,70 @@ def _slice_counts(name, nodes):
         name != "sbc25d" or sbc_extended_r(nodes // d) or sbc_basic_r(nodes // d))]
 
 
+# -- the candidates of each family (the one home of "which maps fit P nodes") ------------
+def block_cyclic_candidates(nodes):
+    """Every 2dbc grid p x q of exactly ``nodes`` nodes (1 x P only when P has no other)."""
+    grids = [(p, nodes // p) for p in range(1, nodes + 1) if nodes % p == 0]
+    proper = [g for g in grids if min(g) >= 2]
+    return [BlockCyclic2D(p, q) for p, q in (proper or grids)]
+
+
+def sbc_candidates(nodes, exact=False):
+    """The largest extended and basic SBC on at most ``nodes`` nodes (exactly, if
+    ``exact``)."""
+    out = []
+    for extended, first, step in ((True, 3, 1), (False, 2, 2)):
+        count = (lambda r: r * (r - 1) // 2) if extended else (lambda r: r * r // 2)
+        best, r = None, first
+        while count(r) <= nodes:
+            best, r = r, r + step
+        if best is not None and (not exact or count(best) == nodes):
+            out.append(SymmetricBlockCyclic(best, extended=extended))
+    return out
+
+
+def pattern_candidates(nodes, exact=False, nt=None):
+    """The largest ``pplane`` and ``aplane`` on at most ``nodes`` nodes (exactly, if
+    ``exact``) and the ``sym`` map of ``nodes`` nodes for ``nt`` tile rows."""
+    out = []
+    for kind, build in (("pplane", projective_plane_map), ("aplane", affine_plane_map)):
+        fit = [v for v in plane_counts(kind, nodes) if v <= nodes]
+        if fit and (not exact or fit[-1] == nodes):
+            v = fit[-1]
+            q = int(round((-1 + (1 + 4 * v) ** 0.5) / 2))
+            out.append(build(q))
+    if nodes >= 2:
+        out.append(symmetric_map(nodes, nt).with_offset(0))
+    return out
+
+
+def sliced_candidates(nodes, family="sbc25d", exact=False, max_c=None, nt=None):
+    """2.5D maps of ``family`` on ``nodes`` nodes, one per slice count c >= 2.
+
+    c runs over 2 .. P/2, and at most ``max_c`` (:func:`candidate_maps` passes NT).
+    ``2dbc25d`` and ``sym25d``: c divides P, slices of P/c nodes (the most square grid
+    for 2dbc). ``sbc25d``: slices of the largest SBC that fits P/c nodes (exactly P/c,
+    dividing P, if ``exact``).
+    """
+    out = []
+    for c in range(2, nodes // 2 + 1):
+        if max_c is not None and c > max_c:
+            break
+        per = nodes // c
+        if family in ("2dbc25d", "sym25d"):
+            if nodes % c == 0:
+                out.append(get_map(family, nodes, slices=c, nt=nt))
+            continue
+        if exact:
+            fits = [per] if nodes % c == 0 and (sbc_extended_r(per) or sbc_basic_r(per)) \
+                else []
+        else:
+            fits = [v for v in range(3, per + 1) if sbc_extended_r(v) or sbc_basic_r(v)]
+        if fits:
+            out.append(get_map("sbc25d", max(fits) * c, slices=c))
+    return out
+
+
 def candidate_maps(nodes, exact=False, nt=None, families=None):
     """The maps that fit ``nodes`` nodes, one per family member: the one home of this rule.
 
@@ -277,16 +338,14 @@ def candidate_maps(nodes, exact=False, nt=None, families=None):
     iteration and factor no column, so it only idles): 2dbc25d and sym25d when c divides
     P, sbc25d with the largest SBC slice that fits P/c.
     """
-    from .symmetric_pattern import SymmetricPattern
-
     nodes = _check_nodes(nodes)
     want = set(MAP_NAMES[:-1] if families is None else families)
-    out = BlockCyclic2D.candidates(nodes)
-    out += SymmetricBlockCyclic.candidates(nodes, exact=exact)
-    out += SymmetricPattern.candidates(nodes, exact=exact, nt=nt)
+    out = block_cyclic_candidates(nodes)
+    out += sbc_candidates(nodes, exact=exact)
+    out += pattern_candidates(nodes, exact=exact, nt=nt)
     for fam in MAPS_25D:
         if fam in want:
-            out += Sliced25D.candidates(nodes, fam, exact=exact, nt=nt, max_c=nt)
+            out += sliced_candidates(nodes, fam, exact=exact, nt=nt, max_c=nt)
     return [m for m in out if m.name in want]
 
 

@@ -96,35 +96,6 @@ class Sliced25D(TileMap):
     def pattern_size(self):
         return self.base.pattern_size()
 
-    @classmethod
-    def candidates(cls, nodes, family="sbc25d", exact=False, max_c=None, nt=None, **options):
-        """2.5D maps of ``family`` on ``nodes`` nodes, one per slice count c >= 2.
-
-        c runs over 2 .. P/2, and at most ``max_c`` (``candidate_maps`` passes NT).
-        ``2dbc25d`` and ``sym25d``: c divides P, slices of P/c nodes (the most square grid
-        for 2dbc). ``sbc25d``: slices of the largest SBC that fits P/c nodes (exactly P/c,
-        dividing P, if ``exact``).
-        """
-        from .factory import get_map, sbc_basic_r, sbc_extended_r
-
-        out = []
-        for c in range(2, nodes // 2 + 1):
-            if max_c is not None and c > max_c:
-                break
-            per = nodes // c
-            if family in ("2dbc25d", "sym25d"):
-                if nodes % c == 0:
-                    out.append(get_map(family, nodes, slices=c, nt=nt))
-                continue
-            if exact:
-                fits = [per] if nodes % c == 0 and (sbc_extended_r(per) or sbc_basic_r(per)) \
-                    else []
-            else:
-                fits = [v for v in range(3, per + 1) if sbc_extended_r(v) or sbc_basic_r(v)]
-            if fits:
-                out.append(get_map("sbc25d", max(fits) * c, slices=c))
-        return out
-
     def params(self):
         p = self.base.params()
         p.update(dist=self.name, nodes=self.nodes, slices=self.slices, slice_dist=p["dist"])

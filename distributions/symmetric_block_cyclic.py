@@ -92,20 +92,6 @@ class SymmetricBlockCyclic(TileMap):
     def pattern_size(self):
         return self.r
 
-    @classmethod
-    def candidates(cls, nodes, exact=False, **options):
-        """The largest extended and basic SBC on at most ``nodes`` nodes (exactly, if
-        ``exact``)."""
-        out = []
-        for extended, first, step in ((True, 3, 1), (False, 2, 2)):
-            count = (lambda r: r * (r - 1) // 2) if extended else (lambda r: r * r // 2)
-            best, r = None, first
-            while count(r) <= nodes:
-                best, r = r, r + step
-            if best is not None and (not exact or count(best) == nodes):
-                out.append(cls(best, extended=extended))
-        return out
-
     def params(self):
         return {**super().params(), "r": self.r}
 

@@ -194,24 +194,6 @@ class SymmetricPattern(TileMap):
         """(sum_p |C_p|) / r - 1: mean over pattern indices x of the nodes in row x, minus 1."""
         return float(sum(len(c) for c in self.colrow_sets())) / self.r - 1.0
 
-    @classmethod
-    def candidates(cls, nodes, exact=False, nt=None, **options):
-        """The largest ``pplane`` and ``aplane`` on at most ``nodes`` nodes (exactly, if
-        ``exact``) and the ``sym`` map of ``nodes`` nodes for ``nt`` tile rows."""
-        from .symmetric import affine_plane_map, plane_counts, projective_plane_map, \
-            symmetric_map
-
-        out = []
-        for kind, build in (("pplane", projective_plane_map), ("aplane", affine_plane_map)):
-            fit = [v for v in plane_counts(kind, nodes) if v <= nodes]
-            if fit and (not exact or fit[-1] == nodes):
-                v = fit[-1]
-                q = int(round((-1 + (1 + 4 * v) ** 0.5) / 2))
-                out.append(build(q))
-        if nodes >= 2:
-            out.append(symmetric_map(nodes, nt).with_offset(0))
-        return out
-
     def with_offset(self, offset):
         """The same pattern on node ids shifted by ``offset`` (a 2.5D slice)."""
         return SymmetricPattern(self.cells, self.diagonal, nodes=self.nodes, name=self.name,

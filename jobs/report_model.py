@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 
-from ..distributions import Sliced25D, get_map, sbc_basic_r, sbc_extended_r, square_grid
+from ..distributions import get_map, sbc_basic_r, sbc_extended_r, square_grid
+from ..distributions.factory import sliced_candidates
 from ..linalg.volume import (DOUBLE_BYTES, stored_tiles, tile_extents, transfer_pairs_bytes,
                              transfer_pairs_tiles)
 
@@ -64,10 +65,10 @@ def _point(tile_map, n, nb, nt, cache, s_bytes, itemsize=DOUBLE_BYTES):
 
 def _sliced_candidates(family, nodes):
     """(c, map) for the slice counts 2 <= c <= sqrt(P) that divide P (see
-    :meth:`starchol.distributions.Sliced25D.candidates`): a slice has at least as many nodes
+    :func:`starchol.distributions.factory.sliced_candidates`): a slice has at least as many nodes
     as there are slices (more slices multiply the memory per node for no gain in these
     ranges; the best c grows like cbrt(P))."""
-    maps = Sliced25D.candidates(nodes, family, exact=True, max_c=math.isqrt(nodes))
+    maps = sliced_candidates(nodes, family, exact=True, max_c=math.isqrt(nodes))
     return [(m.slices, m) for m in maps]
 
 
