@@ -134,11 +134,11 @@ class ArgumentParser(argparse.ArgumentParser):
 
                 check_sizes(n, nb)
             if scheduler is not None:
-                from starchol.runtime.session import check_scheduler
+                from starchol.runtime.backend import check_scheduler
 
                 check_scheduler(scheduler)
             if workers is not None:
-                from starchol.runtime.session import check_workers
+                from starchol.runtime.workers import check_workers
 
                 check_workers(workers)
         except UsageError as exc:

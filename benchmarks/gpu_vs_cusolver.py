@@ -134,9 +134,10 @@ def main(argv=None):
     from mpi4py import MPI
 
     from starchol.runtime import Session
-    from starchol.runtime.session import _cores
+    from starchol.runtime.workers import affinity_cores, cuda_workers_per_gpu
 
-    from starchol.runtime.workers import cuda_workers_per_gpu
+    def _cores():
+        return len(affinity_cores())
 
     # one core per CUDA worker (STARPU_NWORKER_PER_CUDA, or starchol's default, per GPU)
     # and one for StarPU-MPI

@@ -45,8 +45,9 @@ def run(args):
     from ..linalg import DistributedMatrix, cholesky, matrices
     from ..linalg.cholesky import flops
     from ..linalg.tiled import check_sizes
-    from ..runtime.session import (DEFAULT_SCHEDULER, Session, check_scheduler,
-                                   check_workers, _cores)
+    from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler
+    from ..runtime.session import Session
+    from ..runtime.workers import affinity_cores, check_workers
 
     check_sizes(args.n, args.nb)
     json_file(args)
@@ -68,7 +69,7 @@ def run(args):
 
     if MPI.COMM_WORLD.Get_size() != 1:
         raise UsageError("starchol bench runs on one rank; launch it without mpirun")
-    cores = _cores()
+    cores = len(affinity_cores())
     n, nb = args.n, args.nb
     nt = -(-n // nb)
     spec = matrices.MatrixSpec("spd")

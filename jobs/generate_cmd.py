@@ -1,7 +1,7 @@
 """``starchol generate``: write a reproducible test matrix to an HDF5 file."""
 import logging
 
-from .. import __version__
+from ..version import VERSION
 from ..errors import UsageError
 from ..linalg import matrices
 from ..linalg.hdf5_io import now_iso, parse_target, write_matrix
@@ -40,7 +40,7 @@ def run(args):
     log.info("writing the %d x %d %s matrix (seed %d) to %s:%s", args.n, args.n, spec,
              args.seed, path, dataset)
     attrs = {"kind": str(spec), "seed": args.seed, "n": args.n,
-             "generator": f"starchol {__version__}", "date": now_iso()}
+             "generator": f"starchol {VERSION}", "date": now_iso()}
     write_matrix(path, dataset, args.n,
                  lambda r0, r1: matrices.block(spec, args.n, args.seed, r0, r1, 0, args.n),
                  attrs=attrs, overwrite=args.overwrite, dtype=args.dtype)

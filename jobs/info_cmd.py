@@ -96,11 +96,11 @@ def collect(comm):
     import mpi4py
     from mpi4py import MPI
 
-    from .. import __version__
     from ..runtime import starpu_build
-    from ..runtime.session import DEFAULT_SCHEDULER, _backend
+    from ..runtime.backend import DEFAULT_SCHEDULER, binding
+    from ..version import VERSION
 
-    backend = _backend()
+    backend = binding()
     starpu = starpu_build.describe(backend.runtime_version())
     cfg = starpu["config"]
     max_cpus = int(backend.max_cpus())
@@ -108,7 +108,7 @@ def collect(comm):
     # Open MPI 4's string ends its first line with a NUL byte
     lib_version = MPI.Get_library_version().replace("\0", "").strip().splitlines()[0].strip()
     facts = {
-        "starchol": __version__,
+        "starchol": VERSION,
         "starpu": {
             "version": starpu["version"],
             "compiled_version": ".".join(map(str, backend.compiled_version())),

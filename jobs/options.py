@@ -171,7 +171,7 @@ def check_scheduler_name(name, flag="--sched"):
     """Refuse a name that is not a StarPU scheduling policy: the installed StarPU's list
     when it loads, else StarPU 1.3's (:data:`STARPU_SCHEDULERS`)."""
     try:
-        from ..runtime.session import available_schedulers
+        from ..runtime.backend import available_schedulers
 
         names = available_schedulers()
     except Exception:  # noqa: BLE001 - no StarPU here (a login node): the known list

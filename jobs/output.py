@@ -36,7 +36,7 @@ def dumps(doc):
 def bytes_text(nbytes):
     """Bytes in decimal units with the exact count beside when the units round it:
     ``'1.48 MB (1480000 B)'``, ``'512 B'``."""
-    from ..linalg.volume_summary import format_bytes
+    from ..units import format_bytes
 
     nbytes = int(nbytes)
     text = format_bytes(nbytes)

@@ -21,7 +21,7 @@ import time
 from ..errors import UsageError
 from ..distributions.base import nodes_text
 from ..linalg.plan import rank_maps, score_map
-from ..linalg.volume_summary import format_bytes, format_seconds
+from ..units import format_bytes, format_seconds
 from .options import (add_dtype_arg, candidates_for, check_positive_finite,
                       itemsize_from_args)
 from .output import add_json_arg, json_file, publish

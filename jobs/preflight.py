@@ -18,7 +18,7 @@ import os
 
 from ..errors import UsageError
 from ..linalg.memory import PROCESS_BASE_BYTES, node_memory
-from ..linalg.volume_summary import format_bytes
+from ..units import format_bytes
 
 DOUBLE = 8
 

@@ -207,7 +207,7 @@ def check_model_memory(first, last):
     :func:`starchol.jobs.report_model.model_memory_bytes`), before any work."""
     from .preflight import memory_available
     from .report_model import model_memory_bytes
-    from ..linalg.volume_summary import format_bytes
+    from ..units import format_bytes
 
     need = model_memory_bytes(last)
     avail, source = memory_available()

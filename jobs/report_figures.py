@@ -24,7 +24,7 @@ LEADING_TEXT = {"2dbc": "S(p+q-2)", "sbc": "S(r-2)", "sbc-basic": "S(r-1)",
 UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B"))
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,7 +52,7 @@ def save_png(fig, path, dpi=110):
     """Save ``fig`` to ``path`` atomically (:func:`starchol.files.atomic_path`)."""
     from ..files import atomic_path
 
-    plt = _pyplot()
+    plt = pyplot()
     try:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format="png", dpi=dpi)
@@ -96,7 +96,7 @@ def _heat(ax, fig, mat, scale, unit, title, vmax, cmap="viridis", vmin=0.0, anno
 
 def pairs_figure(run, path):
     """Heat maps of the node-pair byte matrices: measured, predicted, and their difference."""
-    plt = _pyplot()
+    plt = pyplot()
     meas, pred = run["bytes_measured_pairs"], run["bytes_predicted_pairs"]
     mats = [(m, t) for m, t in ((meas, "measured"), (pred, "predicted (exact model)"))
             if m is not None]
@@ -137,7 +137,7 @@ def pairs_figure(run, path):
 
 def per_node_figure(run, path):
     """Bytes sent and received per node, measured beside predicted (grouped bars)."""
-    plt = _pyplot()
+    plt = pyplot()
     meas, pred = run["bytes_measured_pairs"], run["bytes_predicted_pairs"]
     have = [(m, lab, col) for m, lab, col in ((meas, "measured", "tab:blue"),
                                                (pred, "predicted", "tab:gray")) if m is not None]
@@ -171,7 +171,7 @@ def per_node_figure(run, path):
 
 def runs_gflops_figure(runs, path):
     """GFlop/s of each run (horizontal bars, coloured by map family)."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = [r for r in runs if r.get("gflops") is not None]
     fig, ax = plt.subplots(figsize=(8.5, 1.2 + 0.45 * len(rows)))
     y = np.arange(len(rows))
@@ -193,7 +193,7 @@ def runs_gflops_figure(runs, path):
 
 def runs_bytes_figure(runs, path):
     """Total bytes sent of each run, measured beside predicted (horizontal grouped bars)."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = [r for r in runs if r.get("bytes_measured_total") is not None
             or r.get("bytes_predicted_total") is not None]
     vmax = max(max(r.get("bytes_measured_total") or 0, r.get("bytes_predicted_total") or 0)
@@ -201,7 +201,7 @@ def runs_bytes_figure(runs, path):
     scale, unit = byte_unit(vmax or 1.0)
     fig, ax = plt.subplots(figsize=(9.5, 1.4 + 0.6 * len(rows)))
     y = np.arange(len(rows))
-    from ..linalg.volume_summary import format_bytes
+    from ..units import format_bytes
 
     positive = [v for r in rows for v in (r.get("bytes_measured_total"),
                                           r.get("bytes_predicted_total")) if v]
@@ -240,7 +240,7 @@ def _series_style(name, index_in_family):
 
 def model_volume_figure(doc, path):
     """Predicted bytes against node count: exact model as markers, leading terms dashed."""
-    plt = _pyplot()
+    plt = pyplot()
     ser = doc["series"]
     vmax = max(pt["bytes"] for pts in ser.values() for pt in pts)
     scale, unit = byte_unit(vmax)
@@ -281,7 +281,7 @@ def model_volume_figure(doc, path):
 
 def model_gain_figure(doc, gains, path):
     """Volume gain at equal node count: 2dbc / sbc, and 2.5D 2dbc / 2.5D sbc."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(13, 5.5))
     seen = {}
     for name, pts in gains.items():

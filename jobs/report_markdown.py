@@ -4,7 +4,7 @@
 """
 import numpy as np
 
-from ..linalg.volume_summary import format_bytes
+from ..units import format_bytes
 from .report_runs import map_label
 
 

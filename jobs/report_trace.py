@@ -125,9 +125,9 @@ def _draw_path(ax, trace, path, row):
 def gantt_figure(trace, path, title, critical=None):
     """Draw the Gantt chart with the idle time per worker beside it, the critical path
     ``critical`` (:func:`critical_path`) marked on it when given; save a PNG."""
-    from .report_figures import _pyplot, save_png
+    from .report_figures import pyplot, save_png
 
-    plt = _pyplot()
+    plt = pyplot()
     workers = [(w["rank"], w["worker"]) for w in trace["workers"]]
     row = {w: i for i, w in enumerate(workers)}
     hosts = {int(r): h for r, h in trace.get("hosts", {}).items()}

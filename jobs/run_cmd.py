@@ -35,7 +35,7 @@ from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
 from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
-from ..linalg.volume_summary import format_bytes
+from ..units import format_bytes
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
 from .options import (add_cache_arg, add_dtype_arg, build_map, cache_from_args,
                       check_input_order, itemsize_from_args)
@@ -153,7 +153,8 @@ def validate(args, nranks):
     """The flags and the map; identical on all ranks. Returns ``(tile_map, spec)``."""
     from ..linalg.matrices import parse_matrix_spec
     from ..linalg.tiled import check_sizes
-    from ..runtime.session import DEFAULT_SCHEDULER, check_scheduler, check_workers
+    from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler
+    from ..runtime.workers import check_workers
 
     check_sizes(args.n, args.nb)
     spec = parse_matrix_spec(args.matrix, args.n)
@@ -206,7 +207,7 @@ def preflight(args, rank, size, host_ranks):
     from ..files import (check_disk_space, check_distinct, check_folder_writable,
                          check_hdf5_output_space, fingerprint, parse_target)
     from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_dataset, inspect_file
-    from ..runtime.session import available_schedulers
+    from ..runtime.backend import available_schedulers
     from ..runtime import kernel_blas
     from ..runtime.starpu_env import check_environment
     from .preflight import check_rank_memory, dense_file_bytes
@@ -338,7 +339,7 @@ def run(args):
         raise StarcholError(f"mpi4py is missing ({exc}); see the README") from exc
     from ..faults import end_diverged
 
-    from ..runtime.collective import agree
+    from ..collective import agree
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -426,12 +427,12 @@ def _run(args, comm, tile_map, spec):
         trace = finish(comm, args.trace)
     appeared = None
     if args.writer is not None:
-        from .. import __version__
+        from ..version import VERSION
         from ..linalg.hdf5_io import OutputAppeared, now_iso
 
         attrs = {"map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
                  "residual": np.nan if res is None else res,
-                 "starchol_version": __version__, "date": now_iso(),
+                 "starchol_version": VERSION, "date": now_iso(),
                  "source": args.input or f"generated {spec} seed {args.seed}"}
         try:
             args.writer.write(a, attrs)
@@ -439,14 +440,14 @@ def _run(args, comm, tile_map, spec):
             appeared = exc
     solution_appeared = None
     if args.solution_writer is not None:
-        from .. import __version__
+        from ..version import VERSION
         from ..linalg.hdf5_io import OutputAppeared, now_iso
 
         try:
             args.solution_writer.write(x, {
                 "map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
                 "nrhs": x.ncols, "residual": np.nan if solve_res is None else solve_res,
-                "starchol_version": __version__, "date": now_iso(),
+                "starchol_version": VERSION, "date": now_iso(),
                 "source": f"solve of {args.input or f'generated {spec} seed {args.seed}'}"
                           f" with {args.rhs or f'--nrhs {args.nrhs} seed {args.seed}'}"})
         except OutputAppeared as exc:  # raised on every rank: X is kept aside

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from ..distributions import MAP_NAMES, MAPS_25D
 from ..errors import UsageError
-from ..runtime.session import DEFAULT_SCHEDULER
+from ..runtime.backend import DEFAULT_SCHEDULER
 from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
                                 plan_ranks)
 from .options import (add_dtype_arg, check_input_order, check_node_count,
@@ -339,7 +339,7 @@ def memory_request(args, plan):
     if mem != "auto":
         return mem, ()
     from ..linalg.memory import node_memory
-    from ..linalg.volume_summary import format_bytes
+    from ..units import format_bytes
     from .options import cache_from_args, itemsize_from_args
 
     n = plan.n if plan.n is not None else getattr(args, "input_n", None)
@@ -519,7 +519,7 @@ def _launch(args):
 
 def render_script(args, plan, json_dir, starchol):
     """The sbatch script text for one job (:data:`starchol.jobs.slurm_template.SCRIPT`)."""
-    from .. import __version__
+    from ..version import VERSION
 
     q = shlex.quote
     p = plan
@@ -564,7 +564,7 @@ def render_script(args, plan, json_dir, starchol):
     words = [_q(w) for w in launch] + ["bash", "-c", '"$RANK_HOME"', "rank-home",
                                        '"$STARCHOL"'] + [_q(w) for w in run_argv(args, p)]
     fields = dict(
-        version=__version__, map=p.map,
+        version=VERSION, map=p.map,
         n=p.n if p.n is not None else f"(from {args.input})", nb=args.nb,
         ranks=p.nodes, slurm_nodes=p.slurm_nodes, ranks_per_node=p.ranks_per_node,
         ranks_mismatch=q(f"the script runs {p.map} on {p.nodes} ranks (resized by sbatch "

@@ -3,7 +3,8 @@ import logging
 import time
 
 from ..errors import UsageError
-from ..linalg.volume_summary import format_bytes, solve_summary, volume_summary
+from ..linalg.volume_summary import solve_summary, volume_summary
+from ..units import format_bytes
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
                       itemsize_from_args, map_from_args, sizes_from_args)
 from .output import add_json_arg, json_file, publish

@@ -20,7 +20,7 @@ priorities (NT tiles per side), iteration k on slice k mod c:
 Each task runs on the owner of the tile it writes; StarPU-MPI moves the panel tiles
 (and the 2.5D partial sums). A POTRF failure is recorded by the kernel; after the wait
 the ranks agree on the first failing global column with one reduction and all raise the
-same :class:`~starchol.runtime.errors.NotPositiveDefiniteError` (a
+same :class:`~starchol.linalg.errors.NotPositiveDefiniteError` (a
 ``numpy.linalg.LinAlgError``).
 """
 import time
@@ -28,8 +28,9 @@ import time
 import numpy as np
 
 from ..errors import UsageError
-from ..runtime.collective import agree, allreduce_min
-from ..runtime.errors import NotPositiveDefiniteError, SessionError
+from ..collective import agree, allreduce_min
+from ..runtime.errors import SessionError
+from .errors import NotPositiveDefiniteError
 from ..runtime.session import agree_callback_error
 from .distributed import DistributedMatrix, check_map, map_key
 from .record import RunRecord, describe_job

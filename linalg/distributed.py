@@ -21,10 +21,9 @@ import operator
 
 import numpy as np
 
-from ..collective import run_on_root
+from ..collective import Keyed, agree, allreduce_max, run_on_root
 from ..distributions.base import TileMap, nodes_text
 from ..errors import UsageError
-from ..runtime.collective import Keyed, agree, allreduce_max
 from .tile_arena import arena_views, packed
 from .tile_transfer import gather_dense, scatter_dense
 from .tiled import check_shape, check_sizes
@@ -372,7 +371,7 @@ class DistributedMatrix:
 
         Checks the kind, size (``ncols``: columns), tile size, dtype, that the layout is ``tile_map``'s, and
         that every local tile is present with the right shape and dtype. Local: use
-        :func:`starchol.runtime.collective.agree` to share the verdict.
+        :func:`starchol.collective.agree` to share the verdict.
         """
         try:
             if kind is not None and self.kind != kind:
@@ -432,7 +431,7 @@ class DistributedMatrix:
 
     def signature(self):
         """What every rank must agree on, by name (shape, nb, kind, dtype), for
-        :func:`~starchol.runtime.collective.agree`."""
+        :func:`~starchol.collective.agree`."""
         return {"shape": self.shape, "nb": self.nb, "kind": self.kind,
                 "dtype": str(self.dtype)}
 
@@ -483,7 +482,7 @@ def _comm_or_world(comm):
 
 def _same(shape, nb, kind, dtype, tile_map):
     """The inputs every rank must share, by parameter name, as plain comparable values
-    (never raises; for :func:`~starchol.runtime.collective.agree`). The map is compared
+    (never raises; for :func:`~starchol.collective.agree`). The map is compared
     by its owners when the size is known (:func:`map_key`), else by its description."""
     try:
         dtype = None if dtype is None else str(np.dtype(dtype))
@@ -512,7 +511,7 @@ KEY_MAX_NT = 1 << 14
 
 
 def map_key(tile_map, nt, owners=None):
-    """The map as :func:`~starchol.runtime.collective.agree` compares it: shown by its
+    """The map as :func:`~starchol.collective.agree` compares it: shown by its
     description, compared by a digest (SHA-1) of its owners on ``nt`` x ``nt`` tiles too,
     so two custom maps of the same description and different owners differ. Never
     raises (an unusable map, or nt > :data:`KEY_MAX_NT`, is compared by its

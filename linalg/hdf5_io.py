@@ -24,9 +24,8 @@ import time
 
 import numpy as np
 
-from ..collective import as_comm, describe, run_on_root
+from ..collective import agree, allreduce_max, as_comm, describe, run_on_root
 from ..errors import StarcholError, UsageError
-from ..runtime.collective import agree, allreduce_max
 from ..files import (OutputAppeared, check_folder_writable, fingerprint, parse_target,  # noqa: F401
                      publish, resolve, same_file)
 
@@ -91,13 +90,6 @@ def _h5py():
 
 def _comm(comm):
     return as_comm(comm)
-
-
-def _agree_any(comm, error):
-    """Raise on every rank the first (lowest rank) error message any rank found."""
-    errors = [e for e in comm.allgather(error) if e]
-    if errors:
-        raise UsageError(errors[0])
 
 
 def inspect_input(path, dataset, comm=None):
@@ -282,10 +274,10 @@ def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):
                 with np.errstate(over="ignore"):    # beyond float32: refused below
                     tiled.tiles[(i, j)][...] = t
     except OSError as exc:
-        error = f"cannot read {path}:{dataset}: {exc}"
+        error = UsageError(f"cannot read {path}:{dataset}: {exc}")
     except UsageError as exc:
-        error = str(exc)
-    _agree_any(comm, error)
+        error = exc
+    agree(comm, error)
     bads = [b for b in comm.allgather(bad) if b is not None]
     if bads:
         r, c = min(bads)
@@ -541,6 +533,15 @@ class FactorWriter:
         _check_output(self.path, self.dataset, self.overwrite, input_path, self.role)
         return fingerprint(resolve(self.path))
 
+    def _publish(self):
+        """Rank 0: move the written temporary file to the output; the name published.
+        :class:`OutputAppeared` as it is, any other ``OSError`` as a
+        :class:`StarcholError` naming the output."""
+        try:
+            return publish(self.tmp, self.path, self.before, self.overwrite, what=self.role)
+        except OSError as exc:
+            raise StarcholError(f"cannot publish {self.path}: {exc}") from None
+
     def write(self, tiled, attrs=None, whole=False):
         """Write every rank's tiles, in the writer's dtype. Collective.
 
@@ -567,28 +568,13 @@ class FactorWriter:
                         with h5py.File(self.tmp, "r+") as fh:
                             _write_tiles(fh[self.dataset], tiled, kind)
                     except Exception as exc:  # noqa: BLE001 - shared below, not raised alone
-                        error = (f"rank {rank} cannot write its tiles to {self.tmp}: "
-                                 f"{exc if isinstance(exc, OSError) else describe(exc)}")
+                        error = StarcholError(
+                            f"rank {rank} cannot write its tiles to {self.tmp}: "
+                            f"{exc if isinstance(exc, OSError) else describe(exc)}")
                 self.comm.Barrier()
-            errors = [e for e in self.comm.allgather(error) if e]
-            if errors:
-                raise StarcholError(errors[0])
-            result = None
-            if rank == 0:
-                try:
-                    result = ("ok", publish(self.tmp, self.path, self.before, self.overwrite,
-                                            what=self.role))
-                except OutputAppeared as exc:
-                    result = ("appeared", (str(exc), exc.kept))
-                except OSError as exc:
-                    result = ("error", f"cannot publish {self.path}: {exc}")
-            kind, value = self.comm.bcast(result, root=0)
-            if kind == "appeared":
-                raise OutputAppeared(*value)
-            if kind == "error":
-                raise StarcholError(value)
-            self.published = value
-            return value
+            agree(self.comm, error)
+            self.published = run_on_root(self.comm, self._publish)
+            return self.published
         finally:
             if rank == 0:
                 _drop_tmp(self.tmp)

@@ -46,11 +46,11 @@ import warnings
 
 import numpy as np
 
+from ..collective import agree, allreduce_max
 from ..errors import UsageError
-from ..runtime.collective import agree, allreduce_max
-from ..runtime.errors import NotPositiveDefiniteError
 from .cholesky import backward_error, check_operand, cholesky, get_session, rhs_residual
 from .distributed import DistributedMatrix, check_map, map_key
+from .errors import NotPositiveDefiniteError
 from .mixed_volume import FALLBACKS, mixed_phase_bytes
 from .record import RunRecord, describe_job, now_utc
 

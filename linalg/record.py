@@ -217,7 +217,7 @@ def describe_job(session):
     """
     import socket
 
-    from .. import __version__
+    from ..version import VERSION
     from ..runtime.kernel_blas import joined
 
     comm = session.comm
@@ -231,7 +231,7 @@ def describe_job(session):
     return dict(ranks=comm.Get_size(), hosts=hosts,
                 ranks_per_host=max(hosts.count(h) for h in set(hosts)),
                 workers=session.workers, scheduler=session.scheduler, cache=session.cache,
-                date=now_utc(), command_line=argv, starchol_version=__version__,
+                date=now_utc(), command_line=argv, starchol_version=VERSION,
                 starpu_version=session.version, starpu_build=starpu, kernel_blas=blas)
 
 

@@ -20,99 +20,24 @@ import contextlib
 import logging
 import os
 import threading
-import time
 import weakref
 
 import numpy as np
 
 from ..errors import UsageError
+from .backend import (DEFAULT_SCHEDULER, available_schedulers, binding, check_scheduler, mpi,
+                      starpu_version)
+from .bus import bus_calibration_lock
 from .errors import CallbackError, RuntimeUnavailableError, SessionError
-from .workers import affinity_cores
+from .workers import affinity_cores, check_workers, default_workers, rank_cores
 
 log = logging.getLogger("starchol.runtime")
-
-#: the scheduler used when none is given (measured: prio, lws, dmda within a few %)
-DEFAULT_SCHEDULER = "prio"
-
-
-def _backend():
-    try:
-        from . import _binding
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RuntimeUnavailableError(
-            f"the StarPU-MPI layer (starchol.runtime._binding) is not built or cannot load "
-            f"({exc}); install the system packages (libstarpu-dev, libopenmpi-dev, ...) "
-            f"and reinstall starchol with `pip install --no-build-isolation -e .`") from exc
-    return _binding
-
-
-def _mpi():
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise RuntimeUnavailableError(
-            "mpi4py is missing; build it against the system Open MPI: "
-            "MPICC=mpicc pip install --no-binary mpi4py mpi4py") from exc
-    return MPI
-
-
-def starpu_version():
-    """The version string of the StarPU library loaded at run time, e.g. ``"1.3.10"``."""
-    return ".".join(map(str, _backend().runtime_version()))
-
-
-def available_schedulers():
-    """Names of the scheduling policies of the installed StarPU."""
-    return [name for name, _ in _backend().predefined_schedulers()]
-
-
-def check_scheduler(name):
-    """Raise :class:`UsageError` unless ``name`` is a StarPU scheduling policy."""
-    names = available_schedulers()
-    if name not in names:
-        raise UsageError(f"unknown scheduler {name!r}; StarPU {starpu_version()} has: "
-                         f"{', '.join(names)} (default {DEFAULT_SCHEDULER})",
-                         param="scheduler")
-    return name
-
-
-def _cores():
-    return len(affinity_cores())
-
-
-def default_workers(sharing=1, gpus=0):
-    """CPU workers per rank by the rule of :mod:`starchol.runtime.workers`: every core
-    given to the rank (its affinity, shared by the ``sharing`` ranks of the node bound to
-    the same cores; Slurm's cpus-per-task) less one per CUDA worker, at most
-    STARPU_MAXCPUS."""
-    from .workers import rank_cores, workers_per_rank
-
-    return workers_per_rank(rank_cores(sharing=sharing), _backend().max_cpus(), gpus=gpus)
-
-
-def check_workers(workers):
-    """Raise :class:`UsageError` unless ``workers`` is a valid worker count."""
-    limit = _backend().max_cpus()
-    try:
-        w = int(workers)
-    except (TypeError, ValueError):
-        raise UsageError(f"workers must be an integer, got {workers!r}",
-                         param="workers") from None
-    if w < 1 or w > limit:
-        raise UsageError(f"workers must be between 1 and {limit} (the StarPU build's "
-                         f"STARPU_MAXCPUS, its limit per process), got {w}"
-                         + ("; Debian's StarPU allows 4, scripts/setup.sh builds one with 256"
-                            if w > limit and limit <= 4 else
-                            "; use more ranks per node for more cores" if w > limit else ""),
-                         param="workers")
-    return w
-
 
 def agree_callback_error(comm, error):
     """Raise on every rank the :class:`CallbackError` of the lowest rank whose callback
     raised (``error``: this rank's, or None); return if none did. Collective. On the
     rank where the callback raised, the error raised keeps the original as its cause."""
-    from .collective import agree
+    from ..collective import agree
 
     try:
         agree(comm, error)
@@ -120,117 +45,6 @@ def agree_callback_error(comm, error):
         if error is not None and exc is not error and exc.rank == error.rank:
             exc.__cause__ = error.__cause__
         raise
-
-
-#: seconds a rank waits for another process's StarPU start (bus calibration) before
-#: starting anyway
-CALIBRATION_LOCK_TIMEOUT = 600.0
-
-
-def perf_model_dir():
-    """Folder where StarPU 1.3 keeps its samplings (bus calibration in ``bus/``):
-    ``$STARPU_PERF_MODEL_DIR``, else ``$STARPU_HOME/.starpu/sampling`` (``$HOME`` when
-    STARPU_HOME is unset)."""
-    env = os.environ
-    if env.get("STARPU_PERF_MODEL_DIR"):
-        return env["STARPU_PERF_MODEL_DIR"]
-    home = env.get("STARPU_HOME") or env.get("HOME") or "/tmp"
-    return os.path.join(home, ".starpu", "sampling")
-
-
-def _has_accelerators():
-    """Whether the loaded StarPU is built with CUDA or OpenCL (True when unknown)."""
-    try:
-        from .starpu_build import describe
-
-        config = describe()["config"]
-    except Exception:  # pragma: no cover - no compiled layer or no header
-        return True
-    if not config:
-        return True
-    return "STARPU_USE_CUDA" in config or "STARPU_USE_OPENCL" in config
-
-
-def bus_calibrated(folder=None):
-    """True if the bus calibration files of this host are all present (non-empty)."""
-    import socket
-
-    bus = os.path.join(folder or perf_model_dir(), "bus")
-    host = os.environ.get("STARPU_HOSTNAME") or socket.gethostname()
-    names = {host, host.split(".")[0]}
-    exts = ["config", "latency", "bandwidth"]
-    if _has_accelerators():  # StarPU writes the affinity file only for CUDA / OpenCL
-        exts.append("affinity")
-    for name in names:
-        if all(os.path.getsize(f) > 0 if os.path.isfile(f) else False
-               for f in (os.path.join(bus, f"{name}.{ext}") for ext in exts)):
-            return True
-    return False
-
-
-class bus_calibration_lock:
-    """Serialise StarPU starts on one host while its bus is not calibrated yet.
-
-    StarPU 1.3 benchmarks the bus at its first start and writes the result under
-    STARPU_HOME; ranks that start together with a fresh STARPU_HOME all calibrate at
-    once and one may read a half-written file and abort (``check_bus_affinity_file``
-    assertion). Each start takes an exclusive ``flock`` on a file next to the
-    samplings and checks the calibration under it: when complete, the lock is released
-    at once (starts stay parallel); otherwise it is held until StarPU has started, so
-    the next process finds complete files. ``starpu_mpi_init_conf`` has no collective
-    call without FxT, so holding the lock across it cannot deadlock (a traced start has
-    a barrier: :mod:`starchol.runtime.traces` calibrates the bus beforehand); after
-    :data:`CALIBRATION_LOCK_TIMEOUT` seconds a rank starts anyway (with a warning).
-    """
-
-    def __init__(self, folder=None, timeout=None):
-        self.folder = folder or perf_model_dir()
-        self.timeout = CALIBRATION_LOCK_TIMEOUT if timeout is None else timeout
-        self.fd = None
-        self.held = False  # held through the start (calibration needed)
-
-    def __enter__(self):
-        import fcntl
-
-        try:
-            os.makedirs(self.folder, exist_ok=True)
-            self.fd = os.open(os.path.join(self.folder, ".starchol-start.lock"),
-                              os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:  # unwritable: StarPU will say so itself
-            log.warning("no bus calibration lock in %s (%s)", self.folder, exc)
-            self.fd = None
-            return self
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    log.warning("waited %.0f s for another StarPU start on this host; "
-                                "starting anyway", self.timeout)
-                    self._close()
-                    return self
-                time.sleep(0.05)
-        if bus_calibrated(self.folder):
-            self._close()
-        else:
-            self.held = True
-        return self
-
-    def _close(self):
-        if self.fd is not None:
-            import fcntl
-
-            try:
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self.fd)
-                self.fd = None
-
-    def __exit__(self, *exc):
-        self._close()
-        return False
 
 
 def _initialize_mpi(MPI):
@@ -320,8 +134,8 @@ class Session:
 
     def __init__(self, comm=None, workers=None, scheduler=DEFAULT_SCHEDULER, stats=False,
                  cache=True, trace=None, gpus=None):
-        MPI = _mpi()
-        self._backend = _backend()
+        MPI = mpi()
+        self._backend = binding()
         self.user_comm = MPI.COMM_WORLD if comm is None else comm
         if not isinstance(self.user_comm, MPI.Comm):   # the same verdict on every rank
             raise UsageError(f"comm must be an mpi4py communicator, got "
@@ -362,7 +176,7 @@ class Session:
         """
         if self.started:
             return self
-        MPI = _mpi()
+        MPI = mpi()
         _initialize_mpi(MPI)
         self._agree_arguments()
         from ..collective import run_everywhere
@@ -382,8 +196,6 @@ class Session:
         from . import gpu
         # CUDA workers, codelets' CUDA variants and models, heteroprio (before the CPU
         # worker count: each CUDA worker keeps a core); the same verdict on every rank
-        from .workers import rank_cores
-
         self.gpu_plan, extra = run_everywhere(self.user_comm, gpu.plan, self._backend,
                                               self.scheduler, self.gpus,
                                               rank_cores(sharing=sharing))
@@ -470,7 +282,7 @@ class Session:
         # starts). The values are compared only when every rank's checks passed, so a
         # failing rank sends none (its arguments may be anything); a passing rank's are
         # normalised by check_arguments.
-        from .collective import agree
+        from ..collective import agree
 
         error, same = None, {}
         try:
@@ -480,7 +292,7 @@ class Session:
         agree(self.user_comm, error, same=same)
 
     def _check_state(self):
-        MPI = _mpi()
+        MPI = mpi()
         level = MPI.Query_thread()
         if level < MPI.THREAD_SERIALIZED:
             names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE",
@@ -556,7 +368,7 @@ class Session:
             self._blas = None
 
     def _free_comms(self):
-        MPI = _mpi()
+        MPI = mpi()
         if MPI.Is_finalized():
             return
         for c in (self.comm, self._starpu_comm):

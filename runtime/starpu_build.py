@@ -53,9 +53,9 @@ def describe(version=None):
     from the compiled layer, which this imports, so that the library is mapped).
     """
     if version is None:
-        from .session import _backend
+        from .backend import binding
 
-        version = _backend().runtime_version()
+        version = binding().runtime_version()
     libs = loaded_libraries(r"^libstarpu-\d+\.\d+\.so")
     mpi_libs = loaded_libraries(r"^libstarpumpi-\d+\.\d+\.so")
     out = {"version": ".".join(map(str, version)), "library": libs[0] if libs else None,

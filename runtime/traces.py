@@ -129,7 +129,7 @@ def prepare(folder, rank, size=None):
 def _calibrate_bus():
     """Run ``starpu_calibrate_bus`` under the session's start lock when this host's bus
     calibration is missing, so that the traced start needs no lock."""
-    from .session import bus_calibrated, bus_calibration_lock
+    from .bus import bus_calibrated, bus_calibration_lock
 
     with bus_calibration_lock() as lock:
         if not lock.held:
@@ -214,7 +214,7 @@ def _convert(folder, size, hosts):
     summary["clock_offsets_ms"] = [round(o, 4) for o in offsets]
     summary["critical_path"] = _critical_path(folder, records, comms, tasks,
                                               summary["span_ms"], offsets)
-    from ..jobs.output import write_atomic  # one atomic-write home
+    from ..files import write_atomic  # one atomic-write home
 
     write_atomic(os.path.join(folder, SUMMARY), json.dumps(summary) + "\n")
     return summary

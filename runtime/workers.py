@@ -13,6 +13,10 @@ Session all use the same rule:
 """
 import os
 
+from ..errors import UsageError
+from .backend import binding
+from .errors import RuntimeUnavailableError
+
 #: Keep one core of each rank for StarPU-MPI's progress thread? Measured on this
 #: project's 2-core machine (docs/engine.md, "Workers per rank"): using every core was
 #: not slower, so the rule gives every core to a worker. Set STARCHOL_RESERVE_MPI_CORE=1
@@ -134,10 +138,33 @@ def plan_ranks(cpus_per_node, max_cpus, environ=None):
 def installed_max_cpus():
     """STARPU_MAXCPUS of the StarPU this starchol is built against, or None when the
     compiled layer is not built (e.g. STARCHOL_NO_RUNTIME=1)."""
-    from .errors import RuntimeUnavailableError
-    from .session import _backend
-
     try:
-        return int(_backend().max_cpus())
+        return int(binding().max_cpus())
     except (ImportError, RuntimeUnavailableError):
         return None
+
+
+def default_workers(sharing=1, gpus=0):
+    """CPU workers per rank by this module's rule: every core given to the rank (its
+    affinity, shared by the ``sharing`` ranks of the node bound to the same cores; Slurm's
+    cpus-per-task) less one per CUDA worker, at most the loaded StarPU's STARPU_MAXCPUS."""
+    return workers_per_rank(rank_cores(sharing=sharing), binding().max_cpus(), gpus=gpus)
+
+
+def check_workers(workers):
+    """Raise :class:`UsageError` unless ``workers`` is a valid worker count (1 ..
+    STARPU_MAXCPUS of the loaded StarPU); return it as an int."""
+    limit = binding().max_cpus()
+    try:
+        w = int(workers)
+    except (TypeError, ValueError):
+        raise UsageError(f"workers must be an integer, got {workers!r}",
+                         param="workers") from None
+    if w < 1 or w > limit:
+        raise UsageError(f"workers must be between 1 and {limit} (the StarPU build's "
+                         f"STARPU_MAXCPUS, its limit per process), got {w}"
+                         + ("; Debian's StarPU allows 4, scripts/setup.sh builds one with 256"
+                            if w > limit and limit <= 4 else
+                            "; use more ranks per node for more cores" if w > limit else ""),
+                         param="workers")
+    return w

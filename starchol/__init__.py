@@ -12,7 +12,7 @@ The public API (docs/api.md): :class:`DistributedMatrix`, :func:`cholesky` ->
 :class:`MixedSolution`, :class:`RunRecord`,
 :class:`Session`, and the errors.
 """
-__version__ = "0.1.0"
+from .version import VERSION as __version__
 
 try:
     from . import distributions as _distributions  # noqa: F401
@@ -25,10 +25,9 @@ except ImportError as _exc:  # pragma: no cover - only in a raw, uninstalled che
     ) from _exc
 
 from .errors import StarcholError, UsageError  # noqa: E402
-from .linalg import (DistributedMatrix, Factor, MixedSolution, RunRecord,  # noqa: E402
-                     cholesky, solve_mixed)
-from .runtime import (CallbackError, NotPositiveDefiniteError, Session,  # noqa: E402
-                      SessionError, StarPUError)
+from .linalg import (DistributedMatrix, Factor, MixedSolution,  # noqa: E402
+                     NotPositiveDefiniteError, RunRecord, cholesky, solve_mixed)
+from .runtime import CallbackError, Session, SessionError, StarPUError  # noqa: E402
 
 __all__ = ["__version__", "StarcholError", "UsageError", "DistributedMatrix", "cholesky",
            "solve_mixed", "MixedSolution", "Factor", "RunRecord", "Session",

@@ -15,7 +15,7 @@ import math
 import re
 import sys
 
-from . import __version__
+from .version import VERSION
 from .errors import StarcholError, UsageError
 
 log = logging.getLogger("starchol")
@@ -94,7 +94,7 @@ def build_parser():
         description="Communication-avoiding distributed Cholesky: tile maps, exact "
                     "communication volumes, and runs on StarPU-MPI.",
     )
-    parser.add_argument("--version", action="version", version=f"starchol {__version__}")
+    parser.add_argument("--version", action="version", version=f"starchol {VERSION}")
     _add_verbose(parser, 0)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

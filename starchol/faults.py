@@ -195,7 +195,7 @@ def end_diverged(exc, comm=None):
     """Abort the job if ``exc`` may exist on this rank only; return if it is agreed.
 
     Agreed errors are :class:`StarcholError` (starchol raises them identically on every
-    rank) and any exception raised through :func:`starchol.runtime.collective.agree`
+    rank) and any exception raised through :func:`starchol.collective.agree`
     (marked ``starchol_agreed``). Anything else (``KeyboardInterrupt``, ``OSError``, ``KeyError``...) leaves the
     other ranks waiting in a collective, so with several ranks the job is aborted with one
     line naming the error (and the traceback with ``-v``). With one rank, returns.

@@ -12,6 +12,7 @@ import os
 import shutil
 
 from .errors import StarcholError, UsageError
+from .units import format_bytes
 
 
 def parse_target(text, flag="--input"):
@@ -141,8 +142,6 @@ def free_bytes(path):
 def check_disk_space(path, need_bytes, role, margin=1.05):
     """Refuse when the folder of ``path`` has less than ``need_bytes`` (times ``margin``)
     free; the message gives both figures (decimal units)."""
-    from .linalg.volume_summary import format_bytes
-
     free = free_bytes(path)
     if need_bytes * margin > free:
         raise UsageError(f"{role} {path} needs about {format_bytes(need_bytes)} of disk but "
@@ -260,6 +259,9 @@ class OutputAppeared(StarcholError):
     def __init__(self, message, kept):
         super().__init__(message)
         self.kept = kept
+
+    def __reduce__(self):  # travels between ranks (collective agreement)
+        return (type(self), (str(self), self.kept))
 
 
 def _kept_name(target, suffix):

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from starchol.cli import main
-from starchol.linalg.volume_summary import format_bytes
+from starchol.units import format_bytes
 
 
 def test_plan_lists_2d_and_25d_options_and_explains_the_pick(capsys):
@@ -161,7 +161,7 @@ def test_plan_small_estimates_keep_their_digits(capsys):
 
 
 def test_format_seconds():
-    from starchol.linalg.volume_summary import format_seconds
+    from starchol.units import format_seconds
 
     assert [format_seconds(s) for s in (0, 3.2e-6, 0.0456, 1, 12.34, 301.2)] == \
         ["0 s", "3.20 us", "45.6 ms", "1.00 s", "12.3 s", "301 s"]

@@ -171,7 +171,7 @@ def test_run_report_two_runs(tmp_path, capsys):
             in md)
     # the per-node table of run 2 holds the model's sent bytes of node 0
     pred = transfer_pairs_bytes(get_map("sbc", 6), 1000, 96)
-    from starchol.linalg.volume_summary import format_bytes
+    from starchol.units import format_bytes
 
     assert f"| 0 | {format_bytes(pred[0].sum())} |" in md
 
@@ -219,7 +219,7 @@ def test_run_report_shows_the_solve_against_its_model(tmp_path, capsys):
                              "run1-a_solve_pairs.png", "run2-b_pairs.png",
                              "run2-b_per_node.png", "run2-b_solve_pairs.png",
                              "runs_gflops.png", "runs_bytes.png"])
-    from starchol.linalg.volume_summary import format_bytes
+    from starchol.units import format_bytes
 
     total = format_bytes(int(pred.sum()))
     assert "## Solves" in md

@@ -5,7 +5,7 @@ from starchol.cli import main
 from starchol.distributions import get_map
 from starchol.linalg.link_load import busiest_link, node_link_bytes
 from starchol.linalg.volume import transfer_pairs_bytes
-from starchol.linalg.volume_summary import format_bytes
+from starchol.units import format_bytes
 
 from test_report import model_run_doc, write
 

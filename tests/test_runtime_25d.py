@@ -67,7 +67,7 @@ def test_calibration_lock(tmp_path):
     """The start lock is held while the bus is not calibrated, released once it is."""
     import fcntl
 
-    from starchol.runtime.session import bus_calibrated, bus_calibration_lock
+    from starchol.runtime.bus import bus_calibrated, bus_calibration_lock
     folder = tmp_path / "sampling"
     lockfile = folder / ".starchol-start.lock"
 
@@ -194,6 +194,6 @@ def test_fresh_starpu_home_no_calibration_race(tmp_path):
         assert p.returncode == 0, p.stderr
         assert "check_bus_affinity_file" not in p.stderr
         # the calibration files this StarPU writes (.affinity only with CUDA/OpenCL)
-        from starchol.runtime.session import bus_calibrated
+        from starchol.runtime.bus import bus_calibrated
         assert bus_calibrated(str(home / ".starpu/sampling")), \
             os.listdir(home / ".starpu/sampling/bus")

@@ -23,7 +23,8 @@ def test_versions_and_schedulers():
 
 
 def test_unknown_scheduler_and_workers():
-    from starchol.runtime.session import check_scheduler, check_workers
+    from starchol.runtime.backend import check_scheduler
+    from starchol.runtime.workers import check_workers
     with pytest.raises(UsageError, match="unknown scheduler 'nope'.*prio"):
         check_scheduler("nope")
     with pytest.raises(UsageError, match="between 1 and"):
@@ -35,7 +36,8 @@ def test_unknown_scheduler_and_workers():
 def test_error_names():
     import pickle
 
-    from starchol.runtime import NotPositiveDefiniteError, StarPUError
+    from starchol.linalg.errors import NotPositiveDefiniteError
+    from starchol.runtime import StarPUError
     e = StarPUError(-19, "starpu_init")
     assert e.errno_name == "ENODEV" and "ENODEV" in str(e)
     e = NotPositiveDefiniteError(41, 100)
@@ -61,10 +63,10 @@ def test_cli_translates_parameters_to_flags():
 
 
 def test_agreement_mismatch_is_said_field_by_field():
-    """What ranks given different inputs read (runtime.collective.differences): each
+    """What ranks given different inputs read (collective.differences): each
     differing parameter with the first rank that differs from rank 0; a map shown by
     its description and compared by its owners too."""
-    from starchol.runtime.collective import Keyed, differences
+    from starchol.collective import Keyed, differences
 
     same = {"shape": (130, 130), "nb": 40, "tile_map": Keyed("2dbc 1x3 (3 nodes)", "k1")}
     assert differences([same, dict(same), dict(same)]) is None

@@ -68,7 +68,7 @@ def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
     md = (out / "report.md").read_text()
     assert png.name in md and "idle (ms)" in md and "MPI communications" in md
     assert "| gemm | 56 |" in md
-    from starchol.linalg.volume_summary import format_bytes
+    from starchol.units import format_bytes
 
     total = doc["bytes_measured_total"]
     assert f"{format_bytes(total)} ({total} B) in all" in md

@@ -1,0 +1,25 @@
+"""Figures with their units, as messages and reports print them (decimal units)."""
+import math
+
+
+def format_bytes(nbytes):
+    """Human-readable bytes (decimal units: kB, MB, GB, TB)."""
+    value = float(nbytes)
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if abs(value) < 1000 or unit == "PB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{value} B"
+
+
+def format_seconds(seconds):
+    """Human-readable seconds with three significant digits: ``'12.3 s'``, ``'45.6 ms'``,
+    ``'7.89 us'`` (``'0 s'`` for zero), so that small estimates do not print as 0.0."""
+    value = float(seconds)
+    if value == 0:
+        return "0 s"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(value) >= scale or unit == "ns":
+            v = value / scale
+            digits = max(0, 2 - int(math.floor(math.log10(abs(v)))))
+            return f"{v:.{digits}f} {unit}"

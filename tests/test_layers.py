@@ -1,0 +1,217 @@
+"""The layers point one way, with no import cycle, and no module takes another's private names.
+
+    core (starchol/*.py) <- distributions <- runtime (+ pyx/) <- linalg <- command line
+
+The source folders are mapped into ``starchol.*`` by ``setup.py``'s ``package_dir``
+(``PACKAGE_DIRS``), which this test reads; every import counts, at module level or inside
+a function (an import inside a function still ties the two modules together: it only
+hides the cycle from Python). docs/architecture.md describes the layers.
+"""
+import ast
+import os
+import re
+import shutil
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: the layers, lowest first; a module may import its own layer and those below
+LAYERS = ("core", "distributions", "runtime", "linalg", "command line")
+
+#: modules of the root folder that belong to the command line (the rest are core)
+COMMAND_LINE_ROOT = ("starchol", "starchol.cli", "starchol.__main__")
+
+
+def package_dirs(root):
+    """``PACKAGE_DIRS`` of ``root/setup.py`` (package -> folder), read without running it."""
+    tree = ast.parse(open(os.path.join(root, "setup.py")).read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "PACKAGE_DIRS" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py has no PACKAGE_DIRS = {...}: the test reads package_dir "
+                         "from it")
+
+
+def layer_of(module):
+    """The index in :data:`LAYERS` of a ``starchol.*`` module."""
+    if module in COMMAND_LINE_ROOT or module.startswith("starchol.jobs"):
+        return LAYERS.index("command line")
+    for name in ("distributions", "runtime", "linalg"):
+        if module == f"starchol.{name}" or module.startswith(f"starchol.{name}."):
+            return LAYERS.index(name)
+    return LAYERS.index("core")
+
+
+def modules(root):
+    """``{module name: (source path, is package)}`` of the mapped folders and ``pyx/``."""
+    out = {}
+    for pkg, folder in package_dirs(root).items():
+        for f in sorted(os.listdir(os.path.join(root, folder))):
+            path = os.path.join(root, folder, f)
+            if f.endswith(".py"):
+                out[pkg if f == "__init__.py" else f"{pkg}.{f[:-3]}"] = (path, f == "__init__.py")
+    pyx = os.path.join(root, "pyx")
+    for f in sorted(os.listdir(pyx)) if os.path.isdir(pyx) else ():
+        if f.endswith(".pyx"):   # compiled into starchol.runtime (build_flags.py)
+            out[f"starchol.runtime.{f[:-4]}"] = (os.path.join(pyx, f), False)
+    return out
+
+
+def _pyx_tree(path):
+    """The Python ``import`` statements of a .pyx file as an AST (``cimport`` left out)."""
+    lines = [line for line in open(path).read().splitlines()
+             if re.match(r"(from\s+\S+\s+import\s|import\s)", line) and "cimport" not in line
+             and not line.rstrip().endswith(("(", "\\"))]
+    return ast.parse("\n".join(lines))
+
+
+def imports(root):
+    """``[(module, line, imported module, name or None)]`` for every starchol import.
+
+    ``from pkg import name`` is an import of ``pkg.name`` when that is a module, else of
+    ``pkg`` (taking ``name``)."""
+    mods = modules(root)
+    out = []
+    for mod, (path, is_pkg) in mods.items():
+        tree = _pyx_tree(path) if path.endswith(".pyx") else ast.parse(open(path).read())
+        base = mod if is_pkg else mod.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out += [(mod, node.lineno, a.name, None) for a in node.names
+                        if a.name.split(".")[0] == "starchol"]
+            elif isinstance(node, ast.ImportFrom):
+                target = node.module or ""
+                if node.level:
+                    target = ".".join(base.split(".")[:len(base.split(".")) - node.level + 1]
+                                      + ([node.module] if node.module else []))
+                if target.split(".")[0] != "starchol":
+                    continue
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    if sub in mods:
+                        out.append((mod, node.lineno, sub, None))   # a (compiled) module
+                    else:
+                        out.append((mod, node.lineno, target, a.name))
+    return out
+
+
+def problems(root):
+    """Every upward import, import cycle and private name taken across modules, as text."""
+    mods = modules(root)
+    found = []
+    graph = {m: set() for m in mods}
+    for mod, line, target, name in imports(root):
+        where = f"{os.path.relpath(mods[mod][0], root)}:{line}"
+        if target not in mods and target.rsplit(".", 1)[0] in mods:
+            target = target.rsplit(".", 1)[0]
+        if layer_of(target) > layer_of(mod):
+            found.append(f"{where}: {mod} ({LAYERS[layer_of(mod)]}) imports {target} "
+                         f"({LAYERS[layer_of(target)]}), a layer above it")
+        if name and name.startswith("_") and not name.startswith("__"):
+            found.append(f"{where}: {mod} takes the private name {name} of {target}")
+        if target != mod and target in mods:
+            graph[mod].add(target)
+    found += [f"import cycle: {' -> '.join(c)}" for c in cycles(graph)]
+    return found
+
+
+def cycles(graph):
+    """One cycle (a list of modules, first repeated last) per strongly connected group of
+    ``graph`` (module -> imported modules) that has more than one module."""
+    index, low, stack, on, out, count = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = count[0]
+        count[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(_cycle_in(graph, group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _cycle_in(graph, group):
+    """A path through ``group`` from its first module back to it (breadth first)."""
+    start = min(group)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(graph[v] & group):
+            if w == start:
+                return paths[v] + [start]
+            if w not in paths:
+                paths[w] = paths[v] + [w]
+                queue.append(w)
+    return sorted(group)  # pragma: no cover - a strongly connected group has a cycle
+
+
+def test_layers_point_one_way_without_cycles():
+    assert problems(ROOT) == []
+
+
+def test_every_mapped_folder_is_read():
+    mods = modules(ROOT)
+    assert {"starchol.distributions.factory", "starchol.runtime.session",
+            "starchol.linalg.cholesky", "starchol.jobs.run_cmd", "starchol.collective",
+            "starchol.runtime._graphs"} <= set(mods)
+    assert layer_of("starchol.runtime._binding") == LAYERS.index("runtime")
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of the sources the test reads (setup.py and the mapped folders)."""
+    shutil.copy(os.path.join(ROOT, "setup.py"), tmp_path)
+    for folder in list(package_dirs(ROOT).values()) + ["pyx"]:
+        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder,
+                        ignore=shutil.ignore_patterns("*.so", "*.c", "*.h", "__pycache__"))
+    return tmp_path
+
+
+def _plant(path, line):
+    text = path.read_text()
+    path.write_text(text + "\n\ndef planted():\n    " + line + "\n")
+
+
+def test_a_planted_cycle_fails(tree):
+    """An import inside a function still closes the cycle factory -> sliced -> factory."""
+    _plant(tree / "distributions" / "sliced.py", "from .factory import get_map")
+    found = problems(str(tree))
+    assert found == ["import cycle: starchol.distributions.factory -> "
+                     "starchol.distributions.sliced -> starchol.distributions.factory"]
+
+
+def test_a_planted_upward_import_fails(tree):
+    _plant(tree / "runtime" / "traces.py", "from ..jobs.output import write_atomic")
+    found = problems(str(tree))
+    assert len(found) == 1 and found[0].startswith("runtime/traces.py:")
+    assert found[0].endswith("starchol.runtime.traces (runtime) imports starchol.jobs.output "
+                             "(command line), a layer above it")
+
+
+def test_a_planted_private_import_fails(tree):
+    _plant(tree / "linalg" / "hdf5_io.py", "from ..collective import _equal")
+    found = problems(str(tree))
+    assert len(found) == 1
+    assert "starchol.linalg.hdf5_io takes the private name _equal of starchol.collective" \
+        in found[0]
