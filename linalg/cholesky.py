@@ -333,21 +333,30 @@ class Factor:
 def _symmetrized(t):
     """A full symmetric copy of a diagonal tile from its lower triangle (Fortran order)."""
     low = np.tril(t)
-    return np.asfortranarray(low + np.tril(t, -1).T)
+    low += np.tril(t, -1).T
+    return np.asfortranarray(low)
 
 
-def rhs_residual(session, A, X, B):
+def symmetric_tiles(A):
+    """A's local tiles for :func:`rhs_residual`: the diagonal ones as full symmetric
+    copies made from their lower triangle, the others as they are (views). Local."""
+    return {ij: (_symmetrized(t) if ij[0] == ij[1] else t) for ij, t in A.tiles.items()}
+
+
+def rhs_residual(session, A, X, B, tiles=None):
     """R = B - A X as GEMM tasks where R's row tiles live (the ``symm_residual`` graph):
     the body of :meth:`Factor.solve_residual`, without its checks. Collective.
 
     ``A`` symmetric (lower tiles, laid out by the map), ``X`` and ``B`` right-hand sides
-    (N x K) of A's dtype, all checked by the caller. Returns R, laid out like B; A, X
-    and B are not modified. Its bytes are
+    (N x K) of A's dtype, all checked by the caller. ``tiles``: A's
+    :func:`symmetric_tiles`, when the caller keeps them for several residuals (else
+    made here). Returns R, laid out like B; A, X and B are not modified. Its bytes are
     :func:`~starchol.linalg.volume.residual_transfer_pairs_bytes`.
     """
     R = B.copy()
     # the diagonal tiles with both triangles (A stores the lower one): local copies
-    tiles = {ij: (_symmetrized(t) if ij[0] == ij[1] else t) for ij, t in A.tiles.items()}
+    if tiles is None:
+        tiles = symmetric_tiles(A)
     with session.running(deferred=_small_graph(X.kt * A.nt * A.nt, session.comm)):
         ha = session.register_tiles(A.owners, tiles, A.rows, elemsize=A.itemsize)
         hx = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
@@ -619,4 +628,4 @@ def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, pred
 
 __all__ = ["backward_error", "check_operand", "cholesky", "Factor", "flops", "get_session",
            "local_task_count", "partial_mask", "rhs_residual", "solve_task_count",
-           "task_count"]
+           "symmetric_tiles", "task_count"]
