@@ -12,14 +12,28 @@ DEFAULT_NB = 500
 DTYPE_NAMES = tuple(d.name for d in DTYPES)
 
 
-def add_dtype_arg(parser, help_text, default="float64"):
-    """``--dtype float64|float32`` (:data:`DTYPE_NAMES`), with the command's own help."""
-    parser.add_argument("--dtype", choices=DTYPE_NAMES, default=default, help=help_text)
+#: ``--dtype mixed``: a float32 factorization refined to float64 answers
+#: (:func:`starchol.linalg.mixed.solve_mixed`), in the commands that offer it
+MIXED = "mixed"
+
+
+def add_dtype_arg(parser, help_text, default="float64", mixed=False):
+    """``--dtype float64|float32`` (:data:`DTYPE_NAMES`), and ``mixed`` when ``mixed``,
+    with the command's own help."""
+    parser.add_argument("--dtype", choices=DTYPE_NAMES + ((MIXED,) if mixed else ()),
+                        default=default, help=help_text)
+
+
+def is_mixed(args):
+    """Whether ``--dtype mixed`` was given."""
+    return getattr(args, "dtype", None) == MIXED
 
 
 def itemsize_from_args(args):
-    """Bytes per entry of ``--dtype`` (8 when the command has none or it is not given)."""
-    return DTYPES[DTYPE_NAMES.index(getattr(args, "dtype", None) or "float64")].itemsize
+    """Bytes per entry of the factorization for ``--dtype`` (8 when the command has none
+    or it is not given; 4 for ``mixed``, whose factor is float32)."""
+    name = getattr(args, "dtype", None) or "float64"
+    return 4 if name == MIXED else DTYPES[DTYPE_NAMES.index(name)].itemsize
 
 
 

@@ -3,9 +3,10 @@ import logging
 import time
 
 from ..errors import UsageError
-from ..linalg.volume_summary import solve_summary, volume_summary
+from ..linalg.mixed_volume import FALLBACKS
+from ..linalg.volume_summary import mixed_summary, solve_summary, volume_summary
 from ..units import format_bytes
-from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
+from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args, is_mixed,
                       itemsize_from_args, map_from_args, sizes_from_args)
 from .output import add_json_arg, json_file, publish
 from .preflight import check_table_memory
@@ -18,6 +19,12 @@ PROGRESS_MIN_NT = 400
 #: --dtype's help in the commands that count bytes without running
 BYTES_DTYPE_HELP = ("entries of 8 bytes (float64, default) or 4 (float32) in the byte "
                     "counts; tile counts do not change")
+#: volume's --dtype help, with mixed
+VOLUME_DTYPE_HELP = BYTES_DTYPE_HELP + (
+    "; mixed: a float32 factorization (4-byte entries) and the refinement of a solve to "
+    "float64 answers (needs --nrhs; see --iterations, --fallback)")
+#: --iterations when not given: refinement iterations of a typical well-conditioned solve
+DEFAULT_ITERATIONS = 2
 
 
 def register(sub):
@@ -28,12 +35,19 @@ def register(sub):
     add_map_args(p)
     add_size_args(p)
     add_cache_arg(p)
-    add_dtype_arg(p, BYTES_DTYPE_HELP)
+    add_dtype_arg(p, VOLUME_DTYPE_HELP, mixed=True)
     add_json_arg(p, "the volume document (keys: docs/volume-model.md, \"starchol volume --json\")")
     p.add_argument("--nrhs", type=int, default=None, metavar="K",
                    help="also count the solve A X = B with K right-hand sides after the "
                         "factorization (starchol run --nrhs K): its bytes, forward and "
                         "backward passes")
+    p.add_argument("--iterations", type=int, default=None, metavar="I",
+                   help=f"--dtype mixed: refinement iterations (float32 solve + float64 "
+                        f"residual each; default {DEFAULT_ITERATIONS})")
+    p.add_argument("--fallback", choices=FALLBACKS, default=None,
+                   help="--dtype mixed: count a fallback to float64 too (range: A beyond "
+                        "float32, no float32 factorization; factorization: not positive "
+                        "definite in float32; refinement: no convergence after I iterations)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
 
@@ -42,6 +56,15 @@ def run(args):
     nt, n, nb = sizes_from_args(args)
     if args.nrhs is not None and args.nrhs < 1:
         raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
+    mixed = is_mixed(args)
+    if mixed and args.nrhs is None:
+        raise UsageError("--dtype mixed counts a solve refined to float64: give --nrhs K "
+                         "(right-hand sides)")
+    if not mixed and (args.iterations is not None or args.fallback is not None):
+        raise UsageError("--iterations and --fallback count a mixed-precision solve: "
+                         "give --dtype mixed")
+    if args.iterations is not None and args.iterations < 0:
+        raise UsageError(f"--iterations must be >= 0, got {args.iterations}")
     tile_map = map_from_args(args, nt=nt)
     check_table_memory(nt, tile_map.slices)
     json_file(args)
@@ -54,7 +77,11 @@ def run(args):
     doc = volume_summary(tile_map, nt, nb, n=n, cache=args.cache == "on", progress=progress,
                          itemsize=itemsize_from_args(args))
     doc["dtype"] = args.dtype
-    if args.nrhs:
+    if args.nrhs and mixed:
+        it = DEFAULT_ITERATIONS if args.iterations is None else args.iterations
+        doc["mixed"] = mixed_summary(tile_map, n, nb, args.nrhs, it, args.fallback,
+                                     cache=args.cache == "on")
+    elif args.nrhs:
         doc["solve"] = solve_summary(tile_map, n, nb, args.nrhs, cache=args.cache == "on",
                                      itemsize=itemsize_from_args(args))
     log.info("counted %d transfers in %.2f s", doc["transfers_tiles"],
@@ -90,4 +117,21 @@ def text_report(doc):
         lines.append(f"solve:      K = {solve['nrhs']}: {format_bytes(solve['bytes'])} "
                      f"(forward pass alone {format_bytes(solve['bytes_forward'])}, backward "
                      f"alone {format_bytes(solve['bytes_backward'])})")
+    mixed = doc.get("mixed")
+    if mixed:
+        ph, k = mixed["phases"], mixed["iterations"] + 1
+        lines.append(f"mixed:      K = {mixed['nrhs']}, I = {mixed['iterations']} "
+                     f"refinement iteration(s): {format_bytes(mixed['bytes'])} in all, "
+                     f"{mixed['ratio_to_float64']:.3f} x float64's factorization + solve "
+                     f"({format_bytes(mixed['bytes_float64'])})")
+        lines.append(f"            float32 factorization {format_bytes(ph['factor32'])} "
+                     f"(float64's halved); float32 solves {format_bytes(ph['solve32'])}; "
+                     f"float64 residuals B - A X {format_bytes(ph['residual64'])}")
+        if mixed["fallback"] is not None:
+            lines.append(f"            fallback ({mixed['fallback']}): float64 "
+                         f"factorization {format_bytes(ph['factor64'])}, solve "
+                         f"{format_bytes(ph['solve64'])}, one more residual")
+        elif k:
+            lines.append(f"            ({k} float32 solve(s) and {k} residual(s): the first "
+                         f"solve and each iteration's, each checked)")
     return "\n".join(lines)

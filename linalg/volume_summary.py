@@ -93,3 +93,31 @@ def solve_summary(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
             "bytes_forward": int(pairs("forward").sum()),
             "bytes_backward": int(pairs("backward").sum()),
             "per_node": {"sent_bytes": both.sum(axis=1), "received_bytes": both.sum(axis=0)}}
+
+
+def mixed_summary(tile_map, n, nb, nrhs, iterations, fallback=None, cache=True):
+    """Predicted bytes of a mixed-precision solve (``solve_mixed``: float32
+    factorization, I = ``iterations`` refinement iterations with K = ``nrhs``
+    right-hand sides, ``fallback`` None or one of
+    :data:`~starchol.linalg.mixed_volume.FALLBACKS`), beside the float64 factorization
+    and solve it replaces (:mod:`~starchol.linalg.mixed_volume`).
+
+    Returns a dict: ``nrhs``, ``iterations``, ``fallback``, ``bytes`` (the whole mixed
+    solve), ``phases`` (bytes per graph kind: ``factor32``, ``solve32``, ``residual64``,
+    ``factor64``, ``solve64``), ``bytes_float64`` (float64 factorization + solve),
+    ``ratio_to_float64`` and ``per_node{sent_bytes, received_bytes}`` (int64 arrays).
+    """
+    from .mixed_volume import mixed_phase_bytes
+    from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+
+    phases = mixed_phase_bytes(tile_map, n, nb, nrhs, iterations, fallback, cache)
+    total = sum(phases.values())
+    f64 = int(transfer_pairs_bytes(tile_map, n, nb, cache=cache).sum()) + int(
+        solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache).sum())
+    return {"nrhs": int(nrhs), "iterations": int(iterations), "fallback": fallback,
+            "bytes": int(total.sum()), "phases": {k: int(v.sum()) for k, v in phases.items()},
+            "bytes_float64": f64,
+            "ratio_to_float64": float(total.sum()) / f64 if f64 else None,
+            "per_node": {"sent_bytes": total.sum(axis=1),
+                         "received_bytes": total.sum(axis=0)}}
+

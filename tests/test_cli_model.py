@@ -75,6 +75,39 @@ def test_volume_counts_the_solve(capsys):
     assert "--nrhs must be >= 1, got 0" in capsys.readouterr().err
 
 
+def test_volume_counts_a_mixed_precision_solve(capsys):
+    """--dtype mixed --nrhs K --iterations I [--fallback WHY]: the sum of the graphs'
+    models (linalg/mixed_volume.py); the float32 factorization is half of float64's;
+    without --nrhs, or --iterations without mixed, a one-line error."""
+    from starchol.distributions import get_map
+    from starchol.linalg.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
+    from starchol.linalg.volume import transfer_pairs_bytes
+
+    argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", "2000", "--nb", "100",
+            "--dtype", "mixed", "--nrhs", "1"]
+    m = get_map("sbc", 6)
+    d = run_json(capsys, *argv, "--iterations", "3")
+    total = mixed_transfer_pairs_bytes(m, 2000, 100, 1, iterations=3)
+    assert d["dtype"] == "mixed" and "solve" not in d
+    assert d["mixed"]["bytes"] == int(total.sum()) and d["mixed"]["iterations"] == 3
+    assert d["mixed"]["per_node"]["sent_bytes"] == total.sum(axis=1).tolist()
+    assert d["bytes"] == d["mixed"]["phases"]["factor32"] == \
+        int(transfer_pairs_bytes(m, 2000, 100).sum()) // 2
+    back = run_json(capsys, *argv, "--fallback", "refinement")
+    assert back["mixed"]["iterations"] == 2          # the default
+    assert back["mixed"]["phases"] == {k: int(v.sum()) for k, v in mixed_phase_bytes(
+        m, 2000, 100, 1, iterations=2, fallback="refinement").items()}
+    assert main(argv + ["--iterations", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "mixed:      K = 1, I = 3 refinement iteration(s): " in out
+    assert "(4 float32 solve(s) and 4 residual(s)" in out
+    assert main(argv[:-2]) == 2
+    assert "--dtype mixed counts a solve refined to float64: give --nrhs K" in \
+        capsys.readouterr().err
+    assert main(argv[:-4] + ["--iterations", "2"]) == 2
+    assert "give --dtype mixed" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [
     ["--dist", "sbc", "--nodes", "6", "--nt", "11"],
     ["--dist", "2dbc", "--nodes", "6", "--grid", "3x2", "--nt", "7"],
