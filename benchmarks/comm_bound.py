@@ -16,6 +16,7 @@ whose "Time against bytes" table shows the same comparison.
 
 Usage: python benchmarks/comm_bound.py [--n N] [--nb NB] [--bandwidth LOW,HIGH]
                                        [--repeat R] [--keep DIR] [--json FILE]
+                                       [--cluster-name NAME] [--subnet A.B.C]
 
 Arguments are checked before the cluster starts, ``--json`` is written whole or not at
 all, Ctrl-C stops with exit status 130 and takes the cluster down (benchmarks/common.py).
@@ -99,6 +100,10 @@ def main(argv=None):
                     help="rounds per bandwidth (default 3)")
     ap.add_argument("--no-25d", action="store_true", help="leave out sbc25d")
     ap.add_argument("--keep", metavar="DIR", help="keep every run's JSON document in DIR")
+    ap.add_argument("--cluster-name", metavar="NAME",
+                    help="the emulated cluster's name (default: a unique one)")
+    ap.add_argument("--subnet", metavar="A.B.C",
+                    help="the emulated nodes' /24 (default: scripts/cluster.sh's)")
     ap.add_json("the results")
     opts = ap.parse_args(argv)
     ap.check_runtime(n=opts.n, nb=opts.nb)
@@ -134,7 +139,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="comm_bound-starpu-") as home:
         env = dict(os.environ, STARPU_HOME=home, STARPU_SILENT="1")
         try:
-            cl = EmulatedCluster(NODES, bandwidth=bandwidths[0], latency=opts.latency)
+            cl = EmulatedCluster(NODES, bandwidth=bandwidths[0], latency=opts.latency,
+                                 name=opts.cluster_name, subnet=opts.subnet)
             cl.up()
         except ClusterUnavailable as exc:
             sys.exit(f"comm_bound: no emulated cluster here: {exc}")

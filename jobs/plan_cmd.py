@@ -5,9 +5,12 @@ and ranked by :mod:`starchol.linalg.plan` (the one home of the rule): the exact 
 model and the exact per-node load at the run's NT give a time estimate,
 
     estimate = (flops of the busiest node) / node_gflops
-             + (bytes sent + received by the busiest node) / node_bandwidth,
+             + (bytes sent + received by the busiest node) / node_bandwidth
+             + (2.5D maps) the reduction steps on the critical path (--step-latency),
 
-so a map's imbalance at this NT is in its estimate. Maps whose peak memory on some node
+so a map's imbalance at this NT is in its estimate, and a 2.5D map ranks above its 2D
+slice map only when it gains more time than its reduction steps cost (the explanation
+says which way it went). Maps whose peak memory on some node
 (:func:`starchol.linalg.memory.node_memory`: its tiles, every tile copy it receives, the
 runtime's handles and tasks, the process) exceeds ``--memory-per-node`` are listed as
 not fitting. The pick is the fitting map
@@ -20,7 +23,8 @@ import time
 
 from ..errors import UsageError
 from ..distributions.base import nodes_text
-from ..linalg.plan import rank_maps, score_map
+from ..linalg.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
+                           versus_2d)
 from ..units import format_bytes, format_seconds
 from .options import (add_dtype_arg, candidates_for, check_positive_finite,
                       itemsize_from_args)
@@ -54,6 +58,13 @@ def register(sub):
                    help="sustained DGEMM GFlop/s of one node for the estimate (default 1000)")
     p.add_argument("--node-bandwidth", type=float, default=12.5e9, metavar="B/S",
                    help="network bytes/s of one node for the estimate (default 12.5e9, 100 Gb/s)")
+    p.add_argument("--step-latency", type=float, default=STEP_LATENCY_S, metavar="S",
+                   help=f"seconds each panel step of a 2.5D map adds to the critical path "
+                        f"(the other slices' partial sums sent into the factoring copy and "
+                        f"added; their bytes are in the transfer time): default {STEP_LATENCY_S:g} (one small "
+                        f"MPI message and task on a cluster); measured "
+                        f"{MEASURED_STEP_LATENCY_S:g} on the emulated cluster "
+                        f"(docs/cluster.md)")
     add_json_arg(p, "the plan as a JSON document (keys: docs/volume-model.md, "
                     "\"starchol plan --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -69,6 +80,9 @@ def run(args):
     check_positive_finite(args.memory_per_node, "--memory-per-node (bytes, e.g. 64e9)")
     check_positive_finite(args.node_gflops, "--node-gflops")
     check_positive_finite(args.node_bandwidth, "--node-bandwidth")
+    if not 0 <= args.step_latency < float("inf"):
+        raise UsageError(f"--step-latency must be a finite number of seconds >= 0, got "
+                         f"{args.step_latency}")
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
     itemsize = itemsize_from_args(args)
     json_file(args)
@@ -79,7 +93,8 @@ def run(args):
     rows = []
     for k, tile_map in enumerate(maps):
         row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth,
-                        memory_per_node=args.memory_per_node, itemsize=itemsize)
+                        memory_per_node=args.memory_per_node, itemsize=itemsize,
+                        step_latency_s=args.step_latency)
         rows.append(row)
         log.debug("%s: estimate %s, %s per node, fits %s", tile_map,
                   format_seconds(row["estimate_s"]), format_bytes(row["memory_per_node_bytes"]),
@@ -91,7 +106,8 @@ def run(args):
     why = explain(pick, rows, args)
     doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb, "dtype": args.dtype,
            "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
-           "node_bandwidth": args.node_bandwidth, "rows": rows,
+           "node_bandwidth": args.node_bandwidth, "step_latency_s": args.step_latency,
+           "rows": rows,
            "pick": pick, "explanation": why, "commands": commands(pick, args)}
     publish(args, doc, text_table(doc))
     return 0 if pick else 1
@@ -158,6 +174,36 @@ def _percent_more(a, b):
     return f"{100 * (a / b - 1):.0f}% more"
 
 
+def why_25d(pick, fitting, nt):
+    """Why a 2.5D map was or was not picked: the gain of the pick (or of the best fitting
+    2.5D map) over its 2D slice map against its reduction steps' overhead."""
+    best = pick if pick["slices"] > 1 else next((r for r in fitting if r["slices"] > 1),
+                                                None)
+    if best is None:
+        return "no 2.5D map fits"
+    v = versus_2d(best, fitting)
+    steps = (f"{format_seconds(best['overhead_s'])} for its {nt - 1} reduction steps on the "
+             f"critical path (each panel waits for the other slices' partial sums and "
+             f"their ADD)")
+    if v is None:
+        return (f"{'2.5D pick' if best is pick else 'best 2.5D map'} {best['map']}: "
+                f"its estimate includes {steps}")
+    gain = format_seconds(abs(v["gain_s"]))
+    versus = f"its 2D slice map on the same nodes, {v['flat']['map']}"
+    if best is pick:
+        return (f"2.5D picked: over {versus} it saves {gain} of compute and transfers, "
+                f"more than the {steps}")
+    if v["ahead"]:
+        return (f"no 2.5D map picked: the best, {best['map']}, saves {gain} over {versus}, "
+                f"more than the {steps}, but its estimate "
+                f"{format_seconds(best['estimate_s'])} is still above the pick's")
+    if v["gain_s"] > 0:
+        return (f"no 2.5D map picked: the best, {best['map']}, saves {gain} of compute and "
+                f"transfers over {versus}, less than the {steps}, so it ranks below it")
+    return (f"no 2.5D map picked: the best, {best['map']}, takes {gain} more compute and "
+            f"transfer time than {versus}, and adds {steps}")
+
+
 def explain(pick, rows, args):
     """One paragraph on why the pick was made (or why nothing fits)."""
     if pick is None:
@@ -208,6 +254,7 @@ def explain(pick, rows, args):
         parts.append(f"at NT = {nt} the pick's busiest node runs "
                      f"{pick['flops_max_over_avg']:.2f}x the mean flops{periods}; the "
                      f"estimate includes it, and it shrinks as NT grows")
+    parts.append(why_25d(pick, fitting, nt))
     unfit = [r for r in rows if not r["fits"] and r["estimate_s"] < pick["estimate_s"]]
     if unfit:
         parts.append(f"{len(unfit)} map(s) with a smaller estimate do not fit in memory "

@@ -5,7 +5,21 @@ run's NT (:func:`score_map`):
 
     compute_s = (flops of the busiest node) / node_gflops      (NB^3 units -> flops)
     comm_s    = (bytes sent + received by the busiest node) / node_bandwidth
-    estimate  = compute_s + comm_s          (no overlap: a conservative bound)
+    overhead_s = (NT - 1) * step_latency_s  (2.5D maps only; 0 for 2D)
+    estimate  = compute_s + comm_s + overhead_s   (no overlap: a conservative bound)
+
+The 2.5D overhead is what the critical path of traced runs shows (docs/cluster.md,
+"Where 2.5D loses time"): with iteration k on slice k mod c, the last update of column k
+(at step k - 1) is always in another slice's partial copy, so every panel step but the
+first waits on the chain for the transfer of the partial sums into the factoring copy
+and their ADD before its POTRF; a 2D map has no such link. ``step_latency_s`` is the
+time one such step adds (the partial tiles' bytes are already in ``comm_s``; what is left
+is message and runtime latency, and the ADD): measured on the emulated cluster (6 ranks on 2 cores, 1 gbit/s) it was about
+5 ms (:data:`MEASURED_STEP_LATENCY_S`); on a real cluster it is the MPI + StarPU latency
+of one small message and task, tens of microseconds (:data:`STEP_LATENCY_S`, the
+default). A 2.5D map thus ranks above its 2D slice map (the same family on the same
+nodes) only when its gain in transfer (and compute) time exceeds that overhead
+(:func:`versus_2d` says by how much, for ``starchol plan``'s explanation).
 
 The busiest node's flops and traffic already carry the map's imbalance at this NT, so no
 separate balance rule is applied: :func:`rank_key` orders maps that fit the memory
@@ -29,9 +43,29 @@ from .memory import node_memory
 from .volume import DOUBLE_BYTES, tile_bytes
 from .volume_summary import volume_summary
 
+#: seconds one 2.5D panel step adds to the critical path on a real cluster (one small MPI
+#: message and one small task; the partial tiles' bytes are in the transfer time): the
+#: default
+STEP_LATENCY_S = 50e-6
+#: the same, measured on the emulated cluster (docs/cluster.md, "Where 2.5D loses time":
+#: 6 ranks sharing 2 cores, 1 gbit/s links; 114 ms of reductions over 23 steps on the
+#: critical path of sbc25d c=2 at N = 3072, NB = 128)
+MEASURED_STEP_LATENCY_S = 5e-3
+#: the 2D map whose slices a 2.5D family uses
+SLICE_FAMILY = {"sbc25d": "sbc", "2dbc25d": "2dbc", "sym25d": "sym"}
+
+
+def overhead_25d_s(nt, slices, step_latency_s=STEP_LATENCY_S):
+    """Seconds a 2.5D map of ``slices`` copies adds to the critical path over a 2D map:
+    NT - 1 panel steps (every one but the first), each waiting ``step_latency_s`` for the
+    other slices' partial sums and their ADD. 0 for a 2D map (c = 1)."""
+    if slices <= 1 or nt <= 1:
+        return 0.0
+    return (nt - 1) * step_latency_s
+
 
 def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None,
-              itemsize=DOUBLE_BYTES):
+              itemsize=DOUBLE_BYTES, step_latency_s=STEP_LATENCY_S):
     """Predicted traffic, storage, load and time estimate of one map for an n x n matrix.
 
     Parameters
@@ -49,6 +83,8 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         given).
     itemsize : int
         Bytes per entry: 8 (float64, the default) or 4 (float32).
+    step_latency_s : float
+        Seconds each 2.5D panel step adds to the critical path (:func:`overhead_25d_s`).
 
     Returns
     -------
@@ -64,7 +100,8 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         ``busiest_node_traffic_bytes`` (sent + received; the
         last tile row/column smaller when NB does not divide N), ``flops_max_over_avg``
         and ``tiles_max_over_avg`` (busiest node over the mean of the map's nodes),
-        ``compute_s``, ``comm_s``, ``estimate_s`` (seconds) and ``fits``.
+        ``compute_s``, ``comm_s``, ``overhead_s`` (2.5D's reduction steps, 0 for 2D),
+        ``estimate_s`` (seconds) and ``fits``.
     """
     nt = -(-n // nb)
     doc = volume_summary(tile_map, nt, nb, n=n, with_pairs=False, itemsize=itemsize)
@@ -73,6 +110,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
                + np.asarray(doc["per_node"]["received_bytes"]))
     compute_s = float(load["flops"].max()) * nb ** 3 / (node_gflops * 1e9)
     comm_s = float(traffic.max()) / node_bandwidth
+    overhead_s = overhead_25d_s(nt, tile_map.slices, step_latency_s)
     mem = node_memory(tile_map, n, nb, received_bytes=doc["per_node"]["received_bytes"],
                       load=load, itemsize=itemsize)
     top = int(np.argmax(mem["total"]))
@@ -87,7 +125,8 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         "busiest_node_traffic_bytes": int(traffic.max()),
         "flops_max_over_avg": load["flops_max_over_avg"],
         "tiles_max_over_avg": load["tiles_max_over_avg"],
-        "compute_s": compute_s, "comm_s": comm_s, "estimate_s": compute_s + comm_s,
+        "compute_s": compute_s, "comm_s": comm_s, "overhead_s": overhead_s,
+        "estimate_s": compute_s + comm_s + overhead_s,
         "fits": memory_per_node is None or memory <= memory_per_node,
     }
 
@@ -103,3 +142,21 @@ def rank_maps(rows):
     that fits, or None. Returns (rows, pick)."""
     rows = sorted(rows, key=rank_key)
     return rows, (rows[0] if rows and rows[0]["fits"] else None)
+
+
+def versus_2d(row, rows):
+    """A 2.5D row against its 2D slice map (the same family, 2D, on the same nodes) among
+    ``rows``: a dict with ``flat`` (that row), ``gain_s`` (the 2D map's compute + comm
+    minus the 2.5D map's), ``overhead_s`` and ``ahead`` (gain > overhead: the 2.5D map
+    ranks above it); None for a 2D row or when the 2D slice map is not among ``rows``."""
+    family = SLICE_FAMILY.get(row.get("dist"))
+    if row.get("slices", 1) <= 1 or family is None:
+        return None
+    flat = [r for r in rows if r["dist"] == family and r["slices"] == 1
+            and r["nodes"] == row["nodes"]]
+    if not flat:
+        return None
+    flat = min(flat, key=rank_key)
+    gain = (flat["compute_s"] + flat["comm_s"]) - (row["compute_s"] + row["comm_s"])
+    return {"flat": flat, "gain_s": gain, "overhead_s": row["overhead_s"],
+            "ahead": gain > row["overhead_s"]}

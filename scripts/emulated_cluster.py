@@ -49,10 +49,14 @@ class EmulatedCluster:
         Start munged, slurmctld (node0) and one slurmd per node.
     name : str, optional
         Namespace prefix; a unique one by default, so that clusters never collide.
+    subnet : str, optional
+        The nodes' /24 (``"10.234.0"``); cluster.sh's default when None.
     """
 
-    def __init__(self, nodes, bandwidth="none", latency="none", slurm=False, name=None):
+    def __init__(self, nodes, bandwidth="none", latency="none", slurm=False, name=None,
+                 subnet=None):
         self.nodes = int(nodes)
+        self.subnet = subnet
         self.bandwidth, self.latency, self.slurm = bandwidth, latency, bool(slurm)
         self.name = name or f"sct{uuid.uuid4().hex[:8]}"
         self.is_up = False
@@ -79,6 +83,8 @@ class EmulatedCluster:
                 "--latency", self.latency]
         if not self.slurm:
             args.append("--no-slurm")
+        if self.subnet:
+            args += ["--subnet", self.subnet]
         self.script(*args, timeout=timeout)
         self.is_up = True
         # who made it: sweep_orphans() removes it if this process dies without down()

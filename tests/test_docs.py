@@ -276,12 +276,12 @@ COMPARE_KEYS = {"nodes", "nt", "n", "nb", "dtype", "cache", "rows"}
 COMPARE_ROW = {"dist", "nodes", "slices", "map", "transfers_tiles", "bytes", "ratio",
                "leading_term_tiles", "leading_ratio", "flops_max_over_avg",
                "tiles_per_node_max"}
-PLAN_KEYS = {"nodes", "n", "nb", "dtype", "memory_per_node", "node_gflops", "node_bandwidth", "rows",
+PLAN_KEYS = {"nodes", "n", "nb", "dtype", "memory_per_node", "node_gflops", "node_bandwidth", "step_latency_s", "rows",
              "pick", "explanation", "commands"}
 PLAN_ROW = {"dist", "nodes", "slices", "map", "pattern_size", "periods", "bytes", "ratio",
             "memory_per_node_bytes", "memory_parts", "tile_bytes_per_node",
             "busiest_node_traffic_bytes", "flops_max_over_avg",
-            "tiles_max_over_avg", "compute_s", "comm_s", "estimate_s", "fits"}
+            "tiles_max_over_avg", "compute_s", "comm_s", "overhead_s", "estimate_s", "fits"}
 
 
 VOLUME_KEYS = {"dist", "nodes", "slices", "r", "map", "nt", "nb", "n", "dtype", "cache",

@@ -246,3 +246,44 @@ def test_plan_float32_halves_bytes_and_tiles_and_says_so_in_its_commands(capsys)
     need64 = f64["pick"]["memory_per_node_bytes"]
     assert main(argv + [str(need64 - 1), "--dtype", "float32"]) == 0   # fits in float32
     assert json.loads(capsys.readouterr().out)["pick"] is not None
+
+
+def test_25d_ranks_above_its_2d_slice_map_only_when_its_gain_exceeds_its_overhead():
+    """The comm_bound case (6 nodes, N = 3072, NB = 128, 15 GFlop/s per node) with the
+    step latency measured on the emulated cluster (5 ms): at 1 gbit/s sbc25d c=2 gains
+    less over sbc than its 23 reduction steps cost and ranks below it (measured: 1.19x
+    slower); at 10 mbit/s it gains more and ranks above (measured: 0.87x)."""
+    from starchol.distributions import get_map
+    from starchol.linalg.plan import (MEASURED_STEP_LATENCY_S, overhead_25d_s, rank_maps,
+                                      score_map, versus_2d)
+
+    assert overhead_25d_s(24, 2, 5e-3) == pytest.approx(0.115)
+    assert overhead_25d_s(24, 1, 5e-3) == 0.0
+    for bandwidth, ahead in ((125e6, False), (1.25e6, True)):
+        rows = [score_map(get_map(d, 6, **kw), 3072, 128, 15.0, bandwidth,
+                          step_latency_s=MEASURED_STEP_LATENCY_S)
+                for d, kw in (("sbc", {}), ("sbc25d", {"slices": 2}))]
+        flat, sliced = rows
+        assert flat["overhead_s"] == 0 and sliced["overhead_s"] == pytest.approx(0.115)
+        assert sliced["estimate_s"] == pytest.approx(
+            sliced["compute_s"] + sliced["comm_s"] + 0.115)
+        v = versus_2d(sliced, rows)
+        assert v["flat"] is flat and v["ahead"] is ahead
+        assert v["gain_s"] == pytest.approx(flat["compute_s"] + flat["comm_s"]
+                                            - sliced["compute_s"] - sliced["comm_s"])
+        best = rank_maps(rows)[1]
+        assert best is (sliced if ahead else flat)
+    assert versus_2d(flat, rows) is None
+
+
+def test_plan_says_why_no_25d_map_was_picked(capsys):
+    assert main(["plan", "--nodes", "6", "--n", "3072", "--nb", "128", "--memory-per-node",
+                 "1e12", "--node-gflops", "15", "--node-bandwidth", "125e6",
+                 "--step-latency", "5e-3", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["step_latency_s"] == 5e-3 and d["pick"]["slices"] == 1
+    assert "no 2.5D map picked: the best, " in d["explanation"]
+    assert "115 ms for its 23 reduction steps on the critical path" in d["explanation"]
+    assert main(["plan", "--nodes", "6", "--n", "3072", "--nb", "128", "--memory-per-node",
+                 "1e9", "--step-latency", "-1"]) == 2
+    assert "--step-latency must be a finite number of seconds >= 0" in capsys.readouterr().err
