@@ -404,7 +404,8 @@ def runtime_extensions():
     ) for name, src in RUNTIME_MODULES]
     # pyx/ holds the raw declarations (starpu.pxd, starpu_mpi.pxd) and, under
     # pyx/starchol/runtime/, the .pxd of the modules that others cimport
-    return cythonize(exts + [gpu_extension(inc, libdirs, libnames, ccx, lx, gpu)],
+    return cythonize(exts + [gpu_extension(inc, libdirs, libnames, ccx, lx, gpu),
+                             sim_extension()],
                      language_level=3, include_path=[os.path.join(HERE, "pyx")])
 
 
@@ -478,9 +479,48 @@ def gpu_extension(inc, libdirs, libnames, ccx, lx, gpu=None):
         depends=[FLAGS_STAMP])
 
 
+#: the simulator (``starchol simulate``): its .pyx and the C++ driver of SimGrid's S4U
+#: API, linked to libsimgrid (Debian's ``libsimgrid-dev``; scripts/setup.sh installs it)
+SIM_MODULE = ("starchol.runtime._sim", ("_sim.pyx", "starchol_sim.cpp"))
+#: pkg-config's name of SimGrid
+SIMGRID_PKG = "simgrid"
+
+
+def sim_flags():
+    """``(include_dirs, library_dirs, libraries, extra_compile)`` of the simulator module,
+    from ``pkg-config simgrid``; BuildConfigError when SimGrid is missing."""
+    try:
+        words = _run(["pkg-config", "--cflags", "--libs", SIMGRID_PKG])
+    except BuildConfigError as exc:
+        raise BuildConfigError(f"SimGrid not found ({exc}); install libsimgrid-dev "
+                               f"(scripts/setup.sh does it)") from exc
+    inc = [w[2:] for w in words if w.startswith("-I")]
+    libdirs = [w[2:] for w in words if w.startswith("-L")]
+    libs = [w[2:] for w in words if w.startswith("-l")] or ["simgrid"]
+    ccx = [w for w in words if not w.startswith(("-I", "-L", "-l"))]
+    return inc, libdirs, libs, ccx + ["-std=c++17", "-O2"]
+
+
+def sim_extension():
+    """``starchol.runtime._sim`` (pyx/_sim.pyx + pyx/starchol_sim.cpp, C++, libsimgrid)."""
+    import numpy
+    from setuptools import Extension
+
+    inc, libdirs, libs, ccx = sim_flags()
+    name, sources = SIM_MODULE
+    return Extension(
+        name, sources=[os.path.join("pyx", src) for src in sources], language="c++",
+        include_dirs=[numpy.get_include(), os.path.join(HERE, "pyx")] + inc,
+        library_dirs=libdirs, libraries=libs, extra_compile_args=ccx,
+        # the stamp too, like every compiled module (a rebuild of the whole layer)
+        depends=[os.path.join("pyx", "starchol_sim.h"), FLAGS_STAMP],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+
+
 def module_names():
-    """Short names of every compiled module (``_binding``, ..., ``_gpu``), build order."""
-    return [name.rpartition(".")[2] for name, _ in RUNTIME_MODULES + (GPU_MODULE,)]
+    """Short names of every compiled module (``_binding``, ..., ``_gpu``, ``_sim``), build
+    order."""
+    return [name.rpartition(".")[2] for name, _ in RUNTIME_MODULES + (GPU_MODULE, SIM_MODULE)]
 
 
 def _main(argv):
@@ -500,6 +540,14 @@ def _main(argv):
         # short name, then its sources in pyx/ (CMakeLists.txt)
         name, sources = GPU_MODULE
         print(name.rpartition(".")[2], *sources)
+    elif what == "sim-module":
+        # short name, then its sources in pyx/ (CMakeLists.txt)
+        name, sources = SIM_MODULE
+        print(name.rpartition(".")[2], *sources)
+    elif what in ("sim-cflags", "sim-libs"):
+        inc, libdirs, libs, ccx = sim_flags()
+        print(" ".join(["-I" + d for d in inc] + ccx) if what == "sim-cflags" else
+              " ".join(["-L" + d for d in libdirs] + ["-l" + n for n in libs]))
     elif what in ("cflags", "libs", "gpu-cflags", "gpu-libs"):
         inc, libdirs, libnames, ccx, lx = flags()
         macros = []
@@ -512,6 +560,7 @@ def _main(argv):
             print(" ".join(["-L" + d for d in libdirs] + ["-l" + n for n in libnames] + lx))
     else:
         sys.exit(f"usage: {argv[0]} cflags|libs|gpu-cflags|gpu-libs|modules|gpu-module|"
+                 f"sim-module|sim-cflags|sim-libs|"
                  f"starpu-plan|starpu-choice|starpu-user")
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ status and their caller checks it once the GIL is back. The task graphs live in
 ``_graphs.pyx`` and reach this module through ``starchol/runtime/_binding.pxd``.
 """
 from libc.stdint cimport int64_t, uintptr_t, uint32_t
-from libc.string cimport memset
-from libc.stdlib cimport malloc, free
+from libc.string cimport memset, memcpy
+from libc.stdlib cimport malloc, free, realloc
 
 from starpu cimport *
 from starpu_mpi cimport *
@@ -44,6 +44,101 @@ cdef int _size = 1
 cdef starpu_conf _conf
 cdef bytes _sched_name = b""
 cdef bint _idle_paused = False   # see idle_pause()
+
+
+# The graph recorder: while ``_rec_on``, ins1/ins2/ins3 and cache_flush append records
+# (REC_WIDTH int64 each, layout in pyx/starchol_sim.h) instead of calling StarPU, and
+# every rank's tasks are recorded (all nodes at once). The handles are then those of
+# TileHandles.recording(): data ids + 1 cast to pointers, never given to StarPU.
+DEF REC_WIDTH = 12
+cdef bint _rec_on = False
+cdef int64_t *_rec_buf = NULL
+cdef int64_t _rec_n = 0, _rec_cap = 0, _rec_tasks = 0
+cdef bint _rec_oom = False
+cdef int64_t _rec_next_id = 0
+
+
+cdef int64_t *_rec_slot() noexcept nogil:
+    global _rec_buf, _rec_cap, _rec_n, _rec_oom
+    cdef int64_t cap
+    cdef int64_t *buf
+    if _rec_n == _rec_cap:
+        cap = 4096 if _rec_cap == 0 else 2 * _rec_cap
+        buf = <int64_t *>realloc(_rec_buf, <size_t>cap * REC_WIDTH * sizeof(int64_t))
+        if buf == NULL:
+            _rec_oom = True
+            return NULL
+        _rec_buf, _rec_cap = buf, cap
+    _rec_n += 1
+    return &_rec_buf[(_rec_n - 1) * REC_WIDTH]
+
+
+cdef inline int64_t _rec_id(starpu_data_handle_t h) noexcept nogil:
+    return <int64_t><uintptr_t>h - 1 if h != NULL else -1
+
+
+cdef inline int64_t _rec_mode(int mode) noexcept nogil:
+    # STARPU_R / STARPU_W / STARPU_RW -> 1 / 2 / 3 (starchol_sim.h's MODE_R | MODE_W)
+    return (1 if (mode & STARPU_R) != 0 else 0) | (2 if (mode & STARPU_W) != 0 else 0)
+
+
+cdef int _rec_task(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0,
+                   int64_t o0, int m1, starpu_data_handle_t h1, int64_t o1,
+                   int m2, starpu_data_handle_t h2, int64_t o2,
+                   int64_t *count) noexcept nogil:
+    global _rec_tasks
+    cdef int64_t *r = _rec_slot()
+    if r == NULL:
+        return -12      # -ENOMEM, as StarPU reports it
+    r[0] = <int64_t><uintptr_t>cl
+    r[1] = prio
+    r[2], r[3], r[4] = _rec_id(h0), _rec_mode(m0), o0
+    r[5], r[6], r[7] = _rec_id(h1), _rec_mode(m1), o1
+    r[8], r[9], r[10] = _rec_id(h2), _rec_mode(m2), o2
+    r[11] = 0
+    _rec_tasks += 1
+    count[0] += 1
+    return 0
+
+
+def record_start():
+    """Start recording the task graphs instead of submitting them (no StarPU needed).
+
+    Until :func:`record_stop`, the graph loops of ``_graphs`` append one record per task
+    (codelet key, priority, and per operand: data id, access mode 1 = R, 2 = W, 3 = RW,
+    owner node) and one per cache flush (key 0, data id), for every node, in submission
+    order. Use handles made by :meth:`TileHandles.recording`. Not thread-safe; refused
+    while StarPU runs in this process.
+    """
+    global _rec_on, _rec_n, _rec_tasks, _rec_oom, _rec_next_id
+    if _started:
+        raise RuntimeError("cannot record task graphs while StarPU is started")
+    if _rec_on:
+        raise RuntimeError("a recording is already in progress")
+    _rec_on, _rec_n, _rec_tasks, _rec_oom, _rec_next_id = True, 0, 0, False, 0
+
+
+def record_stop():
+    """Stop recording; return ``(records, tasks)``: an int64 array (n, REC_WIDTH) and
+    the number of task records. MemoryError when the recorder ran out of memory."""
+    global _rec_on, _rec_buf, _rec_n, _rec_cap
+    if not _rec_on:
+        raise RuntimeError("no recording in progress")
+    _rec_on = False
+    try:
+        if _rec_oom:
+            raise MemoryError("the task-graph recorder ran out of memory")
+        out = np.empty((_rec_n, REC_WIDTH), dtype=np.int64)
+        if _rec_n:
+            memcpy(<void *><uintptr_t>out.ctypes.data, _rec_buf, <size_t>_rec_n * REC_WIDTH * sizeof(int64_t))
+        return out, int(_rec_tasks)
+    finally:
+        free(_rec_buf)
+        _rec_buf, _rec_n, _rec_cap = NULL, 0, 0
+
+
+def record_width():
+    return REC_WIDTH
 
 
 cdef int CHKERR(int status, const char *call) except -1:
@@ -267,6 +362,8 @@ cdef int ins1(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
               void *arg, size_t arg_size, int me, int64_t *count) noexcept nogil:
     # a task on one tile runs on its owner only (no communication)
     cdef int rc
+    if _rec_on:
+        return _rec_task(cl, prio, m0, h0, o0, 0, NULL, 0, 0, NULL, 0, count)
     if o0 != me:
         return 0
     if arg != NULL:
@@ -288,6 +385,8 @@ cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
               int64_t *count) noexcept nogil:
     # a 2-operand task, if this rank runs or feeds it (plain insert when all local)
     cdef int rc
+    if _rec_on:
+        return _rec_task(cl, prio, m0, h0, o0, m1, h1, o1, 0, NULL, 0, count)
     if o0 == me and o1 == me:
         rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
     elif o0 == me or o1 == me:
@@ -305,6 +404,8 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
               int m2, starpu_data_handle_t h2, int64_t o2, int me,
               int64_t *count) noexcept nogil:
     cdef int rc
+    if _rec_on:
+        return _rec_task(cl, prio, m0, h0, o0, m1, h1, o1, m2, h2, o2, count)
     if o0 == me and o1 == me and o2 == me:
         rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, m2, h2, <int>0)
     elif o0 == me or o1 == me or o2 == me:
@@ -319,13 +420,21 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
 
 cdef void cache_flush(starpu_data_handle_t h) noexcept nogil:
     # drop received copies of h (every rank, at the same point of the submission)
+    cdef int64_t *r
+    if _rec_on:
+        if h != NULL:
+            r = _rec_slot()
+            if r != NULL:
+                r[0], r[1], r[2] = 0, 0, _rec_id(h)
+                r[3] = r[4] = r[5] = r[6] = r[7] = r[8] = r[9] = r[10] = r[11] = 0
+        return
     if h != NULL:
         starpu_mpi_cache_flush(_comm, h)
 
 
 cdef void release_submit(starpu_data_handle_t h) noexcept nogil:
     # unregister h once the tasks submitted on it are done
-    if h != NULL:
+    if h != NULL and not _rec_on:
         starpu_data_unregister_submit(h)
 
 
@@ -333,7 +442,7 @@ cdef void write_back(starpu_data_handle_t h) noexcept nogil:
     # h is final once the tasks submitted on it are done: copy it back to its home (host)
     # memory as soon as the bus is idle, so that the unregistration finds it there (GPU
     # runs; on CPU workers the tile never left its home)
-    if h != NULL:
+    if h != NULL and not _rec_on:
         starpu_data_wont_use(h)
 
 
@@ -357,6 +466,7 @@ cdef class TileHandles:
     def __cinit__(self):
         self.h = NULL
         self.own = NULL
+        self.recorded = False
 
     def __init__(self, int64_t[:, ::1] owners, object tiles, int64_t[::1] rows,
                  int64_t[::1] cols, int64_t tag_base, object stored, bint lazy=False,
@@ -408,9 +518,52 @@ cdef class TileHandles:
                 starpu_mpi_data_register_comm(self.h[i * nt + j], tag_base + i * nt + j,
                                               <int>o, _comm)
 
+    @staticmethod
+    def recording(int64_t[:, ::1] owners, int64_t[::1] rows, int64_t[::1] cols,
+                  object stored, int elemsize=8):
+        """Handles for the graph recorder (:func:`record_start`): no StarPU, no data.
+
+        Tile (i, j) with ``stored[i, j]`` gets the data id ``first + i * nt + j``, where
+        ``first`` is the attribute ``first_id`` (ids count up from 0 over the handles
+        made since :func:`record_start`); its owner is ``owners[i, j]``. Returns the
+        TileHandles; ``ids`` (int64 (mt, nt), -1 where not stored) names its data.
+        """
+        global _rec_next_id
+        if not _rec_on:
+            raise RuntimeError("TileHandles.recording needs record_start() first")
+        cdef int mt = owners.shape[0], nt = owners.shape[1]
+        cdef int i, j
+        cdef unsigned char[:, ::1] keep = np.ascontiguousarray(stored, dtype=np.uint8)
+        if keep.shape[0] != mt or keep.shape[1] != nt or rows.shape[0] != mt \
+                or cols.shape[0] != nt:
+            raise ValueError(f"stored, rows and cols must match owners ({mt} x {nt})")
+        cdef TileHandles self = TileHandles.__new__(TileHandles)
+        self.mt, self.nt, self.elemsize = mt, nt, elemsize
+        self.recorded = True
+        self.h = <starpu_data_handle_t *>malloc(<size_t>mt * nt * sizeof(starpu_data_handle_t))
+        self.own = <int64_t *>malloc(<size_t>mt * nt * sizeof(int64_t))
+        if self.h == NULL or self.own == NULL:
+            raise MemoryError()
+        ids = np.full((mt, nt), -1, dtype=np.int64)
+        cdef int64_t[:, ::1] iv = ids
+        for i in range(mt):
+            for j in range(nt):
+                self.own[i * nt + j] = owners[i, j]
+                if keep[i, j]:
+                    iv[i, j] = _rec_next_id + <int64_t>i * nt + j
+                    self.h[i * nt + j] = <starpu_data_handle_t><uintptr_t>(iv[i, j] + 1)
+                else:
+                    self.h[i * nt + j] = NULL
+        self.tiles = {"first_id": _rec_next_id, "ids": ids}
+        _rec_next_id += <int64_t>mt * nt
+        return self
+
     def unregister(self):
         """Unregister every handle (data comes back to the owners' arrays). Idempotent."""
         cdef int i
+        if self.h != NULL and self.recorded:
+            free(self.h)
+            self.h = NULL
         if self.h != NULL:
             if _started:
                 with nogil:

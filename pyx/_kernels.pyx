@@ -391,6 +391,18 @@ def codelet_addresses(str precision="d"):
             "gemm0": <uintptr_t>c.gemm0, "add": <uintptr_t>c.add}
 
 
+def graph_codelet_addresses(str precision="d"):
+    """``{name: address}`` of every codelet the task graphs insert (the Cholesky's, the
+    residual's and the solve's: ``trsm_fwd``, ``gemm_fwd``, ``trsm_bwd``, ``gemm_bwd``),
+    for the graph recorder (``starchol.linalg.simulate``: a record's kernel key is its
+    codelet's address)."""
+    out = codelet_addresses(precision)
+    cdef Codelets *c = &_sets[1 if precision == "s" else 0]
+    out.update({"trsm_fwd": <uintptr_t>c.trsm_fwd, "gemm_fwd": <uintptr_t>c.gemm_fwd,
+                "trsm_bwd": <uintptr_t>c.trsm_bwd, "gemm_bwd": <uintptr_t>c.gemm_bwd})
+    return out
+
+
 cdef Codelets *codelets(bint single) noexcept nogil:
     """The codelets of one precision: float32 when ``single``, else float64."""
     return &_sets[1 if single else 0]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up starchol on a fresh Debian/Ubuntu machine; safe to run again (idempotent).
 #   1. system packages with apt-get, only those missing: StarPU 1.3 + StarPU-MPI, Open MPI,
-#      OpenBLAS, LAPACKE, FxT, hwloc, pkg-config, a C compiler, Python headers and venv;
+#      OpenBLAS, LAPACKE, FxT, hwloc, pkg-config, a C compiler, Python headers and venv,
+#      SimGrid's C++ library (libsimgrid-dev, for `starchol simulate`);
 #   2. StarPU built by the project (scripts/build-starpu.sh: Debian's 1.3.10 source with
 #      256 CPU workers per process, StarPU-MPI, FxT traces, CUDA when nvcc + cuBLAS are
 #      found), cached under build/starpu or $STARCHOL_STARPU_CACHE. Instead:
@@ -22,7 +23,7 @@ PYTHON=${PYTHON:-python3}
 say() { printf 'setup: %s\n' "$*" >&2; }
 
 SYSTEM_PACKAGES=(libstarpu-dev openmpi-bin libopenmpi-dev libopenblas-dev liblapacke-dev
-                 pkg-config gcc g++ make libfxt-dev libhwloc-dev hwloc patch)
+                 pkg-config gcc g++ make libfxt-dev libhwloc-dev hwloc patch libsimgrid-dev)
 if ! command -v "$PYTHON" >/dev/null 2>&1 || [ "$(command -v "$PYTHON")" = /usr/bin/python3 ]; then
     SYSTEM_PACKAGES+=(python3 python3-venv python3-dev)
 fi

@@ -42,7 +42,9 @@ def test_module_subcommands_follow_build_flags():
     assert _flags("modules") == [n.rpartition(".")[2] for n, _ in build_flags.RUNTIME_MODULES]
     name, sources = build_flags.GPU_MODULE
     assert _flags("gpu-module") == [name.rpartition(".")[2], *sources]
-    assert build_flags.module_names() == ["_binding", "_kernels", "_graphs", "_gpu"]
+    name, sources = build_flags.SIM_MODULE
+    assert _flags("sim-module") == [name.rpartition(".")[2], *sources]
+    assert build_flags.module_names() == ["_binding", "_kernels", "_graphs", "_gpu", "_sim"]
     # every pyx/*.pyx is one of them
     pyx = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROOT, "pyx", "*.pyx")))
     assert pyx == sorted(build_flags.module_names())

@@ -13,6 +13,7 @@ cdef class TileHandles:
     cdef readonly int nt
     cdef readonly int elemsize
     cdef readonly object tiles
+    cdef readonly bint recorded
     cdef object __weakref__
 
 

@@ -1,0 +1,190 @@
+"""The task graphs of a run, recorded without running them (for the simulator).
+
+The graphs come from the one place that defines them, the compiled loops of
+``starchol.runtime._graphs`` (Cholesky 2D/2.5D, solve): the binding's recorder
+(``_binding.record_start``) turns their task insertions and cache flushes into records
+instead of StarPU calls, for every node at once, and no StarPU is started. This module
+sets the loops up as :func:`~starchol.linalg.cholesky.cholesky` and
+:meth:`~starchol.linalg.cholesky.Factor.solve` do (the same owners, stored tiles and
+2.5D partial sums) and returns a :class:`TaskGraph`.
+
+Tiles are (i, j) = (tile row, tile column), lower triangle i >= j. Sizes are in
+entries (rows, cols), bytes, flops.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cholesky import partial_mask
+from .distributed import layout
+from .volume import DOUBLE_BYTES, tile_extents
+
+#: a record's columns: see pyx/starchol_sim.h (key, priority, then 3 x (data, mode, owner))
+REC_WIDTH = 12
+#: the kernel of each codelet the graphs insert, for durations (2.5D's first updates
+#: and the solve's passes run the same BLAS/LAPACK calls)
+KERNEL_OF = {"potrf": "potrf", "trsm": "trsm", "syrk": "syrk", "syrk0": "syrk",
+             "gemm": "gemm", "gemm0": "gemm", "add": "add", "tril": "add",
+             "trsm_fwd": "trsm", "trsm_bwd": "trsm", "gemm_fwd": "gemm", "gemm_bwd": "gemm"}
+#: the kernels a node description gives speeds for
+KERNELS = ("potrf", "trsm", "syrk", "gemm", "add")
+
+
+@dataclass
+class TaskGraph:
+    """A recorded task graph.
+
+    Attributes
+    ----------
+    records : int64 (R, REC_WIDTH)
+        Tasks and cache flushes in submission order (pyx/starchol_sim.h).
+    codelet : int32 (T,)
+        Per task (flushes skipped), its codelet: an index into ``codelet_names``
+        (``gemm0``, ``trsm_fwd``, ...) and ``kernel_names`` (its kernel among
+        :data:`KERNELS`).
+    flops : float64 (T,)
+        Per task, its flops.
+    node : int64 (T,)
+        Per task, the node that runs it (the owner of the tile it writes).
+    data_bytes : int64 (D,)
+        Per datum (a tile of one matrix or 2.5D partial copy), bytes of one transfer.
+    nodes : int
+        P.
+    flops_total : float
+        Flops of the operation (N^3/3 for the Cholesky), for GFlop/s.
+    """
+    records: np.ndarray
+    codelet: np.ndarray
+    codelet_names: list
+    kernel_names: list
+    flops: np.ndarray
+    node: np.ndarray
+    data_bytes: np.ndarray
+    nodes: int
+    flops_total: float
+
+    @property
+    def tasks(self):
+        return len(self.flops)
+
+    def kernel_of_tasks(self):
+        """Per task, its kernel's index in :data:`KERNELS` (int64 (T,))."""
+        table = np.array([KERNELS.index(k) for k in self.kernel_names], dtype=np.int64)
+        return table[self.codelet] if len(table) else np.zeros(0, dtype=np.int64)
+
+
+class _Data:
+    """The data of the handles made during one recording: rows, cols per data id."""
+
+    def __init__(self):
+        self.rows, self.cols = [], []
+
+    def add(self, handles, rows, cols):
+        # ids count up from 0 over the handles of a recording: id = first + i * nt + j
+        if handles.tiles["first_id"] != sum(len(r) for r in self.rows):
+            raise RuntimeError("the recorder's data ids are not consecutive")
+        self.rows.append(np.repeat(rows, len(cols)))
+        self.cols.append(np.tile(cols, len(rows)))
+
+    def arrays(self):
+        return np.concatenate(self.rows), np.concatenate(self.cols)
+
+
+def _backend():
+    from ..runtime import _binding, _graphs, _kernels
+
+    return _binding, _graphs, _kernels
+
+
+def _finish(records, itemsize, data, nodes, flops_total):
+    _, _, k = _backend()
+    names = {v: n for n, v in k.graph_codelet_addresses("s" if itemsize == 4 else "d").items()}
+    tasks = records[records[:, 0] != 0]
+    keys, which = np.unique(tasks[:, 0], return_inverse=True)
+    key_names = [names[int(key)] for key in keys]
+    rows, cols = data.arrays()
+    modes, ids, owners = tasks[:, [3, 6, 9]], tasks[:, [2, 5, 8]], tasks[:, [4, 7, 10]]
+    wcol = np.argmax((modes & 2) != 0, axis=1)       # the operand the task writes
+    t = np.arange(len(tasks))
+    w = ids[t, wcol]
+    wr, wc = rows[w].astype(np.float64), cols[w].astype(np.float64)
+    r0 = cols[np.maximum(ids[:, 0], 0)].astype(np.float64)   # columns of the first operand
+    r1 = rows[np.maximum(ids[:, 1], 0)].astype(np.float64)   # rows of the second
+    flops = np.zeros(len(tasks))
+    for x, name in enumerate(key_names):
+        sel = which == x
+        if name == "potrf":
+            f = wr ** 3 / 3
+        elif name == "trsm":                         # L[m][k] = A[m][k] L[k][k]^-T
+            f = wr * wc ** 2
+        elif name in ("syrk", "syrk0"):              # A[n][n] -= L[n][k] L[n][k]^T
+            f = wr ** 2 * r0
+        elif name in ("gemm", "gemm0"):              # A[m][n] -= L[m][k] L[n][k]^T
+            f = 2 * wr * wc * r0
+        elif name in ("trsm_fwd", "trsm_bwd"):       # B[k] = L[k][k]^-1 B[k]
+            f = wr ** 2 * wc
+        elif name in ("gemm_fwd", "gemm_bwd"):       # B[m] -= L[.][.] B[k]
+            f = 2 * wr * wc * r1
+        else:                                        # add, tril: one flop per entry
+            f = wr * wc
+        flops[sel] = f[sel]
+    return TaskGraph(records=np.ascontiguousarray(records),
+                     codelet=which.astype(np.int32), codelet_names=key_names,
+                     kernel_names=[KERNEL_OF[n] for n in key_names], flops=flops,
+                     node=np.asarray(owners[t, wcol], dtype=np.int64),
+                     data_bytes=(rows * cols * int(itemsize)).astype(np.int64),
+                     nodes=int(nodes), flops_total=float(flops_total))
+
+
+def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):
+    """The task graph of ``cholesky(A, tile_map)`` on an n x n matrix in nb x nb tiles,
+    as the runtime would run it (every node's tasks). ``flush``: drop received copies
+    once read (the default of :func:`~starchol.linalg.cholesky.cholesky`)."""
+    b, g, _ = _backend()
+    rows = tile_extents(n, nb)
+    nt = len(rows)
+    so = np.ascontiguousarray(tile_map.owner_maps(nt), dtype=np.int64)
+    c = so.shape[0]
+    owners, stored = layout(tile_map, n, nb, "symmetric")
+    data = _Data()
+    b.record_start()
+    try:
+        home = b.TileHandles.recording(np.ascontiguousarray(owners, dtype=np.int64), rows,
+                                       rows, stored, itemsize)
+        data.add(home, rows, rows)
+        partials = []
+        for s in range(c if c > 1 else 0):
+            h = b.TileHandles.recording(so[s], rows, rows, partial_mask(nt, c, s), itemsize)
+            data.add(h, rows, rows)
+            partials.append(h)
+        info = np.zeros(nt, dtype=np.int64)
+        g.cholesky(home, partials, so, info, flush, 0, nt, False)
+    finally:
+        records, _ = b.record_stop()
+    return _finish(records, itemsize, data, tile_map.nodes, n ** 3 / 3.0)
+
+
+def record_solve(tile_map, n, nb, nrhs, itemsize=DOUBLE_BYTES, which="both"):
+    """The task graph of the solve L L^T X = B after ``cholesky`` (``which``: ``"both"``,
+    ``"forward"`` or ``"backward"``), B n x nrhs, as :meth:`Factor.solve` runs it."""
+    if which not in ("both", "forward", "backward"):
+        raise ValueError(f"which must be 'both', 'forward' or 'backward', got {which!r}")
+    b, g, _ = _backend()
+    rows = tile_extents(n, nb)
+    cols = tile_extents(nrhs, nb)
+    lo, ls = layout(tile_map, n, nb, "symmetric")
+    bo, bs = layout(tile_map, n, nb, "rhs", nrhs)
+    data = _Data()
+    b.record_start()
+    try:
+        hl = b.TileHandles.recording(np.ascontiguousarray(lo, dtype=np.int64), rows, rows,
+                                     ls, itemsize)
+        data.add(hl, rows, rows)
+        hb = b.TileHandles.recording(np.ascontiguousarray(bo, dtype=np.int64), rows, cols,
+                                     bs, itemsize)
+        data.add(hb, rows, cols)
+        g.solve(hl, hb, forward=which != "backward", backward=which != "forward")
+    finally:
+        records, _ = b.record_stop()
+    passes = 2 if which == "both" else 1
+    return _finish(records, itemsize, data, tile_map.nodes, passes * float(n) ** 2 * nrhs)

@@ -1,0 +1,403 @@
+/* starchol_sim: replay a recorded starchol task graph on SimGrid (see starchol_sim.h).
+ *
+ * 1. Dependencies, from the records in submission order (StarPU's sequential
+ *    consistency per data handle): a task depends on the last writer of each datum it
+ *    reads (RAW), and a task that writes a datum on its last writer (WAW) and on every
+ *    reader since (WAR). A task runs on the owner of the datum it writes. A datum read
+ *    on another node than its owner arrives by a transfer (owner -> reader's node) that
+ *    starts when its version is written; with the cache on, one transfer per (version,
+ *    node) until a cache flush of that datum, with it off one per (task, operand) --
+ *    the rules of linalg/volume.py. A transfer reads the datum on its owner (a later
+ *    write waits for it).
+ * 2. Simulation on SimGrid, without actors: every activity is started from the
+ *    completion callback of the one that made it ready. A node's W workers take its
+ *    ready tasks highest priority first (ties: submission order), as StarPU's prio
+ *    scheduler does; a transfer starts as soon as its datum is written.
+ */
+#include "starchol_sim.h"
+
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <cstdio>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+struct Graph {
+  int64_t ntasks = 0;
+  std::vector<int32_t> task_node;                  // per task
+  std::vector<int64_t> prio;                       // per task
+  std::vector<int32_t> xfer_src, xfer_dst;         // per transfer
+  std::vector<int64_t> xfer_bytes;
+  std::vector<int64_t> indeg;                      // per event (tasks, then transfers)
+  std::vector<int64_t> succ_start, succ;           // CSR of successors
+  std::vector<int64_t> order;                      // a topological order of the events
+};
+
+struct DataState {
+  int64_t last_writer = -1;
+  std::vector<int64_t> readers;                    // events that read it since the write
+  std::vector<std::pair<int32_t, int64_t>> cached; // (node, transfer) of this version
+};
+
+int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
+{
+  g.ntasks = in->ntasks;
+  g.task_node.assign(in->ntasks, -1);
+  g.prio.assign(in->ntasks, 0);
+  std::vector<DataState> data(in->ndata);
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  edges.reserve(in->ntasks * 3);
+  g.order.reserve(in->ntasks * 2);
+  int64_t t = 0;
+  auto new_transfer = [&](int64_t d, int32_t src, int32_t dst) {
+    int64_t x = in->ntasks + (int64_t)g.xfer_src.size();
+    g.xfer_src.push_back(src);
+    g.xfer_dst.push_back(dst);
+    g.xfer_bytes.push_back(in->data_bytes[d]);
+    if (data[d].last_writer >= 0)
+      edges.emplace_back(data[d].last_writer, x);
+    data[d].readers.push_back(x);
+    g.order.push_back(x);
+    return x;
+  };
+  for (int64_t r = 0; r < in->nrec; r++) {
+    const int64_t* rec = in->rec + r * STARCHOL_REC_WIDTH;
+    if (rec[0] == 0) {                             // cache flush
+      int64_t d = rec[2];
+      if (d < 0 || d >= in->ndata) {
+        snprintf(err, errlen, "record %lld: flush of data %lld outside 0..%lld",
+                 (long long)r, (long long)d, (long long)in->ndata - 1);
+        return 1;
+      }
+      data[d].cached.clear();
+      continue;
+    }
+    if (t >= in->ntasks) {
+      snprintf(err, errlen, "more task records than ntasks = %lld", (long long)in->ntasks);
+      return 1;
+    }
+    // the node that runs it: the owner of the datum it writes
+    int32_t node = -1;
+    for (int k = 0; k < 3; k++) {
+      int64_t d = rec[2 + 3 * k], mode = rec[3 + 3 * k], own = rec[4 + 3 * k];
+      if (d < 0)
+        continue;
+      if (d >= in->ndata || own < 0 || own >= in->nodes) {
+        snprintf(err, errlen, "record %lld: data %lld or owner %lld out of range",
+                 (long long)r, (long long)d, (long long)own);
+        return 1;
+      }
+      if (mode & STARCHOL_MODE_W)
+        node = (int32_t)own;
+    }
+    if (node < 0) {
+      snprintf(err, errlen, "record %lld: a task that writes no datum", (long long)r);
+      return 1;
+    }
+    g.task_node[t] = node;
+    g.prio[t] = rec[1];
+    for (int k = 0; k < 3; k++) {
+      int64_t d = rec[2 + 3 * k], mode = rec[3 + 3 * k];
+      int32_t own = (int32_t)rec[4 + 3 * k];
+      if (d < 0)
+        continue;
+      DataState& s = data[d];
+      if (mode & STARCHOL_MODE_W) {
+        if (own != node) {
+          snprintf(err, errlen, "record %lld: writes data owned by another node", (long long)r);
+          return 1;
+        }
+        if (s.last_writer >= 0)
+          edges.emplace_back(s.last_writer, t);
+        for (int64_t x : s.readers)
+          if (x != t)
+            edges.emplace_back(x, t);
+        s.last_writer = t;
+        s.readers.clear();
+        s.cached.clear();                          // a new version
+      } else if (own != node) {                    // a remote read
+        int64_t x = -1;
+        if (in->cache)
+          for (auto& c : s.cached)
+            if (c.first == node)
+              x = c.second;
+        if (x < 0) {
+          x = new_transfer(d, own, node);
+          if (in->cache)
+            s.cached.emplace_back(node, x);
+        }
+        edges.emplace_back(x, t);
+      } else {                                     // a local read
+        if (s.last_writer >= 0)
+          edges.emplace_back(s.last_writer, t);
+        s.readers.push_back(t);
+      }
+    }
+    g.order.push_back(t);
+    t++;
+  }
+  if (t != in->ntasks) {
+    snprintf(err, errlen, "%lld task records, ntasks = %lld", (long long)t, (long long)in->ntasks);
+    return 1;
+  }
+  int64_t nev = in->ntasks + (int64_t)g.xfer_src.size();
+  g.indeg.assign(nev, 0);
+  g.succ_start.assign(nev + 1, 0);
+  for (auto& e : edges) {
+    g.succ_start[e.first + 1]++;
+    g.indeg[e.second]++;
+  }
+  for (int64_t i = 0; i < nev; i++)
+    g.succ_start[i + 1] += g.succ_start[i];
+  g.succ.resize(edges.size());
+  std::vector<int64_t> fill(g.succ_start.begin(), g.succ_start.end() - 1);
+  for (auto& e : edges)
+    g.succ[fill[e.first]++] = e.second;
+  return 0;
+}
+
+struct ReadyKey {
+  int64_t prio;
+  int64_t task;
+  bool operator<(const ReadyKey& o) const
+  {
+    // std::priority_queue pops the largest: highest priority, then earliest submitted
+    return prio < o.prio || (prio == o.prio && task > o.task);
+  }
+};
+
+struct Sim {
+  const starchol_sim_input* in;
+  starchol_sim_output* out;
+  Graph* g;
+  std::vector<sg4::Host*> hosts;
+  std::vector<std::priority_queue<ReadyKey>> ready;
+  std::vector<std::vector<int32_t>> free_workers;
+  std::vector<int64_t> indeg;
+  std::unordered_map<const sg4::Activity*, std::pair<sg4::ActivityPtr, int64_t>> running;
+  std::vector<sg4::ActivityPtr> graveyard;
+  int64_t done = 0;
+  double speed = 1e9;                              // flop/s of a worker: time = flops / speed
+
+  void start_tasks(int32_t node)
+  {
+    auto& q = ready[node];
+    auto& w = free_workers[node];
+    while (not q.empty() and not w.empty()) {
+      int64_t t = q.top().task;
+      q.pop();
+      int32_t worker = w.back();
+      w.pop_back();
+      out->worker[t] = worker;
+      out->start[t] = sg4::Engine::get_clock();
+      sg4::ExecPtr e = sg4::Exec::init();
+      e->set_flops_amount(in->duration[t] * speed)->set_host(hosts[node]);
+      running.emplace(e.get(), std::make_pair(sg4::ActivityPtr(e), t));
+      e->start();
+    }
+  }
+
+  // a ready task joins its node's queue (the caller then starts tasks on `touched`
+  // nodes, so that all tasks made ready at once compete by priority); a ready transfer
+  // starts
+  void make_ready(int64_t ev, std::vector<int32_t>& touched)
+  {
+    if (ev < g->ntasks) {
+      int32_t node = g->task_node[ev];
+      ready[node].push(ReadyKey{g->prio[ev], ev});
+      touched.push_back(node);
+    } else {
+      int64_t x = ev - g->ntasks;
+      sg4::CommPtr c = sg4::Comm::sendto_init(hosts[g->xfer_src[x]], hosts[g->xfer_dst[x]]);
+      c->set_payload_size(g->xfer_bytes[x]);
+      running.emplace(c.get(), std::make_pair(sg4::ActivityPtr(c), ev));
+      c->start();
+    }
+  }
+
+  void completed(const sg4::Activity& a)
+  {
+    auto it = running.find(&a);
+    if (it == running.end())
+      return;
+    int64_t ev = it->second.second;
+    // SimGrid still uses the activity after this callback: keep it alive until the
+    // next completion (the previous one is then done with)
+    graveyard.clear();
+    graveyard.push_back(it->second.first);
+    running.erase(it);
+    if (ev < g->ntasks) {
+      int32_t node = g->task_node[ev];
+      out->end[ev] = sg4::Engine::get_clock();
+      free_workers[node].push_back(out->worker[ev]);
+      done++;
+      if (in->progress != nullptr && in->progress_every > 0 && done % in->progress_every == 0)
+        in->progress(in->progress_ctx, done, g->ntasks);
+    } else {
+      int64_t x = ev - g->ntasks;
+      out->pair_bytes[(int64_t)g->xfer_src[x] * in->nodes + g->xfer_dst[x]] += g->xfer_bytes[x];
+    }
+    std::vector<int32_t> touched;
+    if (ev < g->ntasks)
+      touched.push_back(g->task_node[ev]);
+    for (int64_t i = g->succ_start[ev]; i < g->succ_start[ev + 1]; i++) {
+      int64_t s = g->succ[i];
+      if (--indeg[s] == 0)
+        make_ready(s, touched);
+    }
+    for (int32_t node : touched)
+      start_tasks(node);
+  }
+};
+
+double transfer_time(const starchol_sim_input* in, int32_t a, int32_t b, int64_t bytes)
+{
+  double bw  = std::min(in->bandwidth[a], in->bandwidth[b]);
+  double lat = in->latency[a] + in->latency[b];
+  if (in->backbone_bandwidth > 0) {
+    bw = std::min(bw, in->backbone_bandwidth);
+    lat += in->backbone_latency;
+  }
+  return lat + (double)bytes / bw;
+}
+
+void critical_paths(const starchol_sim_input* in, const Graph& g, starchol_sim_output* out)
+{
+  int64_t nev = (int64_t)g.indeg.size();
+  std::vector<double> a(nev, 0.0), b(nev, 0.0);   // longest finish: no comm, with comm
+  double best_a = 0, best_b = 0;
+  for (int64_t ev : g.order) {
+    double wa = 0, wb = 0;
+    if (ev < g.ntasks) {
+      wa = wb = in->duration[ev];
+    } else {
+      int64_t x = ev - g.ntasks;
+      wb = transfer_time(in, g.xfer_src[x], g.xfer_dst[x], g.xfer_bytes[x]);
+    }
+    a[ev] += wa;
+    b[ev] += wb;
+    best_a = std::max(best_a, a[ev]);
+    best_b = std::max(best_b, b[ev]);
+    for (int64_t i = g.succ_start[ev]; i < g.succ_start[ev + 1]; i++) {
+      int64_t s = g.succ[i];
+      a[s] = std::max(a[s], a[ev]);
+      b[s] = std::max(b[s], b[ev]);
+    }
+  }
+  out->critical_path = best_a;
+  out->critical_path_comm = best_b;
+}
+
+}  // namespace
+
+static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char* err,
+                    int errlen)
+{
+  Graph g;
+  if (build_graph(in, g, err, errlen) != 0)
+    return 1;
+  out->ntransfers = (int64_t)g.xfer_src.size();
+  critical_paths(in, g, out);
+
+  // SimGrid: one engine per process (the caller runs each simulation in a process of
+  // its own). CM02 without TCP window or cross traffic: a transfer alone on its route
+  // takes the sum of the latencies plus bytes / the smallest bandwidth.
+  int argc = 2;
+  char name[] = "starchol-simulate";
+  char quiet[] = "--log=root.thr:critical";
+  char* argv[] = {name, quiet, nullptr};
+  sg4::Engine e(&argc, argv);
+  sg4::Engine::set_config("network/model:CM02");
+  sg4::Engine::set_config("network/crosstraffic:0");
+  sg4::Engine::set_config("network/TCP-gamma:0");
+  sg4::Engine::set_config("network/latency-factor:1");
+  sg4::Engine::set_config("network/bandwidth-factor:1");
+  auto* zone = sg4::create_full_zone("starchol");
+  Sim sim;
+  sim.in = in;
+  sim.out = out;
+  sim.g = &g;
+  std::vector<sg4::SplitDuplexLink*> links;
+  for (int i = 0; i < in->nodes; i++) {
+    auto* h = zone->create_host("node" + std::to_string(i), sim.speed);
+    h->set_core_count(in->cores[i]);
+    h->seal();
+    sim.hosts.push_back(h);
+    auto* l = zone->create_split_duplex_link("link" + std::to_string(i), in->bandwidth[i]);
+    l->set_latency(in->latency[i]);
+    l->seal();
+    links.push_back(l);
+  }
+  sg4::Link* backbone = nullptr;
+  if (in->backbone_bandwidth > 0) {
+    backbone = zone->create_link("backbone", in->backbone_bandwidth);
+    backbone->set_latency(in->backbone_latency);
+    backbone->seal();
+  }
+  using D = sg4::LinkInRoute::Direction;
+  for (int i = 0; i < in->nodes; i++)
+    for (int j = 0; j < in->nodes; j++) {
+      if (i == j)
+        continue;
+      std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(links[i], D::UP)};
+      if (backbone != nullptr)
+        route.emplace_back(backbone);
+      route.emplace_back(links[j], D::DOWN);
+      zone->add_route(sim.hosts[i]->get_netpoint(), sim.hosts[j]->get_netpoint(), nullptr,
+                      nullptr, route, false);
+    }
+  zone->seal();
+
+  sim.ready.resize(in->nodes);
+  sim.free_workers.resize(in->nodes);
+  for (int i = 0; i < in->nodes; i++)
+    for (int w = in->cores[i] - 1; w >= 0; w--)
+      sim.free_workers[i].push_back(w);
+  sim.indeg = g.indeg;
+  for (int64_t i = 0; i < g.ntasks; i++) {
+    out->node[i] = g.task_node[i];
+    out->start[i] = out->end[i] = -1;
+    out->worker[i] = -1;
+  }
+  sg4::Activity::on_completion_cb([&sim](const sg4::Activity& a) { sim.completed(a); });
+  std::vector<int32_t> touched;
+  for (int64_t ev : g.order)
+    if (sim.indeg[ev] == 0)
+      sim.make_ready(ev, touched);
+  for (int i = 0; i < in->nodes; i++)
+    sim.start_tasks(i);
+  e.run();
+  if (sim.done != g.ntasks) {
+    snprintf(err, errlen, "the simulation stopped with %lld of %lld tasks done (a cycle in "
+             "the graph?)", (long long)sim.done, (long long)g.ntasks);
+    return 1;
+  }
+  out->makespan = sg4::Engine::get_clock();
+  for (int i = 0; i < in->nodes; i++)
+    out->busy[i] = 0;
+  for (int64_t i = 0; i < g.ntasks; i++)
+    out->busy[g.task_node[i]] += in->duration[i];
+  return 0;
+}
+
+extern "C" int starchol_simulate(const starchol_sim_input* in, starchol_sim_output* out,
+                                 char* err, int errlen)
+{
+  err[0] = '\0';
+  try {
+    return simulate(in, out, err, errlen);
+  } catch (const std::exception& exc) {
+    snprintf(err, errlen, "SimGrid: %s", exc.what());
+  } catch (...) {
+    snprintf(err, errlen, "SimGrid: an unknown C++ exception");
+  }
+  return 1;
+}

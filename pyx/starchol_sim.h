@@ -1,0 +1,69 @@
+/* starchol_sim: replay a recorded starchol task graph on SimGrid (C++ S4U API).
+ *
+ * The graph is what the compiled graph loops (_graphs.pyx) inserted, recorded by the
+ * binding instead of StarPU (one record per task or cache flush, in submission order,
+ * see _binding.pyx, "recording"). This file derives the dependencies the way StarPU's
+ * sequential consistency and StarPU-MPI's receive cache do, then runs them on a SimGrid
+ * platform built in code: one host per node with W cores, one split-duplex link per
+ * node (and an optional shared backbone), list scheduling per node by priority.
+ * Units: seconds, bytes, bytes per second.
+ */
+#ifndef STARCHOL_SIM_H
+#define STARCHOL_SIM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* one record of the graph recorder: REC_WIDTH int64 */
+#define STARCHOL_REC_WIDTH 12
+/* record[0]: 0 = cache flush of data record[2]; else the task's kernel (codelet) key */
+/* record[1]: priority; record[2 + 3 k .. 4 + 3 k]: data id, access mode, owner node */
+#define STARCHOL_MODE_R 1
+#define STARCHOL_MODE_W 2
+
+typedef struct {
+    /* graph */
+    int64_t nrec;                 /* records */
+    const int64_t *rec;           /* nrec x STARCHOL_REC_WIDTH */
+    int64_t ntasks;               /* task records (the others are flushes) */
+    const double *duration;       /* per task (in record order, flushes skipped): seconds */
+    const int64_t *data_bytes;    /* per data id: bytes of one transfer */
+    int64_t ndata;
+    int cache;                    /* StarPU-MPI receive cache on (1) or off (0) */
+    /* platform */
+    int nodes;
+    const int *cores;             /* per node: workers */
+    const double *bandwidth;      /* per node link (each direction): bytes/s */
+    const double *latency;        /* per node link: s */
+    double backbone_bandwidth;    /* <= 0: no backbone */
+    double backbone_latency;
+    /* progress: called every progress_every completed tasks (may be NULL) */
+    void (*progress)(void *ctx, int64_t done, int64_t total);
+    void *progress_ctx;
+    int64_t progress_every;
+} starchol_sim_input;
+
+typedef struct {
+    double makespan;              /* s */
+    double critical_path;         /* s: longest chain of task durations, transfers free */
+    double critical_path_comm;    /* s: the same with each transfer's uncontended time */
+    int64_t ntransfers;
+    double *start;                /* per task: s (caller allocates ntasks) */
+    double *end;                  /* per task: s */
+    int32_t *worker;              /* per task: worker index on its node */
+    int32_t *node;                /* per task: node that ran it */
+    int64_t *pair_bytes;          /* nodes x nodes: bytes sent from row to column */
+    double *busy;                 /* per node: sum of task durations, s */
+} starchol_sim_output;
+
+/* Returns 0, or non-zero with a message in err (bad graph, deadlock). */
+int starchol_simulate(const starchol_sim_input *in, starchol_sim_output *out, char *err,
+                      int errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

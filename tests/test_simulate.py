@@ -1,0 +1,210 @@
+"""The simulator (starchol.linalg.simulate, on SimGrid): bytes = the exact model per node
+pair, makespans worked out by hand, determinism, clear errors for bad platforms."""
+import json
+
+import numpy as np
+import pytest
+
+from starchol.distributions import CustomMap, get_map
+from starchol.errors import UsageError
+from starchol.linalg.platform import (NodeSpec, Platform, load_node, node_from_dict,
+                                      parse_bandwidth, parse_latency)
+from starchol.linalg.task_graph import record_cholesky, record_solve
+from starchol.linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+
+sim = pytest.importorskip("starchol.linalg.simulate")
+pytest.importorskip("starchol.runtime._sim")
+
+SPEEDS = {"potrf": 2.0, "trsm": 4.0, "syrk": 4.0, "gemm": 8.0, "add": 1.0}   # GFlop/s
+
+
+def _node(workers=2, **kw):
+    return NodeSpec(workers=workers, gflops={"float64": dict(SPEEDS),
+                                             "float32": {k: 2 * v for k, v in SPEEDS.items()}},
+                    **kw)
+
+
+def _platform(nodes, workers=2, bandwidth="10mbit", latency="0.1ms", **kw):
+    return Platform(node=_node(workers), nodes=nodes, bandwidth=parse_bandwidth(bandwidth),
+                    latency=parse_latency(latency), **kw)
+
+
+MAPS = [("2dbc", 6, {"grid": "2x3"}), ("sbc", 6, {}), ("sbc25d", 6, {"slices": 2}),
+        ("2dbc25d", 8, {"grid": "2x2", "slices": 2}), ("sym", 7, {})]
+
+
+@pytest.mark.parametrize("name,nodes,kw", MAPS)
+@pytest.mark.parametrize("cache", [True, False])
+def test_cholesky_bytes_equal_the_model_per_pair(name, nodes, kw, cache):
+    tile_map = get_map(name, nodes, **kw)
+    n, nb = 1100, 100                      # NT = 11, a smaller last tile
+    got = sim.simulate_cholesky(tile_map, n, nb, _platform(nodes), cache=cache)
+    want = transfer_pairs_bytes(tile_map, n, nb, cache=cache)
+    np.testing.assert_array_equal(got.pair_bytes, want)
+    assert got.bytes == want.sum() > 0
+    assert got.tasks == record_cholesky(tile_map, n, nb).tasks
+
+
+def test_custom_map_and_float32_bytes_equal_the_model():
+    tile_map = CustomMap([[0, 1, 2], [2, 0, 1], [1, 2, 0]])
+    got = sim.simulate_cholesky(tile_map, 700, 64, _platform(3), dtype="float32")
+    np.testing.assert_array_equal(got.pair_bytes,
+                                  transfer_pairs_bytes(tile_map, 700, 64, itemsize=4))
+
+
+@pytest.mark.parametrize("which", ["both", "forward", "backward"])
+@pytest.mark.parametrize("cache", [True, False])
+def test_solve_bytes_equal_the_model_per_pair(which, cache):
+    tile_map = get_map("sbc25d", 6, slices=2)
+    got = sim.simulate_solve(tile_map, 900, 100, 150, _platform(6), which=which,
+                             cache=cache)
+    np.testing.assert_array_equal(
+        got.pair_bytes, solve_transfer_pairs_bytes(tile_map, 900, 100, 150, cache=cache,
+                                                   which=which))
+
+
+def test_chain_of_tasks_on_one_worker():
+    """NT = 2 on one node, one worker: POTRF, TRSM, SYRK, POTRF one after the other."""
+    nb = 100
+    got = sim.simulate_cholesky(get_map("2dbc", 1), 2 * nb, nb, _platform(1, workers=1))
+    f = nb ** 3
+    want = (f / 3 / 2e9) + (f / 4e9) + (f / 4e9) + (f / 3 / 2e9)
+    assert got.makespan_s == pytest.approx(want, rel=1e-9)
+    assert got.critical_path_s == pytest.approx(want, rel=1e-9)
+    assert list(got.worker) == [0, 0, 0, 0]
+    np.testing.assert_allclose(np.diff(got.start), [f / 3 / 2e9, f / 4e9, f / 4e9])
+    assert got.busy[0] == pytest.approx(1.0)
+    assert got.gflops == pytest.approx((2 * nb) ** 3 / 3 / want / 1e9)
+
+
+def test_one_transfer_over_a_link_of_known_bandwidth_and_latency():
+    """2dbc 2x1, NT = 2: L[0][0] goes from node 0 to node 1 once (latency of both
+    links + bytes / bandwidth), then TRSM, SYRK, POTRF on node 1."""
+    nb = 100
+    plat = _platform(2, workers=1, bandwidth=1e6, latency=0.01)
+    got = sim.simulate_cholesky(get_map("2dbc", 2, grid="2x1"), 2 * nb, nb, plat)
+    f = nb ** 3
+    transfer = 2 * 0.01 + nb * nb * 8 / 1e6
+    want = f / 3 / 2e9 + transfer + f / 4e9 + f / 4e9 + f / 3 / 2e9
+    assert got.transfers == 1
+    assert got.pair_bytes.tolist() == [[0, nb * nb * 8], [0, 0]]
+    assert got.makespan_s == pytest.approx(want, rel=1e-9)
+    assert got.critical_path_comm_s == pytest.approx(want, rel=1e-9)
+    # a backbone in the route: its latency adds, its bandwidth caps
+    slow = sim.simulate_cholesky(get_map("2dbc", 2, grid="2x1"), 2 * nb, nb, Platform(
+        node=_node(1), nodes=2, bandwidth=1e6, latency=0.01, backbone_bandwidth=5e5,
+        backbone_latency=0.5))
+    assert slow.makespan_s == pytest.approx(want - transfer + 0.52 + nb * nb * 8 / 5e5,
+                                            rel=1e-9)
+
+
+def test_priorities_order_ready_tasks():
+    """One worker, NT = 4: POTRF(0) (priority 8), TRSM(1,0) (7), TRSM(2,0) (6), then the
+    updates of column 1 (one priority per column: 2 NT - 2 k - 2 n = 6; SYRK(1,1) was
+    submitted first), then POTRF(1) (2 NT - 2 k = 6, submitted later) before TRSM(3,0)
+    (5): ready tasks by priority, ties by submission."""
+    got = sim.simulate_cholesky(get_map("2dbc", 1), 400, 100, _platform(1, workers=1))
+    graph = record_cholesky(get_map("2dbc", 1), 400, 100)
+    prio = graph.records[graph.records[:, 0] != 0][:, 1]
+    order = np.argsort(got.start, kind="stable")
+    assert [graph.codelet_names[graph.codelet[t]] for t in order[:6]] == \
+        ["potrf", "trsm", "trsm", "syrk", "gemm", "potrf"]
+    assert list(prio[order[:6]]) == [8, 7, 6, 6, 6, 6]
+
+
+def test_same_inputs_same_result():
+    tile_map = get_map("sbc", 6)
+    a = sim.simulate_cholesky(tile_map, 1500, 100, _platform(6))
+    b = sim.simulate_cholesky(tile_map, 1500, 100, _platform(6))
+    assert a.makespan_s == b.makespan_s
+    for key in ("start", "end", "worker", "node", "pair_bytes", "busy"):
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
+
+
+def test_more_bandwidth_never_slower_and_compute_bound_limit():
+    tile_map = get_map("2dbc", 4, grid="2x2")
+    slow = sim.simulate_cholesky(tile_map, 1600, 100, _platform(4, bandwidth="10mbit"))
+    fast = sim.simulate_cholesky(tile_map, 1600, 100, _platform(4, bandwidth="1000Gbit",
+                                                                latency=0))
+    assert fast.makespan_s < slow.makespan_s
+    # infinite network: bounded below by the critical path and by the busiest node
+    assert fast.makespan_s >= fast.critical_path_s * (1 - 1e-9)
+    assert fast.busy.max() <= 1 + 1e-9
+
+
+def test_platform_nodes_must_match_the_map():
+    with pytest.raises(ValueError, match="the graph has 6 nodes, the platform 4"):
+        sim.simulate_graph(record_cholesky(get_map("sbc", 6), 500, 100), _platform(4))
+
+
+# -- bad platform input: clear errors ---------------------------------------------------
+GOOD = {"workers": 2, "gflops": {"float64": dict(SPEEDS)}}
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"workers": 0}, "workers must be an integer >= 1"),
+    ({"workers": "2"}, "workers must be an integer >= 1"),
+    ({"gflops": {"float64": {**SPEEDS, "gemm": -1}}}, r"gflops.float64.gemm must be a number"),
+    ({"gflops": {"float64": {"gemm": 1}}}, "lacks potrf, trsm, syrk, add"),
+    ({"gflops": {"float16": dict(SPEEDS)}}, "dtype 'float16'"),
+    ({"gflops": {"float64": {**SPEEDS, "getrf": 1}}}, "unknown kernel"),
+    ({"gflops": {}}, "give gflops"),
+    ({"bandwidth": "10 furlongs"}, "unknown unit 'furlongs'"),
+    ({"latency": "-1ms"}, "cannot read"),
+    ({"speed": 3}, "unknown field"),
+])
+def test_bad_node_descriptions(change, message):
+    with pytest.raises(UsageError, match=message):
+        node_from_dict({**GOOD, **change})
+
+
+def test_bad_node_files(tmp_path):
+    with pytest.raises(UsageError, match="cannot read node description .*missing.json"):
+        load_node(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{workers: 2")
+    with pytest.raises(UsageError, match=r"bad.json is not JSON: .* line 1"):
+        load_node(bad)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({**GOOD, "bandwidth": "100Gbit", "latency": "2us",
+                                "memory": "192GB"}))
+    node = load_node(good)
+    assert (node.workers, node.bandwidth, node.latency, node.memory) == \
+        (2, 12.5e9, 2e-6, 192e9)
+
+
+@pytest.mark.parametrize("text,value", [("10mbit", 1.25e6), ("100Gbit", 12.5e9),
+                                        ("1.25GB/s", 1.25e9), (1e6, 1e6)])
+def test_bandwidth_units(text, value):
+    assert parse_bandwidth(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["0mbit", "fast", "", None, "-3Gbit"])
+def test_bad_bandwidth(text):
+    with pytest.raises(UsageError):
+        parse_bandwidth(text)
+
+
+def test_nb_specific_speeds_are_used():
+    node = node_from_dict({"workers": 1, "gflops_by_nb": {"float64": {
+        "100": dict(SPEEDS), "200": {k: 100 * v for k, v in SPEEDS.items()}}}})
+    assert node.kernel_gflops("float64", 100)["gemm"] == 8.0
+    assert node.kernel_gflops("float64", 200)["gemm"] == 800.0
+    assert node.kernel_gflops("float64", 190)["gemm"] == 800.0      # the nearest NB
+    with pytest.raises(UsageError, match="no kernel speeds for float32"):
+        NodeSpec(workers=1, gflops={"float64": dict(SPEEDS)}).kernel_gflops("float32", 100)
+
+
+def test_recorded_graph_is_the_runtime_graph():
+    """The recorder sees the loops' tasks: NT(NT+1)(NT+2)/6 for a 2D map, the ADDs of
+    2.5D on top, and the solve's NT(NT+1) KT tasks."""
+    from starchol.linalg.cholesky import solve_task_count, task_count
+
+    g = record_cholesky(get_map("sbc", 6), 1000, 100)
+    assert g.tasks == task_count(10)
+    assert sorted(g.codelet_names) == ["gemm", "potrf", "syrk", "trsm"]
+    assert g.flops.sum() == pytest.approx(1000 ** 3 / 3, rel=0.02)
+    g25 = record_cholesky(get_map("sbc25d", 6, slices=2), 1000, 100)
+    assert "add" in g25.codelet_names and g25.tasks > task_count(10)
+    s = record_solve(get_map("sbc", 6), 1000, 100, 250)
+    assert s.tasks == solve_task_count(10, 3)
