@@ -26,7 +26,7 @@ from ..distributions.base import nodes_text
 from ..linalg.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
                            versus_2d)
 from ..units import format_bytes, format_seconds
-from .options import (add_dtype_arg, candidates_for, check_positive_finite,
+from .options import (add_dtype_arg, candidates_for, check_positive_finite, is_mixed,
                       itemsize_from_args)
 from .output import add_json_arg, json_file, publish
 from .progress import Progress
@@ -49,7 +49,12 @@ def register(sub):
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     add_dtype_arg(p, "precision of the run: float64 (default, 8-byte entries) or float32 "
                      "(4 bytes: half the bytes and tile memory; give --node-gflops at "
-                     "single-precision speed)")
+                     "single-precision speed); mixed: a float32 factorization refined to "
+                     "float64 answers (run --dtype mixed): float32 tiles plus the float64 A "
+                     "and right-hand sides in memory (see --nrhs)", mixed=True)
+    p.add_argument("--nrhs", type=int, default=None, metavar="K",
+                   help="--dtype mixed: right-hand sides of the solve (default 1), in the "
+                        "memory and the run command")
     p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",
                    help="memory of each node for its rank, bytes (e.g. 64e9); a map fits "
                         "when its peak per node (tiles, received tile copies, runtime) "
@@ -85,6 +90,11 @@ def run(args):
                          f"{args.step_latency}")
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
     itemsize = itemsize_from_args(args)
+    mixed = is_mixed(args)
+    if args.nrhs is not None and (not mixed or args.nrhs < 1):
+        raise UsageError("--nrhs applies to --dtype mixed" if not mixed else
+                         f"--nrhs must be >= 1, got {args.nrhs}")
+    nrhs = (args.nrhs or 1) if mixed else 0
     json_file(args)
     log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
              nodes_text(args.nodes), args.n, args.nb)
@@ -94,7 +104,7 @@ def run(args):
     for k, tile_map in enumerate(maps):
         row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth,
                         memory_per_node=args.memory_per_node, itemsize=itemsize,
-                        step_latency_s=args.step_latency)
+                        step_latency_s=args.step_latency, mixed=mixed, nrhs=nrhs)
         rows.append(row)
         log.debug("%s: estimate %s, %s per node, fits %s", tile_map,
                   format_seconds(row["estimate_s"]), format_bytes(row["memory_per_node_bytes"]),
@@ -105,6 +115,7 @@ def run(args):
     rows, pick = rank_maps(rows)
     why = explain(pick, rows, args)
     doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb, "dtype": args.dtype,
+           **({"nrhs": nrhs} if mixed else {}),
            "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
            "node_bandwidth": args.node_bandwidth, "step_latency_s": args.step_latency,
            "rows": rows,
@@ -158,9 +169,14 @@ def commands(pick, args):
     size = ["--n", str(args.n), "--nb", str(args.nb)]
     if args.dtype != "float64":
         size += ["--dtype", args.dtype]
+    if is_mixed(args):
+        size += ["--nrhs", str(args.nrhs or 1)]
     run = ["mpirun", "-np", str(pick["nodes"]), "starchol", "run", *map_flags(pick), *size]
+    slurm_size = [w if w != "--nrhs" else "--run-arg=--nrhs" for w in size]
+    if is_mixed(args):     # starchol slurm passes the run's --nrhs as --run-arg
+        slurm_size = slurm_size[:-2] + [f"--run-arg=--nrhs={args.nrhs or 1}"]
     slurm = ["starchol", "slurm", *map_flags(pick)[:2], "--nodes", str(pick["nodes"]),
-             *map_flags(pick)[2:], *size, "--mem", "auto"]
+             *map_flags(pick)[2:], *slurm_size, "--mem", "auto"]
     return {"run": shlex.join(run), "slurm": shlex.join(slurm)}
 
 

@@ -100,25 +100,26 @@ def check_table_memory(nt, slices=1, role="--nt"):
 
 
 def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
-                itemsize=DOUBLE, nrhs=0):
+                itemsize=DOUBLE, nrhs=0, mixed=False):
     """Estimated peak bytes of ``rank`` in ``starchol run``
     (:func:`starchol.linalg.memory.node_memory`; ``itemsize``: bytes per entry, 8 for
-    float64, 4 for float32; ``nrhs``: right-hand sides solved after). Returns ``(total, parts)`` with parts a dict of bytes, the
-    parts that apply."""
+    float64, 4 for float32; ``nrhs``: right-hand sides solved after; ``mixed``: a
+    mixed-precision solve, ``--dtype mixed``). Returns ``(total, parts)`` with parts a
+    dict of bytes, the parts that apply."""
     mem = node_memory(tile_map, n, nb, cache=cache, check=check, gather=gather,
-                      itemsize=itemsize, nrhs=nrhs)
+                      itemsize=itemsize, nrhs=nrhs, mixed=mixed)
     parts = {k: int(v[rank]) for k, v in mem.items() if k != "total"}
     return int(mem["total"][rank]), parts
 
 
 def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False,
-                      fix=None, cache=True, itemsize=DOUBLE, nrhs=0):
+                      fix=None, cache=True, itemsize=DOUBLE, nrhs=0, mixed=False):
     """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host.
 
     ``fix`` replaces the advice of the message (default: ``starchol run``'s);
     ``itemsize``: bytes per entry (8: float64, 4: float32)."""
     need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather, cache=cache,
-                              itemsize=itemsize, nrhs=nrhs)
+                              itemsize=itemsize, nrhs=nrhs, mixed=mixed)
     avail, source = memory_available()
     if avail is None:
         return need

@@ -188,6 +188,7 @@ def run_markdown(runs, sections, comparison, command):
         lines += [f"**Measured bytes differ from the model in run(s) "
                   f"{', '.join(map(str, mismatched))}.**", ""]
     lines += solves_section(runs)
+    lines += mixed_section(runs)
     conflicts = [k for k, r in enumerate(runs, start=1) if r.get("match_conflict")]
     if conflicts:
         lines += [f"**The stored `match` of run(s) {', '.join(map(str, conflicts))} "
@@ -240,6 +241,46 @@ def solves_section(runs):
         lines += [f"**Measured bytes of the solve differ from the model in run(s) "
                   f"{', '.join(map(str, mismatched))}.**", ""]
     return lines
+
+
+def mixed_section(runs):
+    """'Mixed precision': one row per mixed-precision run (``starchol run --dtype
+    mixed``, the document's ``mixed``): iterations, fallback and why, backward error
+    against its bound, the time split, and the bytes of each graph measured against
+    the model; nothing when no run is one."""
+    rows, reasons = [], []
+    for k, run in enumerate(runs, start=1):
+        mixed = run.get("mixed")
+        if mixed is None:
+            continue
+        t = mixed.get("time_s") or {}
+        meas = mixed.get("bytes_measured_phase_pairs") or {}
+        pred = mixed.get("bytes_predicted_phase_pairs") or {}
+        graphs = ", ".join(
+            f"{kind} {_bytes_or_dash(int(sum(map(sum, meas[kind]))))}"
+            + ("" if meas[kind] == pred.get(kind) else " (**differs from the model**)")
+            for kind in meas if sum(map(sum, meas[kind])) or sum(map(sum, pred.get(kind, []))))
+        rows.append([k, map_label(run), run["n"], run["nb"], run.get("nrhs", "-"),
+                     mixed["iterations"], mixed.get("fallback") or "no",
+                     _num(mixed.get("backward_error"), ".2e"),
+                     _num(mixed.get("tolerance"), ".2e"),
+                     _num(t.get("factor"), ".3f"), _num(t.get("refinement"), ".3f"),
+                     _num(t.get("fallback"), ".3f"), graphs or "-"])
+        if mixed.get("fallback"):
+            reasons.append(f"- run {k}: {mixed.get('fallback_reason')}")
+    if not rows:
+        return []
+    return ["## Mixed precision", "",
+            "Runs of `starchol run --dtype mixed` (`solve_mixed`): a float32 factorization, "
+            "iterative refinement in float64 to the backward error bound sqrt(N) 2^-53 "
+            "(LAPACK's), and the float64 fallback when that fails. Times in seconds (the "
+            "slowest rank): the float32 copy + factorization, the refinement, the fallback. "
+            "Bytes of each graph measured by StarPU-MPI, each equal to its model per pair "
+            "unless said (`starchol.linalg.mixed_volume`).", "",
+            table(["run", "map", "N", "NB", "K", "iterations", "fallback",
+                   "backward error", "bound", "factor (s)", "refinement (s)",
+                   "fallback (s)", "bytes per graph"], rows), "", *reasons,
+            *([""] if reasons else [])]
 
 
 def time_bytes_section(runs):

@@ -115,6 +115,7 @@ def load_run(path):
     run["runtime"] = runtime
     run["label"] = run_label(run)
     run["solve"] = _load_solve(path, doc)
+    run["mixed"] = _load_mixed(path, doc)
     from ..linalg.record import RunRecord
 
     try:  # the typed record shared with `starchol run` (RunRecord.from_json's reader)
@@ -122,6 +123,35 @@ def load_run(path):
     except (TypeError, ValueError) as exc:
         raise UsageError(f"{path}: {exc}") from None
     return run
+
+
+def _load_mixed(path, doc):
+    """The document's ``mixed`` object (``starchol run --dtype mixed``), checked: its
+    ``iterations`` a count, ``fallback`` null or a reason of
+    :data:`~starchol.linalg.mixed_volume.FALLBACKS`, its figures numbers; or None."""
+    from ..linalg.mixed_volume import FALLBACKS
+
+    mixed = doc.get("mixed")
+    if mixed is None:
+        return None
+    if not isinstance(mixed, dict):
+        raise UsageError(f"{path}: key 'mixed' must be an object or null, got {mixed!r}")
+    it = mixed.get("iterations")
+    if not isinstance(it, int) or isinstance(it, bool) or it < 0:
+        raise UsageError(f"{path}: key 'mixed.iterations' must be an integer >= 0, got "
+                         f"{it!r}")
+    if mixed.get("fallback") is not None and mixed["fallback"] not in FALLBACKS:
+        raise UsageError(f"{path}: key 'mixed.fallback' must be null or one of "
+                         f"{', '.join(FALLBACKS)}, got {mixed['fallback']!r}")
+    for key in ("backward_error", "tolerance"):
+        if mixed.get(key) is not None and not _is_number(mixed[key]):
+            raise UsageError(f"{path}: key 'mixed.{key}' must be a number, got "
+                             f"{mixed[key]!r}")
+    times = mixed.get("time_s") or {}
+    if not isinstance(times, dict) or not all(_is_number(v) for v in times.values()):
+        raise UsageError(f"{path}: key 'mixed.time_s' must be an object of seconds, got "
+                         f"{times!r}")
+    return dict(mixed)
 
 
 def _load_solve(path, doc):
@@ -243,6 +273,8 @@ def model_pairs(run):
 
     operation = run.get("operation", "cholesky")
     solve = operation in SOLVE_PASSES
+    if operation == "solve_mixed":
+        return _mixed_model_pairs(run)
     if operation != "cholesky" and not solve:
         return None, f"its operation {operation!r} has no volume model"
     cache = run.get("cache")
@@ -271,6 +303,29 @@ def model_pairs(run):
             + (f", {operation.replace('_', ' ')} of {nrhs} right-hand sides" if solve
                else ""))
     return pairs, what
+
+
+def _mixed_model_pairs(run):
+    """:func:`model_pairs` of a mixed-precision solve: the whole solve's bytes
+    (:func:`~starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`) from its
+    ``nrhs``, ``mixed.iterations`` and ``mixed.fallback``."""
+    from ..linalg.mixed_volume import mixed_transfer_pairs_bytes
+
+    cache, mixed, nrhs = run.get("cache"), run.get("mixed"), run.get("nrhs")
+    if not isinstance(cache, bool):
+        return None, ("it has no `cache` key (true/false), and the model needs the "
+                      "receive-cache setting")
+    if not isinstance(mixed, dict) or not isinstance(nrhs, int) or nrhs < 1:
+        return None, "it is a mixed-precision solve without its `mixed` object or `nrhs`"
+    tile_map, reason = document_map(run)
+    if tile_map is None:
+        return None, reason
+    pairs = mixed_transfer_pairs_bytes(tile_map, run["n"], run["nb"], nrhs,
+                                       mixed["iterations"], mixed.get("fallback"), cache)
+    return pairs, (f"{tile_map}, N = {run['n']}, NB = {run['nb']}, receive cache "
+                   f"{'on' if cache else 'off'}, a mixed-precision solve of {nrhs} "
+                   f"right-hand sides with {mixed['iterations']} iteration(s), fallback "
+                   f"{mixed.get('fallback') or 'none'}")
 
 
 #: What :func:`settle_bytes` sets, for the run and for its solve.

@@ -2,7 +2,7 @@
 2.5D with ``--slices C``), through :func:`starchol.linalg.cholesky.cholesky`.
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
-        [--matrix spd|indefinite:J] [--dtype float64|float32] [--check] [--sched NAME]
+        [--matrix spd|indefinite:J] [--dtype float64|float32|mixed] [--check] [--sched NAME]
         [--workers K] [--gpus K] [--cache on|off] [--input F.h5:/A]
         [--output F.h5:/L [--overwrite]] [--rhs F.h5:/B | --nrhs K] [--solution F.h5:/X]
         [--gather L.npy] [--json FILE|-] [--trace DIR]
@@ -22,6 +22,10 @@ format:
 - with right-hand sides (``--rhs`` or ``--nrhs``), the factor then solves A X = B
   (:meth:`starchol.linalg.cholesky.Factor.solve`), whose bytes are compared with
   :func:`starchol.linalg.volume.solve_transfer_pairs_bytes`; log det A is always given.
+- ``--dtype mixed`` (with ``--rhs`` or ``--nrhs``) runs
+  :func:`starchol.linalg.mixed.solve_mixed` instead: a float32 factorization, the
+  refinement to float64 answers, the float64 fallback; its bytes are compared with
+  :func:`starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`.
 """
 import logging
 import math
@@ -38,7 +42,7 @@ from ..errors import StarcholError, UsageError
 from ..units import format_bytes
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
 from .options import (add_cache_arg, add_dtype_arg, build_map, cache_from_args,
-                      check_input_order, itemsize_from_args)
+                      check_input_order, is_mixed, itemsize_from_args)
 from .output import add_json_arg, bytes_text, dumps, json_path, text_stream, write_atomic
 from .progress import Progress
 
@@ -80,7 +84,10 @@ def register(sub):
                    help="spd (default) or indefinite:J (must fail at global column J)")
     add_dtype_arg(p, "precision of the factorization: float64 (default) or float32 "
                      "(single-precision kernels, half the memory and half the bytes "
-                     "sent; --check's residual is then about 1e-7, not 1e-16)")
+                     "sent; --check's residual is then about 1e-7, not 1e-16); mixed "
+                     "(needs --rhs or --nrhs): a float32 factorization of a float32 copy "
+                     "of A, iterative refinement of the solve to float64 accuracy, float64 "
+                     "if that fails (solve_mixed; A, B and X in float64)", mixed=True)
     p.add_argument("--check", action="store_true",
                    help="compute ||A - L L^T||_F / ||A||_F (distributed) and, with "
                         "--rhs/--nrhs, the solve's ||B - A X||_F / (||A||_F ||X||_F + "
@@ -234,6 +241,17 @@ def preflight(args, rank, size, host_ranks):
     if args.solution and not (args.rhs or args.nrhs):
         raise UsageError("--solution writes X of A X = B: give the right-hand sides, "
                          "--rhs FILE.h5:/DATASET or --nrhs K")
+    if is_mixed(args):
+        if not (args.rhs or args.nrhs):
+            raise UsageError("--dtype mixed solves A X = B to float64 accuracy from a "
+                             "float32 factorization: give the right-hand sides, --rhs "
+                             "FILE.h5:/DATASET or --nrhs K")
+        for flag, given in (("--output", args.output), ("--gather", args.gather)):
+            if given:
+                raise UsageError(f"{flag} writes the factor L, and --dtype mixed gives a "
+                                 f"solution (its factor is float32, or float64 after a "
+                                 f"fallback): use --solution FILE.h5:/X, or --dtype "
+                                 f"float64|float32 for the factor")
     if args.solution:
         plan.solution_path, plan.solution_dataset = parse_target(args.solution,
                                                                  "--solution")
@@ -289,13 +307,13 @@ def preflight(args, rank, size, host_ranks):
     plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
                                     check=args.check, gather=bool(args.gather),
                                     cache=cache_from_args(args), itemsize=itemsize,
-                                    nrhs=plan.nrhs)
+                                    nrhs=plan.nrhs, mixed=is_mixed(args))
     if rank == 0:
         for role, path, ncols in (("--output", plan.output_path, args.n),
                                   ("--solution", plan.solution_path, plan.nrhs)):
             if path:
-                check_hdf5_output_space(path, dense_file_bytes(args.n, itemsize, ncols),
-                                        role)
+                check_hdf5_output_space(path, dense_file_bytes(
+                    args.n, 8 if is_mixed(args) else itemsize, ncols), role)
         if args.gather:
             args.gather_before = fingerprint(args.gather)
             if args.gather_before is not None and not args.overwrite:
@@ -363,7 +381,8 @@ def run(args):
             args.solution_writer = FactorWriter(
                 plan.solution_path, plan.solution_dataset, args.n, comm,
                 overwrite=args.overwrite, input_path=plan.input_path, nb=args.nb,
-                role="--solution", dtype=args.dtype, ncols=plan.nrhs)
+                role="--solution", dtype="float64" if is_mixed(args) else args.dtype,
+                ncols=plan.nrhs)
         return _run(args, comm, plan.tile_map, plan.spec)
     except StarcholError:
         raise  # raised identically on every rank (agreed or validated)
@@ -374,14 +393,16 @@ def run(args):
 
 def _run(args, comm, tile_map, spec):
     from ..distributions import node_load
-    from ..linalg import DistributedMatrix, cholesky, matrices
+    from ..linalg import DistributedMatrix, cholesky, matrices, solve_mixed
     from ..linalg.memory import node_memory
     from ..linalg.volume import tile_bytes
     from ..runtime import Session
 
     rank = comm.Get_rank()
     cache = cache_from_args(args)
-    dtype = np.dtype(args.dtype)
+    mixed = is_mixed(args)
+    dtype = np.dtype("float64" if mixed else args.dtype)   # mixed: A, B and X in float64
+    sol = None
     with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
                  cache=cache, trace=args.trace, gpus=args.gpus) as rt:
         nt = -(-args.n // args.nb)
@@ -397,7 +418,7 @@ def _run(args, comm, tile_map, spec):
                 (n, n), args.nb, tile_map, dtype=dtype, comm=comm)
             input_info = None
         rhs = _right_hand_sides(args, tile_map, dtype, comm)
-        orig = a.copy() if args.check else None
+        orig = a.copy() if args.check and not mixed else None
         orig_b = rhs.copy() if args.check and rhs is not None else None
         rt.pin_tiles(a.tiles.values())   # GPUs: page-locked host tiles (async copies)
         rt.kernel_counts()               # count the factorization's tasks only
@@ -406,19 +427,26 @@ def _run(args, comm, tile_map, spec):
         if rank == 0 and not args.quiet:
             progress = Progress(f"rank 0 tasks ({count_text(rt.size, 'rank')})",
                                 unit="tasks", enabled=True)
-        # in place (the pinned tiles become L); --check keeps the copy of A made above
-        fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress)
-        rt.stop_trace()                  # --trace: the factorization only, not the check
+        if mixed:
+            # A and B stay float64 and unchanged; the backward error is always computed
+            sol = solve_mixed(a, rhs, tile_map, session=rt)
+            rt.stop_trace()
+            fac, x, res, solve_res = sol.factor, sol.X, None, sol.backward_error
+        else:
+            # in place (the pinned tiles become L); --check keeps the copy of A made above
+            fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress)
+            rt.stop_trace()              # --trace: the factorization only, not the check
         kernels = comm.gather(rt.kernel_counts(), root=0)
         device_bytes = comm.gather(rt.device_bytes(), root=0)
-        res = fac.residual(orig) if args.check else None
-        x = fac.solve(rhs, overwrite_b=True) if rhs is not None else None
-        solve_res = fac.solve_residual(orig, x, orig_b) if orig_b is not None else None
+        if not mixed:
+            res = fac.residual(orig) if args.check else None
+            x = fac.solve(rhs, overwrite_b=True) if rhs is not None else None
+            solve_res = fac.solve_residual(orig, x, orig_b) if orig_b is not None else None
         logdet = fac.logdet()
         full = fac.L.gather() if args.gather else None
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)   # the whole run's, as modelled
         info = rt.describe()
-    record = fac.record
+    record = sol.record if mixed else fac.record
     a = fac.L
     trace = None
     if args.trace:
@@ -457,12 +485,12 @@ def _run(args, comm, tile_map, spec):
             if exc is not None:
                 raise exc
         return 0
-    storage = node_load(tile_map, nt,
-                        tile_bytes=tile_bytes(args.n, args.nb, dtype.itemsize))["bytes"]
+    storage = node_load(tile_map, nt, tile_bytes=tile_bytes(
+        args.n, args.nb, 4 if mixed else dtype.itemsize))["bytes"]
     model_peak = node_memory(tile_map, args.n, args.nb, cache=cache_from_args(args),
                              check=args.check, gather=bool(args.gather),
                              itemsize=dtype.itemsize,
-                             nrhs=0 if x is None else x.ncols)["total"]
+                             nrhs=0 if x is None else x.ncols, mixed=mixed)["total"]
     doc = record.to_dict()
     doc.update({
         "nodes": int(tile_map.nodes), "seed": args.seed,
@@ -471,7 +499,8 @@ def _run(args, comm, tile_map, spec):
         "output": args.output if appeared is None else f"{appeared.kept}:{args.writer.dataset}",
         "residual": res,
         "logdet": logdet,
-        "solve": _solve_doc(args, fac.solve_record, solution_appeared, solve_res),
+        "solve": None if mixed else _solve_doc(args, fac.solve_record, solution_appeared,
+                                               solve_res),
         "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
         "bytes_predicted_pairs": np.asarray(record.bytes_predicted_pairs),
         "memory": {"tile_bytes_per_node": storage,
@@ -495,6 +524,13 @@ def _run(args, comm, tile_map, spec):
         "device_bytes_per_rank": device_bytes,
         "device_bytes": {k: int(sum(d[k] for d in device_bytes)) for k in device_bytes[0]},
     })
+    if mixed:
+        doc["mixed"] = {**doc["mixed"], "rhs": args.rhs or f"generated with seed {args.seed}",
+                        "logdet_exact": sol.logdet_exact,
+                        "solution": (None if not args.solution else args.solution
+                                     if solution_appeared is None else
+                                     f"{solution_appeared.kept}:"
+                                     f"{args.solution_writer.dataset}")}
     if trace is not None:
         doc["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
                         "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
@@ -596,13 +632,15 @@ def summary(doc):
         f"{doc.get('dtype', 'float64')}, matrix {doc['matrix']}, seed {doc['seed']}",
         f"  time {doc['time_s']:.3f} s (submission {doc['submit_s']:.3f} s, "
         f"{doc['tasks']} tasks), {doc['gflops']:.2f} GFlop/s",
-        f"  residual ||A - L L^T||_F / ||A||_F = {res}",
-        f"  log det A = {doc['logdet']:.10g}",
+        *([] if doc.get("mixed") else
+          [f"  residual ||A - L L^T||_F / ||A||_F = {res}"]),
+        f"  log det A = {doc['logdet']:.10g}" + _logdet_note(doc),
         f"  bytes sent between ranks (cache {'on' if doc['cache'] else 'off'}): measured "
         f"{bytes_text(doc['bytes_measured_total'])}, predicted "
         f"{bytes_text(doc['bytes_predicted_total'])}, per-pair match: "
         f"{'yes' if doc['match'] else 'NO'}",
         *_solve_lines(doc),
+        *_mixed_lines(doc),
         *_memory_lines(doc),
         *_kernel_lines(doc),
     ])
@@ -622,6 +660,44 @@ def _solve_lines(doc):
                  ("not checked (add --check)" if res is None else f"{res:.3e}"))
     if sol.get("solution"):
         lines.append(f"  solution X written to {sol['solution']}")
+    return lines
+
+
+def _logdet_note(doc):
+    mixed = doc.get("mixed")
+    if not mixed:
+        return ""
+    return (" (from the float64 factor)" if mixed.get("logdet_exact") else
+            " (from the float32 factor: approximate, docs/api.md solve_mixed)")
+
+
+def _mixed_lines(doc):
+    """The mixed-precision solve's lines of the summary (``--dtype mixed``)."""
+    mixed = doc.get("mixed")
+    if not mixed:
+        return []
+    t = mixed["time_s"]
+    fallback = ("no (float32 factor refined to float64 accuracy)" if mixed["fallback"]
+                is None else f"YES, {mixed['fallback']}: {mixed['fallback_reason']}")
+    lines = [f"  mixed precision: {count_text(doc['nrhs'], 'right-hand side')} "
+             f"({mixed['rhs']}), {count_text(mixed['iterations'], 'refinement iteration')}"
+             f", fallback to float64: {fallback}",
+             f"  backward error ||B - A X||_F / (||A||_F ||X||_F + ||B||_F) = "
+             f"{mixed['backward_error']:.3e} (bound sqrt(N) 2^-53 = "
+             f"{mixed['tolerance']:.3e}); history "
+             + ", ".join(f"{h:.2e}" for h in mixed["history"]),
+             f"  time split: float32 copy + factorization {t['factor']:.3f} s, refinement "
+             f"{t['refinement']:.3f} s, fallback {t['fallback']:.3f} s"]
+    measured, predicted = (mixed.get("bytes_measured_phase_pairs"),
+                           mixed.get("bytes_predicted_phase_pairs"))
+    if measured and predicted:
+        parts = ", ".join(f"{k} {bytes_text(int(np.sum(measured[k])))}"
+                          + ("" if np.array_equal(measured[k], predicted[k]) else " (NO match)")
+                          for k in measured if np.sum(predicted[k]) or np.sum(measured[k]))
+        lines.append(f"  bytes per graph (measured; each equal to the model per pair unless "
+                     f"said): {parts}")
+    if mixed.get("solution"):
+        lines.append(f"  solution X written to {mixed['solution']}")
     return lines
 
 

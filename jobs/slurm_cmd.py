@@ -85,8 +85,9 @@ def register(sub):
     g.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     g.add_argument("--seed", type=int, default=None, metavar="S", help="matrix seed")
     g.add_argument("--check", action="store_true", help="compute the residual (run --check)")
-    add_dtype_arg(g, "precision of the factorization (run --dtype; default float64)",
-                  default=None)
+    add_dtype_arg(g, "precision of the factorization (run --dtype; default float64; mixed: "
+                     "a float32 factorization refined to float64 answers, with "
+                     "--run-arg=--nrhs=K or --run-arg=--rhs=FILE)", default=None, mixed=True)
     g.add_argument("--input", metavar="FILE.h5:/DSET", help="read A from HDF5 (run --input)")
     g.add_argument("--output", metavar="FILE.h5:/DSET", help="write L to HDF5 (run --output)")
     g.add_argument("--run-arg", action="append", default=[], metavar="ARG",
@@ -340,7 +341,7 @@ def memory_request(args, plan):
         return mem, ()
     from ..linalg.memory import node_memory
     from ..units import format_bytes
-    from .options import cache_from_args, itemsize_from_args
+    from .options import cache_from_args, is_mixed, itemsize_from_args
 
     n = plan.n if plan.n is not None else getattr(args, "input_n", None)
     if n is None:
@@ -350,7 +351,8 @@ def memory_request(args, plan):
     nrhs, unseen = _right_hand_side_count(run)
     peak = node_memory(plan.map, int(n), args.nb, cache=cache_from_args(run),
                        check=run.check, gather=bool(run.gather),
-                       itemsize=itemsize_from_args(run), nrhs=nrhs)["total"]
+                       itemsize=itemsize_from_args(run), nrhs=nrhs,
+                       mixed=is_mixed(run))["total"]
     rank = int(peak.max())
     need = plan.ranks_per_node * rank * MEM_HEADROOM
     mib = -(-int(math.ceil(need)) // 2**20)
@@ -685,6 +687,13 @@ def _check_with_run(args, plan, strict=True):
     """The run line must parse with this installation's ``starchol run``."""
     problem = check_run_argv(run_argv(args, plan))
     if problem is None:
+        from .options import is_mixed
+
+        run = _run_options(args, plan)
+        if is_mixed(run) and not (run.nrhs or run.rhs):
+            raise UsageError("--dtype mixed solves A X = B to float64 accuracy: give the "
+                             "run its right-hand sides, --run-arg=--nrhs=K or "
+                             "--run-arg=--rhs=FILE.h5:/B")
         return
     if problem == "no run command":
         raise UsageError("this starchol has no `run` command; install a starchol with "

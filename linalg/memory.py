@@ -25,6 +25,13 @@ use :func:`node_memory`. A node's peak, in bytes:
   one of them) plus a received copy of every row tile, and a handle per tile; with
   ``check`` too, as much again (the copy of B kept for the solve's residual, and the
   residual B - A X).
+- with ``mixed`` (``starchol run --dtype mixed``, :func:`~starchol.linalg.mixed.solve_mixed`):
+  the factorization's parts in float32 (``itemsize`` 4), plus the float64 A kept
+  beside its float32 copy (its tiles on their holders), the right-hand sides in float64
+  (B, X, the residual R and the float32 correction: 4 copies, 6 with ``check``), and a
+  bound on the A tiles one residual B - A X receives (its model's received bytes; the
+  graph frees them row by row). A fallback to float64 needs what a float64 run needs
+  instead (the float32 factor is freed first): not counted here.
 
 The constants were fitted on ``starchol run`` under mpirun (peak RSS per rank from
 getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB per handle,
@@ -51,7 +58,8 @@ INDEX_BYTES = 8
 
 #: the parts of :func:`node_memory`, in the order the messages print them
 PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
-         "copies of A (--check)", "gathered factor", "right-hand sides")
+         "copies of A (--check)", "gathered factor", "right-hand sides",
+         "float64 A (mixed)", "residual's received A tiles (mixed)")
 
 
 def handle_count(nt, c):
@@ -68,7 +76,8 @@ def _total_tasks(nt, c):
 
 
 def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
-                itemsize=DOUBLE_BYTES, received_bytes=None, load=None, exact=None, nrhs=0):
+                itemsize=DOUBLE_BYTES, received_bytes=None, load=None, exact=None, nrhs=0,
+                mixed=False):
     """Peak bytes of every node of ``starchol run`` for an n x n matrix, by part.
 
     Parameters
@@ -98,6 +107,10 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         for maps without one): a bound that needs no table.
     nrhs : int
         Right-hand sides K solved after the factorization (0: none).
+    mixed : bool
+        A mixed-precision solve (``--dtype mixed``): the factorization's parts in
+        float32 whatever ``itemsize`` says, plus the float64 A, the float64 right-hand
+        sides and a residual's received A tiles (see the module doc).
 
     Returns
     -------
@@ -105,6 +118,9 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         ``{part: int64 array (P,)}`` for the parts of :data:`PARTS` that apply (see the
         module doc), and ``total`` (their sum), all in bytes.
     """
+    if mixed:
+        itemsize = 4    # the factorization's parts: float32 (received_bytes and load
+        #                 given by the caller must be float32's too)
     p, c = tile_map.nodes, tile_map.slices
     ext = tile_extents(n, nb)
     nt = len(ext)
@@ -148,8 +164,25 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         parts["gathered factor"] = dense
     if nrhs:
         kt = -(-int(nrhs) // nb)
-        copies = 4 if check else 2
+        copies = (6 if check else 4) if mixed else (4 if check else 2)
         parts["right-hand sides"] = np.full(
-            p, copies * n * int(nrhs) * itemsize + HANDLE_BYTES * nt * kt, dtype=np.int64)
+            p, copies * n * int(nrhs) * (DOUBLE_BYTES if mixed else itemsize)
+            + HANDLE_BYTES * nt * kt, dtype=np.int64)
+    if mixed:
+        if exact:
+            idx = np.tril_indices(nt)
+            home = np.bincount(factor_owners(tile_map, nt)[idx],
+                               weights=tile_bytes(n, nb, DOUBLE_BYTES)[idx], minlength=p)
+            parts["float64 A (mixed)"] = home.astype(np.int64)
+        else:
+            parts["float64 A (mixed)"] = np.full(p, -(-2 * lower // p), dtype=np.int64)
+        if exact and nrhs:
+            from .volume import residual_transfer_pairs_bytes
+
+            parts["residual's received A tiles (mixed)"] = residual_transfer_pairs_bytes(
+                tile_map, n, nb, nrhs, cache=cache).sum(axis=0).astype(np.int64)
+        elif nrhs:
+            parts["residual's received A tiles (mixed)"] = np.full(
+                p, -(-4 * lower // p), dtype=np.int64)
     parts["total"] = sum(parts.values())
     return parts

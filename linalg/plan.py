@@ -65,7 +65,7 @@ def overhead_25d_s(nt, slices, step_latency_s=STEP_LATENCY_S):
 
 
 def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None,
-              itemsize=DOUBLE_BYTES, step_latency_s=STEP_LATENCY_S):
+              itemsize=DOUBLE_BYTES, step_latency_s=STEP_LATENCY_S, mixed=False, nrhs=0):
     """Predicted traffic, storage, load and time estimate of one map for an n x n matrix.
 
     Parameters
@@ -85,6 +85,11 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         Bytes per entry: 8 (float64, the default) or 4 (float32).
     step_latency_s : float
         Seconds each 2.5D panel step adds to the critical path (:func:`overhead_25d_s`).
+    mixed, nrhs : bool, int
+        A mixed-precision solve of ``nrhs`` right-hand sides (``--dtype mixed``): the
+        float32 factorization's bytes and estimate (``itemsize`` 4; the refinement is
+        not in the estimate), and its memory: float32 tiles plus the float64 A and
+        right-hand sides (:func:`~starchol.linalg.memory.node_memory` with ``mixed``).
 
     Returns
     -------
@@ -112,7 +117,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
     comm_s = float(traffic.max()) / node_bandwidth
     overhead_s = overhead_25d_s(nt, tile_map.slices, step_latency_s)
     mem = node_memory(tile_map, n, nb, received_bytes=doc["per_node"]["received_bytes"],
-                      load=load, itemsize=itemsize)
+                      load=load, itemsize=itemsize, mixed=mixed, nrhs=nrhs)
     top = int(np.argmax(mem["total"]))
     memory = int(mem["total"][top])
     return {

@@ -186,3 +186,79 @@ def test_solve_arguments_checked_on_every_rank(mpirun, tmp_path):
         assert len(lines) == 2 and lines[0] == lines[1], p.stderr
         assert words in lines[0], lines[0]
     assert sorted(os.listdir(tmp_path)) == ["b.h5", "b2.h5"]      # nothing written
+
+
+def _ill_conditioned(n, cond, seed=12):
+    import numpy as np
+
+    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((n, n)))
+    a = (q * np.logspace(0, -np.log10(cond), n)) @ q.T
+    return (a + a.T) / 2
+
+
+def test_run_dtype_mixed_converges_and_falls_back(mpirun, tmp_path):
+    """--dtype mixed --nrhs K --check: X to float64 accuracy (SciPy's), the iterations,
+    no fallback, the backward error and the time split in the summary and the JSON,
+    bytes measured == the mixed model per pair (and per graph); a cond 1e9 --input falls
+    back to float64 and says so; --output with mixed is refused on every rank."""
+    import h5py
+    import numpy as np
+    import scipy.linalg
+
+    from starchol.distributions import get_map
+    from starchol.linalg import matrices
+    from starchol.linalg.mixed_volume import mixed_phase_bytes
+
+    doc_path, out = tmp_path / "r.json", tmp_path / "x.h5"
+    p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--nrhs", "2",
+               "--seed", "4", "--dtype", "mixed", "--check", "--solution", f"{out}:/X",
+               "--json", doc_path, "--workers", "1", "--quiet", timeout=120)
+    assert p.rank_exits == [0, 0, 0], p.stderr
+    doc = json.loads(doc_path.read_text())
+    mixed = doc["mixed"]
+    assert doc["operation"] == "solve_mixed" and doc["dtype"] == "mixed"
+    assert mixed["fallback"] is None and mixed["iterations"] >= 1
+    assert mixed["backward_error"] <= np.sqrt(300) * 2.0 ** -53 == mixed["tolerance"]
+    assert doc["match"] is True and doc["solve"] is None
+    model = mixed_phase_bytes(get_map("sbc", 3), 300, 50, 2, mixed["iterations"])
+    assert mixed["bytes_measured_phase_pairs"] == {k: v.tolist() for k, v in model.items()}
+    assert set(mixed["time_s"]) == {"factor", "refinement", "fallback", "total"}
+    a, b = _dense_spd(300, seed=4), matrices.rhs_block(4, 0, 300, 0, 2)
+    with h5py.File(out, "r") as f:
+        x = f["X"][...]
+    ref = scipy.linalg.solve(a, b, assume_a="pos")
+    assert x.dtype == np.float64 and np.abs(x - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert ", fallback to float64: no (float32 factor refined" in p.stdout
+    assert "  time split: float32 copy + factorization " in p.stdout
+    assert "per-pair match: yes" in p.stdout
+    # starchol report: the Mixed precision table; without the prediction, the report
+    # computes it with the mixed model, and it matches
+    del doc["bytes_predicted_pairs"], doc["bytes_predicted_total"]
+    (tmp_path / "np.json").write_text(json.dumps(doc))
+    assert main(["report", str(doc_path), str(tmp_path / "np.json"), "-o",
+                 str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Mixed precision" in md and "| 1 | sbc r=3" in md
+    assert "computed by this report with the exact model" in md and "**" not in md
+
+    with h5py.File(tmp_path / "ill.h5", "w") as f:
+        f["A"] = _ill_conditioned(300, 1e9)
+    p = mpirun(2, "run", "--dist", "2dbc", "--input", f"{tmp_path / 'ill.h5'}:/A",
+               "--nb", "50", "--nrhs", "1", "--dtype", "mixed", "--json", doc_path,
+               "--workers", "1", "--quiet", timeout=120)
+    assert p.rank_exits == [0, 0], p.stderr
+    mixed = json.loads(doc_path.read_text())["mixed"]
+    assert mixed["fallback"] in ("factorization", "refinement") and mixed["fallback_reason"]
+    assert mixed["backward_error"] <= np.sqrt(300) * 2.0 ** -53
+    assert f", fallback to float64: YES, {mixed['fallback']}: " in p.stdout
+    assert "(from the float64 factor)" in p.stdout and "per-pair match: yes" in p.stdout
+
+    p = mpirun(2, "run", "--dist", "2dbc", "--n", "200", "--nb", "50", "--dtype", "mixed",
+               "--workers", "1", timeout=60)
+    assert p.rank_exits == [2, 2], p.stderr
+    assert "--dtype mixed solves A X = B to float64 accuracy" in p.stderr
+    p = mpirun(2, "run", "--dist", "2dbc", "--n", "200", "--nb", "50", "--dtype", "mixed",
+               "--nrhs", "1", "--output", f"{tmp_path / 'l.h5'}:/L", "--workers", "1",
+               timeout=60)
+    assert p.rank_exits == [2, 2], p.stderr
+    assert "--output writes the factor L, and --dtype mixed gives a solution" in p.stderr

@@ -132,3 +132,30 @@ def test_right_hand_sides_part():
     checked = node_memory(m, 1000, 96, nrhs=130, check=True)
     assert checked["right-hand sides"].tolist() == [4 * 1000 * 130 * 8 +
                                                     HANDLE_BYTES * 11 * 2] * 6
+
+
+def test_mixed_precision_parts():
+    """--dtype mixed: the factorization's parts in float32, plus the float64 A on its
+    holders, the float64 right-hand sides (4 copies) and one residual's received A and X
+    bytes; plan and slurm --mem auto count them."""
+    import numpy as np
+
+    from starchol.distributions import get_map
+    from starchol.linalg.memory import HANDLE_BYTES, node_memory
+    from starchol.linalg.volume import factor_owners, residual_transfer_pairs_bytes, tile_bytes
+
+    m = get_map("sbc", 6)
+    f32 = node_memory(m, 1000, 96, itemsize=4)
+    mixed = node_memory(m, 1000, 96, nrhs=3, mixed=True)
+    for part in ("tiles", "received tiles", "tile handles", "tasks"):
+        assert mixed[part].tolist() == f32[part].tolist(), part
+    idx = np.tril_indices(11)
+    home = np.bincount(factor_owners(m, 11)[idx], weights=tile_bytes(1000, 96, 8)[idx],
+                       minlength=6)
+    assert mixed["float64 A (mixed)"].tolist() == home.astype(int).tolist()
+    assert mixed["right-hand sides"].tolist() == [4 * 1000 * 3 * 8 + HANDLE_BYTES * 11] * 6
+    got = residual_transfer_pairs_bytes(m, 1000, 96, 3).sum(axis=0)
+    assert mixed["residual's received A tiles (mixed)"].tolist() == got.tolist()
+    # without the tables: the balanced means
+    rough = node_memory(m, 1000, 96, nrhs=3, mixed=True, exact=False)
+    assert rough["float64 A (mixed)"].sum() >= home.sum()

@@ -287,3 +287,24 @@ def test_plan_says_why_no_25d_map_was_picked(capsys):
     assert main(["plan", "--nodes", "6", "--n", "3072", "--nb", "128", "--memory-per-node",
                  "1e9", "--step-latency", "-1"]) == 2
     assert "--step-latency must be a finite number of seconds >= 0" in capsys.readouterr().err
+
+
+def test_plan_mixed_precision(capsys):
+    """--dtype mixed: the float32 factorization's bytes, and memory for float32 tiles
+    plus the float64 A and right-hand sides; the commands carry --dtype mixed --nrhs K;
+    --nrhs without mixed is refused."""
+    argv = ["plan", "--nodes", "6", "--n", "4000", "--nb", "500", "--memory-per-node", "1e12"]
+    assert main(argv + ["--dtype", "float32", "--json"]) == 0
+    f32 = {r["map"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert main(argv + ["--dtype", "mixed", "--nrhs", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["dtype"] == "mixed" and d["nrhs"] == 2
+    for r in d["rows"]:
+        assert r["bytes"] == f32[r["map"]]["bytes"]
+        parts = r["memory_parts"]
+        assert parts["float64 A (mixed)"] > 0 and parts["right-hand sides"] > 0
+        assert r["memory_per_node_bytes"] > f32[r["map"]]["memory_per_node_bytes"]
+    assert "--dtype mixed --nrhs 2" in d["commands"]["run"]
+    assert "--dtype mixed --run-arg=--nrhs=2 --mem auto" in d["commands"]["slurm"]
+    assert main(argv + ["--nrhs", "2"]) == 2
+    assert "--nrhs applies to --dtype mixed" in capsys.readouterr().err

@@ -621,3 +621,20 @@ def test_mem_auto_counts_right_hand_sides_of_a_file(capsys, tmp_path):
     peak = int(node_memory(get_map("sbc", 6), 20000, 500)["total"].max())
     assert f"#SBATCH --mem={-(-int(np.ceil(peak * 1.10)) // 2**20)}M" in script
     assert f"# (not counted: the right-hand sides of --rhs {missing}:/B, not on this" in script
+
+
+def test_mem_auto_counts_mixed_precision(capsys):
+    """--dtype mixed with --run-arg=--nrhs=K: --mem auto asks for the mixed model (float32
+    tiles plus the float64 A and right-hand sides); without right-hand sides the job is
+    refused before any script is written."""
+    import numpy as np
+
+    from starchol.distributions import get_map
+    from starchol.linalg.memory import node_memory
+
+    script = generate(capsys, "--mem", "auto", "--dtype", "mixed", "--run-arg=--nrhs=2")
+    peak = int(node_memory(get_map("sbc", 6), 20000, 500, nrhs=2, mixed=True)["total"].max())
+    assert f"#SBATCH --mem={-(-int(np.ceil(peak * 1.10)) // 2**20)}M" in script
+    assert "--dtype mixed" in launch_line(script) and "--nrhs=2" in launch_line(script)
+    assert "give the run its right-hand sides" in usage_error(capsys, *BASE, "--dtype",
+                                                              "mixed")
