@@ -24,8 +24,9 @@ this N = 2000 matrix, NB = 100, it was 2.9e-7 relative off, which moved the
 log-likelihood by 1.9e-6 relative; LAPACK's spotrf's, 1.3e-6 and 1.7e-5), so
 ``--mixed`` takes log det K from a float64 factorization
 (``MixedSolution.logdet(exact=True)``, or the fallback's factor when there was one):
-the log-likelihood is then float64's, at the cost of that factorization. ``--approx-logdet`` keeps the float32 factor's
-instead, and the check shows how far it is.
+the log-likelihood is then float64's, at the cost of that factorization.
+``--approx-logdet`` keeps the float32 factor's instead, and the check shows how far it
+is.
 """
 import argparse
 import sys
@@ -200,8 +201,9 @@ def mixed_main(args):
     f64_model = transfer_pairs_bytes(tile_map, n, nb, cache=cache, itemsize=8)
     print(f"gp_loglik: {tile_map}, {count_text(comm.Get_size(), 'rank')}, N = {n}, NB = {nb}, "
           f"mixed precision (float32 factor, float64 refinement)")
-    print(f"  log-likelihood {loglik:.12g}, log det K {logdet:.12g} "
-          f"({'float32 factor: approximate' if args.approx_logdet and not sol.logdet_exact else 'float64'}), "
+    source = ("float32 factor: approximate" if args.approx_logdet and not sol.logdet_exact
+              else "float64")
+    print(f"  log-likelihood {loglik:.12g}, log det K {logdet:.12g} ({source}), "
           f"y^T alpha {yta:.12g}")
     print(f"  refinement: {sol.iterations} iteration(s), backward error history "
           + ", ".join(f"{h:.2e}" for h in sol.history)
@@ -232,9 +234,10 @@ def mixed_main(args):
         # accuracy about 1e-6 relative on this matrix
         tol = 1e-4 if args.approx_logdet and not sol.logdet_exact else 1e-9
         e_a = np.linalg.norm(alpha_full - a_ref) / np.linalg.norm(a_ref)
+        ll_approx = -0.5 * yta - 0.5 * approx - 0.5 * n * np.log(2 * np.pi)
         print(f"  (the float32 factor's log det: {approx:.12g}, relative "
               f"{rel(approx, ld_ref):.1e} from float64's; it would move the "
-              f"log-likelihood by {rel(-0.5 * yta - 0.5 * approx - 0.5 * n * np.log(2 * np.pi), ll_ref):.1e})")
+              f"log-likelihood by {rel(ll_approx, ll_ref):.1e})")
         checks += [
             (f"log-likelihood vs scipy float64: relative {rel(loglik, ll_ref):.1e} < {tol:g}",
              rel(loglik, ll_ref) < tol),

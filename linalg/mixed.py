@@ -34,7 +34,8 @@ The log-determinant of the float32 factor is approximate: its relative error is 
 N 2^-24 cond(A) at worst; on the Gaussian-process matrix of examples/gp_loglik.py
 (N = 2000, cond(A) = 4.4e3) starchol's float32 factor (NB = 100) gave it 2.9e-7
 relative off (1.3e-3 absolute; LAPACK's spotrf: 1.3e-6), which moved that
-log-likelihood by 1.9e-6 relative; a float64 factor's is about 1e-13. :meth:`MixedSolution.logdet` therefore says which it is
+log-likelihood by 1.9e-6 relative; a float64 factor's is about 1e-13.
+:meth:`MixedSolution.logdet` therefore says which it is
 (``exact=True`` factors A in float64 when no fallback did, for a log-determinant as
 accurate as float64's; that costs a float64 factorization).
 
