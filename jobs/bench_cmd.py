@@ -15,8 +15,8 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
-from .options import add_dtype_arg
-from .output import add_json_arg, json_file, publish
+from .options import add_dtype_arg, add_seed_arg
+from .output import add_json_arg, emit, json_file
 
 
 def register(sub):
@@ -31,7 +31,7 @@ def register(sub):
     add_dtype_arg(p, "precision: float64 (default, against dpotrf) or float32 (the "
                      "float32 kernels, against spotrf)")
     p.add_argument("--repeat", type=int, default=3, metavar="R", help="runs of each (default 3)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
+    add_seed_arg(p)
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="StarPU workers (default: all cores)")
@@ -129,5 +129,5 @@ def run(args):
         lines.append(f"  LAPACK {potrf_name} GFlop/s: " + ", ".join(f"{g:.1f}" for g in theirs)
                      + f"  (median {doc['lapack_median_gflops']:.1f})")
         lines.append(f"  median ratio starchol / LAPACK: {doc['ratio_median']:.3f}")
-    publish(args, doc, "\n".join(lines))
+    emit(args, doc, "\n".join(lines))
     return 0

@@ -8,7 +8,8 @@ from ..units import format_bytes
 from .options import (add_cache_arg, add_dtype_arg, add_size_args, candidates_for,
                       itemsize_from_args, sizes_from_args)
 from .volume_cmd import BYTES_DTYPE_HELP
-from .output import add_json_arg, json_file, publish
+from .preflight import check_model_memory
+from .output import add_json_arg, emit, json_file
 from .progress import Progress
 
 log = logging.getLogger("starchol.compare")
@@ -30,11 +31,13 @@ def register(sub):
     add_json_arg(p, "the table as a JSON document (keys: docs/volume-model.md, "
                     "\"starchol compare --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 def run(args):
     nt, n, nb = sizes_from_args(args)
+    if args.nodes > 0:
+        check_model_memory(args.nodes)      # arithmetic, before any map is built
     maps = candidates_for(args.nodes, nt=nt)
     json_file(args)
     log.info("counting the transfers of %d maps for up to %s, N = %d, NB = %d, NT = %d, "
@@ -61,7 +64,7 @@ def run(args):
     rows.sort(key=lambda row: (row["bytes"], row["nodes"]))
     doc = {"nodes": args.nodes, "nt": nt, "n": n, "nb": nb, "dtype": args.dtype,
            "cache": args.cache == "on", "rows": rows}
-    publish(args, doc, text_table(doc))
+    emit(args, doc, text_table(doc))
     return 0
 
 

@@ -1,11 +1,13 @@
 """``starchol generate``: write a reproducible test matrix to an HDF5 file."""
 import logging
 
+import numpy as np
+
 from ..version import VERSION
 from ..errors import UsageError
 from ..linalg import matrices
 from ..linalg.hdf5_io import now_iso, parse_target, write_matrix
-from .options import add_dtype_arg
+from .options import add_dtype_arg, add_seed_arg
 
 log = logging.getLogger("starchol.generate")
 
@@ -22,14 +24,14 @@ def register(sub):
     p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
     p.add_argument("--output", required=True, metavar="FILE.h5:/DATASET",
                    help="HDF5 file and dataset to write (other datasets of the file kept)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed (default 0)")
+    add_seed_arg(p, "seed (default 0; an integer in 0..2^64-1, as for run)")
     p.add_argument("--kind", default="spd", metavar="KIND",
                    help="spd (default) or indefinite:J (Cholesky fails at global column J)")
     add_dtype_arg(p, "entries of the dataset: float64 (default) or float32 (half the "
                      "file; starchol run --dtype float32 reads it without conversion)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the dataset if it already exists")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 def run(args):
@@ -39,7 +41,7 @@ def run(args):
     path, dataset = parse_target(args.output, "--output")
     log.info("writing the %d x %d %s matrix (seed %d) to %s:%s", args.n, args.n, spec,
              args.seed, path, dataset)
-    attrs = {"kind": str(spec), "seed": args.seed, "n": args.n,
+    attrs = {"kind": str(spec), "seed": np.uint64(args.seed), "n": args.n,
              "generator": f"starchol {VERSION}", "date": now_iso()}
     write_matrix(path, dataset, args.n,
                  lambda r0, r1: matrices.block(spec, args.n, args.seed, r0, r1, 0, args.n),

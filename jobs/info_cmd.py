@@ -15,7 +15,7 @@ import shutil
 import socket
 import subprocess
 
-from .output import add_json_arg, json_file, publish
+from .output import add_json_arg, emit, json_file
 
 
 def register(sub):
@@ -198,5 +198,5 @@ def run(args):
     run_on_root(comm, json_file, args)
     facts = collect(comm)
     if comm.Get_rank() == 0:
-        publish(args, facts, format_text(facts))
+        emit(args, facts, format_text(facts))
     return 0

@@ -7,7 +7,7 @@ from ..distributions import chameleon_pattern, node_load, write_chameleon_text
 from ..errors import UsageError
 from .options import add_map_args, map_from_args
 from ..files import check_distinct, check_folder_writable
-from .output import add_json_arg, json_file, publish
+from .output import add_json_arg, emit, json_file
 from .preflight import check_table_memory
 
 log = logging.getLogger("starchol.map")
@@ -31,7 +31,7 @@ def register(sub):
                         "map's period, valid for any NT (2dbc, sbc, sbc-basic, custom), or "
                         "for pplane, aplane and sym, whose owners depend on NT, the period "
                         "of the owners at this --nt")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 def run(args):
@@ -57,7 +57,7 @@ def run(args):
         text.append(f"picture written to {args.png}")
     if args.chameleon:
         text.append(f"Chameleon map written to {args.chameleon}: {chameleon}")
-    publish(args, {"dist": tile_map.name, "nodes": tile_map.nodes, "slices": tile_map.slices,
+    emit(args, {"dist": tile_map.name, "nodes": tile_map.nodes, "slices": tile_map.slices,
                    "nt": args.nt, "owner": owners, "map": str(tile_map)}, "\n".join(text))
     return 0
 

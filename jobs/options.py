@@ -44,14 +44,45 @@ def add_cache_arg(parser, old_spelling=False):
     parser.add_argument("--cache", choices=("on", "off"), default="on",
                         help="StarPU-MPI receive cache: one transfer per tile version and "
                              "node (on, default) or one per task operand (off)")
-    if old_spelling:
-        parser.add_argument("--no-cache", dest="cache", action="store_const", const="off",
-                            help=argparse.SUPPRESS)
+    if old_spelling:   # --cache's default is then None: given or not, for the conflict
+        parser.set_defaults(cache=None)
+        parser.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
 
 
 def cache_from_args(args):
-    """True when the receive cache is on."""
-    return getattr(args, "cache", "on") != "off"
+    """True when the receive cache is on. ``--no-cache`` with ``--cache on`` is refused
+    (a :class:`UsageError`): the two contradict each other."""
+    cache = getattr(args, "cache", None) or "on"
+    if getattr(args, "no_cache", False):
+        if getattr(args, "cache", None) == "on":
+            raise UsageError("--no-cache and --cache on contradict each other; give one "
+                             "(--no-cache is --cache off)")
+        return False
+    return cache != "off"
+
+
+#: seeds are 64-bit: the generator hashes (seed, row, column) in unsigned 64-bit words
+SEED_MAX = 2**64 - 1
+
+
+def seed_value(text):
+    """The one seed rule (``generate``, ``run``, ``bench``, ``slurm``): an integer in
+    0 .. 2^64 - 1; argparse ``type=``."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: give an integer in "
+                                         f"0..{SEED_MAX}") from None
+    if not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"seed {text} is out of range: give an integer in "
+                                         f"0..{SEED_MAX} (64 bits)")
+    return value
+
+
+def add_seed_arg(parser, help_text="matrix seed (default 0)", default=0):
+    """``--seed S`` under :func:`seed_value`."""
+    parser.add_argument("--seed", type=seed_value, default=default, metavar="S",
+                        help=help_text)
 
 
 def add_map_args(parser):
@@ -209,3 +240,29 @@ def check_positive_finite(value, flag):
     if not math.isfinite(value) or value <= 0:
         raise UsageError(f"{flag} must be a positive finite number, got {value}")
     return value
+
+
+#: environment variables in which MPI launchers give the number of processes started
+LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                           "MPI_LOCALNRANKS")
+
+
+def check_one_process(command, environ=None):
+    """Refuse a one-process command (``generate``, ``map``, ``volume``, ...) started as
+    several processes by a launcher (``mpirun -np 2 starchol generate``): every process
+    would write the same files. Read from the launchers' environment variables
+    (:data:`LAUNCHER_SIZE_VARIABLES`); every process raises the same
+    :class:`UsageError`."""
+    import os
+
+    env = os.environ if environ is None else environ
+    for name in LAUNCHER_SIZE_VARIABLES:
+        try:
+            size = int(env.get(name, "1"))
+        except ValueError:
+            continue
+        if size > 1:
+            raise UsageError(f"starchol {command} is one process, but it was started as "
+                             f"{size} processes ({name}={size}: mpirun -np or srun): each "
+                             f"would write the same files; run it once, without mpirun or "
+                             f"srun")

@@ -1,9 +1,14 @@
 """Writing command results: JSON documents and the human text beside them (files are
 written by :func:`starchol.files.write_atomic`, re-exported here).
 
-The one rule of ``--json`` for every command (:func:`add_json_arg`, :func:`publish`):
-``--json FILE`` writes the document to FILE atomically and prints the text on stdout;
-``--json -`` or a bare ``--json`` prints the document on stdout and the text on stderr.
+The one rule of ``--json`` for every command (:func:`add_json_arg`, :func:`json_file`,
+:func:`emit`): ``--json FILE`` writes the document to FILE atomically and prints the
+text on stdout; ``--json -`` or a bare ``--json`` prints the document on stdout and the
+text on stderr. ``--json FILE`` follows ``--output``'s rule: an existing FILE is
+replaced only with ``--overwrite``, FILE must be a regular file (never a device, FIFO,
+socket or link loop: ``-`` is standard output), and a FILE that appeared or changed
+while the command worked is not replaced: the document is kept aside as
+``FILE.starchol-PID.json`` (:func:`starchol.files.publish`).
 """
 import json
 import sys
@@ -43,11 +48,16 @@ def bytes_text(nbytes):
     return text if abs(nbytes) < 1000 else f"{text} ({nbytes} B)"
 
 
-def add_json_arg(parser, what="the result document"):
-    """``--json [FILE]``: ``what`` to FILE, or on stdout with ``-`` or no FILE."""
+def add_json_arg(parser, what="the result document", overwrite=True):
+    """``--json [FILE]``: ``what`` to FILE, or on stdout with ``-`` or no FILE; with
+    ``overwrite`` also ``--overwrite`` (commands that have their own pass False)."""
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                        help=f"write {what} to FILE (atomically); '-' or no FILE: print it "
-                             "on stdout, and the text on stderr")
+                        help=f"write {what} to FILE (atomically; an existing FILE only with "
+                             "--overwrite); '-' or no FILE: print it on stdout, and the "
+                             "text on stderr")
+    if overwrite:
+        parser.add_argument("--overwrite", action="store_true",
+                            help="replace the --json file if it exists")
 
 
 def json_path(args):
@@ -56,17 +66,48 @@ def json_path(args):
     return None if path in (None, "-") else path
 
 
+def check_json_file(path, overwrite, others=()):
+    """Check the ``--json`` file ``path`` before the work and return its
+    :func:`~starchol.files.fingerprint` (None: absent), for :func:`publish_json`:
+    a regular file in a writable folder, not one of ``others`` (``(role, path)``
+    pairs, :func:`~starchol.files.check_distinct`), and an existing one only with
+    ``overwrite``."""
+    from ..errors import UsageError
+    from ..files import check_distinct, check_folder_writable, fingerprint
+
+    check_folder_writable(path, "--json", stdout=True)
+    check_distinct([*others, ("--json", path)])
+    before = fingerprint(path)
+    if before is not None and not overwrite:
+        raise UsageError(f"--json {path} exists; pass --overwrite to replace it, or "
+                         f"choose another name")
+    return before
+
+
 def json_file(args):
-    """The ``--json`` file to write, None for none or stdout; its folder is checked, and
-    it may not be the command's ``--map-file`` (call before the work)."""
+    """The ``--json`` file to write, None for none or stdout; checked before the work
+    (:func:`check_json_file`; it may not be the command's ``--map-file``). Its state is
+    kept in ``args.json_before`` for :func:`emit`."""
     path = json_path(args)
+    args.json_before = None
     if path is None:
         return None
-    from ..files import check_distinct, check_folder_writable
-
-    check_folder_writable(path, "--json")
-    check_distinct([("--map-file", getattr(args, "map_file", None)), ("--json", path)])
+    args.json_before = check_json_file(path, getattr(args, "overwrite", False),
+                                       [("--map-file", getattr(args, "map_file", None))])
     return path
+
+
+def publish_json(path, doc, before, overwrite):
+    """Publish ``doc`` as the ``--json`` file ``path`` checked by
+    :func:`check_json_file` (``before``), or print it on stdout for ``-``: a file that
+    appeared or changed meanwhile is kept, this document aside
+    (:class:`~starchol.files.OutputAppeared`)."""
+    from ..files import publish_text
+
+    if path == "-":
+        write_atomic("-", dumps(doc) + "\n")
+        return "-"
+    return publish_text(path, dumps(doc) + "\n", before, overwrite, what="--json")
 
 
 def text_stream(args):
@@ -74,11 +115,14 @@ def text_stream(args):
     return sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
 
 
-def publish(args, doc, text):
-    """Write ``doc`` where ``--json`` says (nowhere without it), then print ``text``
-    (str or None) on :func:`text_stream`."""
+def emit(args, doc, text):
+    """Write ``doc`` where ``--json`` says (nowhere without it; :func:`publish_json`,
+    after :func:`json_file` checked it), then print ``text`` (str or None) on
+    :func:`text_stream`."""
     if args.json:
-        write_atomic(args.json, dumps(doc) + "\n")
+        if not hasattr(args, "json_before"):    # not checked before the work
+            json_file(args)
+        publish_json(args.json, doc, args.json_before, getattr(args, "overwrite", False))
     if text is not None:
         stream = text_stream(args)
         print(text, file=stream)

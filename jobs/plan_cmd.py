@@ -28,7 +28,7 @@ from ..linalg.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, s
 from ..units import format_bytes, format_seconds
 from .options import (add_dtype_arg, candidates_for, check_positive_finite, is_mixed,
                       itemsize_from_args)
-from .output import add_json_arg, json_file, publish
+from .output import add_json_arg, emit, json_file
 from .progress import Progress
 
 log = logging.getLogger("starchol.plan")
@@ -73,7 +73,7 @@ def register(sub):
     add_json_arg(p, "the plan as a JSON document (keys: docs/volume-model.md, "
                     "\"starchol plan --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 def run(args):
@@ -120,7 +120,7 @@ def run(args):
            "node_bandwidth": args.node_bandwidth, "step_latency_s": args.step_latency,
            "rows": rows,
            "pick": pick, "explanation": why, "commands": commands(pick, args)}
-    publish(args, doc, text_table(doc))
+    emit(args, doc, text_table(doc))
     return 0 if pick else 1
 
 

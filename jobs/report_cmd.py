@@ -23,6 +23,7 @@ from ..errors import UsageError
 from .options import add_cache_arg, add_dtype_arg, add_size_args, sizes_from_args
 from .volume_cmd import BYTES_DTYPE_HELP
 from .output import dumps, write_atomic
+from .preflight import max_nodes_in_memory  # noqa: F401 - its home is preflight
 from .progress import Progress
 
 RANGE_RE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
@@ -51,7 +52,7 @@ def register(sub):
     add_dtype_arg(g, BYTES_DTYPE_HELP)
     add_size_args(p)
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 def parse_range(text):
@@ -203,33 +204,11 @@ def run_model(args):
 
 
 def check_model_memory(first, last):
-    """Refuse a node range whose largest count cannot fit in memory (see
-    :func:`starchol.jobs.report_model.model_memory_bytes`), before any work."""
-    from .preflight import memory_available
-    from .report_model import model_memory_bytes
-    from ..units import format_bytes
+    """Refuse a node range whose largest count cannot fit in memory
+    (:func:`starchol.jobs.preflight.check_model_memory`), before any work."""
+    from .preflight import check_model_memory as check
 
-    need = model_memory_bytes(last)
-    avail, source = memory_available()
-    if avail is None or need <= avail:
-        return
-    hint = f"the largest node count that fits is {max_nodes_in_memory(avail)}"
-    raise UsageError(f"--nodes-range {first}..{last}: the exact model holds P x P matrices "
-                     f"of byte counts; at P = {last} they need about {format_bytes(need)} of "
-                     f"memory but {format_bytes(avail)} is available ({source}); {hint}")
-
-
-def max_nodes_in_memory(avail):
-    """The largest node count whose model fits in ``avail`` bytes."""
-    from .report_model import model_memory_bytes
-
-    lo, hi = 1, 2
-    while model_memory_bytes(hi) <= avail:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if model_memory_bytes(mid) <= avail else (lo, mid)
-    return lo
+    check(last, f"--nodes-range {first}..{last}")
 
 
 # -- run report ----------------------------------------------------------------------------

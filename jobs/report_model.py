@@ -34,6 +34,9 @@ FAMILIES = ("2dbc", "sbc", "sbc-basic", "sym", "2dbc25d", "sbc25d")
 BEST_C_MARGIN = 1.0
 
 
+from .preflight import model_memory_bytes  # noqa: E402,F401 - its home is preflight
+
+
 def stored_bytes(n, nb, itemsize=DOUBLE_BYTES):
     """Bytes of the stored lower triangle (tiles i >= j) of an n x n matrix of
     ``itemsize``-byte entries (8: float64)."""
@@ -84,14 +87,6 @@ def _near_best(cands, margin=BEST_C_MARGIN):
         return []
     least = min(factors)
     return [m for (_, m), f in zip(cands, factors) if f <= least + margin]
-
-
-def model_memory_bytes(nodes):
-    """Peak bytes of the exact model at ``nodes`` nodes, beyond the owner tables: the
-    node-pair matrix of :func:`starchol.linalg.volume.transfer_pairs`, P x P 8-byte
-    counts (the 2.5D partial sums are added into it in place), and one more for a
-    transient copy. Measured: P = 9900, NT = 200, 0.86 GB peak resident."""
-    return 2 * DOUBLE_BYTES * int(nodes) ** 2
 
 
 def series_names(slices):

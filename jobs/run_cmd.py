@@ -41,9 +41,10 @@ from ..distributions.base import count_text, nodes_text
 from ..errors import StarcholError, UsageError
 from ..units import format_bytes
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
-from .options import (add_cache_arg, add_dtype_arg, build_map, cache_from_args,
-                      check_input_order, is_mixed, itemsize_from_args)
-from .output import add_json_arg, bytes_text, dumps, json_path, text_stream, write_atomic
+from .options import (add_cache_arg, add_dtype_arg, add_seed_arg, build_map,
+                      cache_from_args, check_input_order, is_mixed, itemsize_from_args)
+from .output import (add_json_arg, bytes_text, check_json_file, dumps, json_path,
+                     publish_json, text_stream, write_atomic)
 from .progress import Progress
 
 log = logging.getLogger("starchol.run")
@@ -52,8 +53,8 @@ log = logging.getLogger("starchol.run")
 #: options every rank must be given alike: they decide the collective steps (what is
 #: made, read, factored, solved, checked, gathered, traced and written)
 ALIKE_ON_EVERY_RANK = ("dist", "grid", "slices", "map_file", "n", "nb", "seed", "matrix",
-                       "dtype", "check", "sched", "cache", "input", "output", "overwrite",
-                       "symmetry_tol", "rhs", "nrhs", "solution", "gather", "trace")
+                       "dtype", "check", "sched", "cache", "no_cache", "input", "output",
+                       "overwrite", "symmetry_tol", "rhs", "nrhs", "solution", "gather", "trace")
 
 
 def register(sub):
@@ -79,7 +80,7 @@ def register(sub):
     p.add_argument("--n", type=int, metavar="N",
                    help="matrix order (required unless --input gives the matrix)")
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="matrix seed (default 0)")
+    add_seed_arg(p)
     p.add_argument("--matrix", default="spd", metavar="KIND",
                    help="spd (default) or indefinite:J (must fail at global column J)")
     add_dtype_arg(p, "precision of the factorization: float64 (default) or float32 "
@@ -107,7 +108,7 @@ def register(sub):
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
                         "added when missing; an existing file is replaced only with "
                         "--overwrite)")
-    add_json_arg(p, "the result document (rank 0)")
+    add_json_arg(p, "the result document (rank 0)", overwrite=False)
     p.add_argument("--trace", metavar="DIR",
                    help="record FxT execution traces of every rank in DIR and convert them "
                         "(DIR/tasks.rec, paje.trace, trace.json; starchol report draws "
@@ -133,7 +134,7 @@ def register(sub):
                          "or --nrhs")
     io.add_argument("--overwrite", action="store_true",
                     help="replace the --output and --solution datasets and the --gather "
-                         "file if they exist")
+                         "and --json files if they exist")
     io.add_argument("--symmetry-tol", type=float, default=None, metavar="TOL",
                     help="refuse an --input with max|A-A^T| > TOL max|A| (default 1e-10)")
     p.add_argument("--nrhs", type=int, default=None, metavar="K",
@@ -164,6 +165,7 @@ def validate(args, nranks):
     from ..runtime.workers import check_workers
 
     check_sizes(args.n, args.nb)
+    cache_from_args(args)           # --cache on with --no-cache: refused
     spec = parse_matrix_spec(args.matrix, args.n)
     args.sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     if args.workers is not None:
@@ -213,7 +215,7 @@ def preflight(args, rank, size, host_ranks):
     """
     from ..files import (check_disk_space, check_distinct, check_folder_writable,
                          check_hdf5_output_space, fingerprint, parse_target)
-    from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, inspect_dataset, inspect_file
+    from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, look
     from ..runtime.backend import available_schedulers
     from ..runtime import kernel_blas
     from ..runtime.starpu_env import check_environment
@@ -224,13 +226,15 @@ def preflight(args, rank, size, host_ranks):
     plan = types.SimpleNamespace(input_path=None, input_dataset=None, input_dtype=None,
                                  output_path=None, output_dataset=None, memory=None,
                                  rhs_path=None, rhs_dataset=None, nrhs=0,
-                                 solution_path=None, solution_dataset=None)
+                                 solution_path=None, solution_dataset=None,
+                                 input_key=None, rhs_key=None, json_before=None)
     tol = SYMMETRY_TOL if args.symmetry_tol is None else args.symmetry_tol
     if not math.isfinite(tol) or tol < 0:
         raise UsageError(f"--symmetry-tol must be a finite number >= 0, got {tol}")
     args.symmetry_tol = tol
-    if args.overwrite and not (args.output or args.gather or args.solution):
-        raise UsageError("--overwrite applies to --output, --solution and --gather")
+    if args.overwrite and not (args.output or args.gather or args.solution or
+                               json_path(args)):
+        raise UsageError("--overwrite applies to --output, --solution, --gather and --json")
     if args.output:
         plan.output_path, plan.output_dataset = parse_target(args.output, "--output")
     if args.rhs and args.nrhs is not None:
@@ -266,12 +270,14 @@ def preflight(args, rank, size, host_ranks):
             raise UsageError("--matrix generates a test matrix; it cannot be combined with "
                              "--input")
         plan.input_path, plan.input_dataset = parse_target(args.input, "--input")
-        n, plan.input_dtype = inspect_file(plan.input_path, plan.input_dataset)
+        _, (n, _), plan.input_dtype, plan.input_key = look(
+            plan.input_path, plan.input_dataset, "symmetric", "--input")
         check_input_order(args.n, n)
         args.n = n
     if args.rhs:
         plan.rhs_path, plan.rhs_dataset = parse_target(args.rhs, "--rhs")
-        _, (rows, plan.nrhs), _ = inspect_dataset(plan.rhs_path, plan.rhs_dataset, "rhs")
+        _, (rows, plan.nrhs), _, plan.rhs_key = look(plan.rhs_path, plan.rhs_dataset,
+                                                     "rhs", "--rhs")
         if rows != args.n:
             raise UsageError(f"--rhs {args.rhs} has {rows} rows but the matrix has "
                              f"{args.n}: B must be N x K")
@@ -282,10 +288,11 @@ def preflight(args, rank, size, host_ranks):
     check_distinct([("--input", plan.input_path), ("--map-file", args.map_file),
                     ("--rhs", plan.rhs_path), ("--output", plan.output_path),
                     ("--solution", plan.solution_path), ("--json", json_out),
-                    ("--gather", args.gather)])
-    for role, path in (("--json", json_out), ("--gather", args.gather)):
-        if path:
-            check_folder_writable(path, role)
+                    ("--gather", args.gather), ("--trace", args.trace)])
+    if args.gather:
+        check_folder_writable(args.gather, "--gather")
+    if json_out:
+        plan.json_before = check_json_file(json_out, args.overwrite)
     if getattr(args, "trace", None):
         _check_trace_dir(args.trace, [("--input", plan.input_path),
                                       ("--map-file", args.map_file),
@@ -364,6 +371,9 @@ def run(args):
     # every step below is collective: ranks given other options would wait for each other
     agree(comm, None, same={name: getattr(args, name) for name in ALIKE_ON_EVERY_RANK})
     plan = run_everywhere(comm, preflight, args, rank, size, ranks_on_host(comm))
+    # the ranks must read the same data, whatever the file is called on each
+    agree(comm, None, same={"input": plan.input_key, "rhs": plan.rhs_key})
+    args.json_before = plan.json_before
     log.info("pre-flight passed on %d rank(s): %s, N = %d, NB = %d; rank %d needs about %s",
              size, plan.tile_map, args.n, args.nb, rank, format_bytes(plan.memory))
     args.input_path, args.input_dataset = plan.input_path, plan.input_dataset
@@ -593,9 +603,11 @@ def _publish_rank0(args, doc, full, appeared):
     errors = []
     if args.json:
         try:
-            write_atomic(args.json, dumps(doc) + "\n")
+            publish_json(args.json, doc, args.json_before, args.overwrite)
         except OSError as exc:
             errors.append(f"cannot write --json {args.json}: {exc.strerror or exc}")
+        except StarcholError as exc:    # kept aside (OutputAppeared), or a full disk
+            errors.append(str(exc))
     if full is not None:
         tmp = None
         try:

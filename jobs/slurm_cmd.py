@@ -41,9 +41,10 @@ from ..errors import UsageError
 from ..runtime.backend import DEFAULT_SCHEDULER
 from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
                                 plan_ranks)
-from .options import (add_dtype_arg, check_input_order, check_node_count,
-                      check_scheduler_name, check_time_limit, map_from_args,
+from .options import (add_dtype_arg, add_seed_arg, check_input_order,
+                      check_node_count, check_scheduler_name, check_time_limit, map_from_args,
                       sizes_from_args)
+from ..files import check_folder_writable
 from .output import write_atomic
 from .slurm_template import SCRIPT
 
@@ -83,7 +84,7 @@ def register(sub):
     g.add_argument("--n", metavar="N",
                    help="matrix order (with --sweep, a comma list); optional with --input")
     g.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
-    g.add_argument("--seed", type=int, default=None, metavar="S", help="matrix seed")
+    add_seed_arg(g, "matrix seed", default=None)
     g.add_argument("--check", action="store_true", help="compute the residual (run --check)")
     add_dtype_arg(g, "precision of the factorization (run --dtype; default float64; mixed: "
                      "a float32 factorization refined to float64 answers, with "
@@ -155,7 +156,7 @@ def register(sub):
                    help="one script per (map, P, N) from comma lists; -o DIR required")
     p.add_argument("-o", "--out", metavar="FILE",
                    help="write the script to FILE (with --sweep: a folder); default stdout")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 # -- checks ------------------------------------------------------------------------------
@@ -683,8 +684,33 @@ def _check_files(args):
         sizes_from_args(argparse.Namespace(nt=None, n=n, nb=args.nb))
 
 
+def check_run_arg_conflicts(run_args, argv):
+    """Refuse a ``--run-arg`` that sets an option the script's run line already sets
+    from ``starchol slurm``'s own options (``argv``, :func:`run_argv` without
+    ``run_args``): ``--dist sbc --run-arg=--dist=2dbc`` would write a script whose header
+    says sbc while the job runs 2dbc. An abbreviation (``--di``) counts as the option."""
+    own = [w for w in argv if w.startswith("--")]
+    for word in run_args:
+        if not word.startswith("--") or word == "--":
+            continue
+        flag = word.split("=", 1)[0]
+        hit = [o for o in own if o == flag or o.startswith(flag)]
+        if not hit:
+            continue
+        value = argv[argv.index(hit[0]) + 1] if argv.index(hit[0]) + 1 < len(argv) else ""
+        shown = word.replace("=", " ", 1)   # not "dist=...": messages turn it into a flag
+        raise UsageError(f"the run argument {shown} (from --run-arg) sets {hit[0]}, which "
+                         f"the script already sets ({hit[0]} {value}) from starchol "
+                         f"slurm's own options; give it once: as starchol slurm "
+                         f"{hit[0]} (where slurm has it), not through --run-arg")
+
+
 def _check_with_run(args, plan, strict=True):
-    """The run line must parse with this installation's ``starchol run``."""
+    """The run line must parse with this installation's ``starchol run``, and
+    ``--run-arg`` must not set what the line already sets."""
+    check_run_arg_conflicts(args.run_arg,
+                            run_argv(argparse.Namespace(**{**vars(args), "run_arg": []}),
+                                     plan))
     problem = check_run_argv(run_argv(args, plan))
     if problem is None:
         from .options import is_mixed
@@ -753,16 +779,14 @@ def run(args):
     if not args.sweep:
         json_dir = None if args.json_dir is None else os.path.abspath(args.json_dir)
         text = render_script(args, plans[0], json_dir, starchol)
-        if args.out is None:
+        if args.out in (None, "-"):
             sys.stdout.write(text)
             return 0
         if os.path.isdir(args.out):
             raise UsageError(f"-o {args.out} is a folder; give a file name (folders are "
                              f"for --sweep)")
-        folder = os.path.dirname(os.path.abspath(args.out))
-        if not os.path.isdir(folder):
-            raise UsageError(f"-o {args.out}: folder {folder} does not exist")
-        write_atomic(args.out, text)
+        check_folder_writable(args.out, "-o", stdout=True)
+        write_atomic(args.out, text, role="-o")
         os.chmod(args.out, 0o755)
         print(f"wrote {args.out}: {plans[0].slurm_nodes} node(s), {plans[0].nodes} rank(s); "
               f"submit with: sbatch {args.out}", file=sys.stderr)

@@ -8,8 +8,8 @@ from ..linalg.volume_summary import mixed_summary, solve_summary, volume_summary
 from ..units import format_bytes
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args, is_mixed,
                       itemsize_from_args, map_from_args, sizes_from_args)
-from .output import add_json_arg, json_file, publish
-from .preflight import check_table_memory
+from .output import add_json_arg, emit, json_file
+from .preflight import check_model_memory, check_table_memory
 from .progress import Progress
 
 log = logging.getLogger("starchol.volume")
@@ -49,7 +49,7 @@ def register(sub):
                         "float32, no float32 factorization; factorization: not positive "
                         "definite in float32; refinement: no convergence after I iterations)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 def run(args):
@@ -65,6 +65,8 @@ def run(args):
                          "give --dtype mixed")
     if args.iterations is not None and args.iterations < 0:
         raise UsageError(f"--iterations must be >= 0, got {args.iterations}")
+    if args.nodes is not None and args.nodes > 0:
+        check_model_memory(args.nodes)      # arithmetic, before any map is built
     tile_map = map_from_args(args, nt=nt)
     check_table_memory(nt, tile_map.slices)
     json_file(args)
@@ -86,7 +88,7 @@ def run(args):
                                      itemsize=itemsize_from_args(args))
     log.info("counted %d transfers in %.2f s", doc["transfers_tiles"],
              time.perf_counter() - t0)
-    publish(args, doc, text_report(doc))
+    emit(args, doc, text_report(doc))
     return 0
 
 

@@ -167,27 +167,36 @@ class Factor:
                 local += float(np.sum(np.log(np.diag(t).astype(np.float64))))
         return 2.0 * self.L.comm.allreduce(local)
 
-    def solve(self, B, overwrite_b=False):
+    def solve(self, B, overwrite_b=False, root=0):
         """X with A X = B, by the tiled forward (L Y = B) and backward (L^T X = Y)
         triangular solves, run as tasks on the runtime. Collective.
 
         Parameters
         ----------
-        B : DistributedMatrix
+        B : DistributedMatrix or numpy.ndarray
             Right-hand sides, kind ``"rhs"``, N x K, same NB and dtype as the factor,
-            laid out by the same map (row tile i with L's diagonal tile (i, i)).
+            laid out by the same map (row tile i with L's diagonal tile (i, i)). Or, as
+            scipy users write it, a numpy array of N entries or N x K held by rank
+            ``root`` (ignored on the other ranks; None there is fine): it is scattered
+            from ``root``
+            (converted to the factor's dtype), solved as tasks, and X is gathered back
+            to ``root`` as a numpy array of B's shape (None on the other ranks).
         overwrite_b : bool
             Solve in place in B's tiles (no copy); a read-only tile is a UsageError.
+            Ignored for a numpy B (which is never modified).
+        root : int
+            The rank that holds a numpy B and receives X (default 0).
 
         Returns
         -------
-        DistributedMatrix
-            X, laid out like B. The solve's record (bytes measured and predicted per
-            pair) is :attr:`solve_record`.
+        DistributedMatrix or numpy.ndarray or None
+            X, laid out like B; for a numpy B, X on ``root`` and None elsewhere. The
+            solve's record (bytes measured and predicted per pair) is
+            :attr:`solve_record`.
         """
-        return self._solve("solve", B, overwrite_b)
+        return self._solve_any("solve", B, overwrite_b, root)
 
-    def solve_triangular(self, B, trans=False, overwrite_b=False):
+    def solve_triangular(self, B, trans=False, overwrite_b=False, root=0):
         """Y with L Y = B, or with L^T Y = B when ``trans``: one of :meth:`solve`'s two
         passes, run as tasks on the runtime. Collective.
 
@@ -198,17 +207,20 @@ class Factor:
 
         Parameters
         ----------
-        B : DistributedMatrix
-            Right-hand sides, as for :meth:`solve`.
+        B : DistributedMatrix or numpy.ndarray
+            Right-hand sides, as for :meth:`solve` (a numpy array on ``root``: Y comes
+            back to ``root`` as one).
         trans : bool
             False: solve L Y = B (forward); True: L^T Y = B (backward).
         overwrite_b : bool
             Solve in place in B's tiles (no copy); a read-only tile is a UsageError.
+        root : int
+            The rank that holds a numpy B and receives Y (default 0).
 
         Returns
         -------
-        DistributedMatrix
-            Y, laid out like B. The record (operation ``"forward_solve"`` or
+        DistributedMatrix or numpy.ndarray or None
+            Y, laid out like B (a numpy B: on ``root``, None elsewhere). The record (operation ``"forward_solve"`` or
             ``"backward_solve"``, bytes measured and predicted per pair by
             ``solve_transfer_pairs_bytes(..., which="forward"|"backward")``) is
             :attr:`solve_record`.
@@ -219,7 +231,59 @@ class Factor:
         agree(session.comm, None if valid else UsageError(
             f"trans must be True or False, got {trans!r}", param="trans"),
             same={"trans": bool(trans) if valid else repr(trans)})
-        return self._solve("backward_solve" if trans else "forward_solve", B, overwrite_b)
+        return self._solve_any("backward_solve" if trans else "forward_solve", B,
+                               overwrite_b, root)
+
+    def _solve_any(self, operation, B, overwrite_b, root):
+        """:meth:`_solve` of a DistributedMatrix B, or of a numpy array on ``root``
+        (scattered, solved, gathered back to ``root``; what other ranks pass is ignored,
+        as by :meth:`DistributedMatrix.from_numpy`). The ranks agree first on which it
+        is: a DistributedMatrix on some ranks only is the same UsageError on every rank,
+        naming both ways. Collective."""
+        from .distributed import check_root
+
+        session = self._running_session("solve" if operation == "solve"
+                                        else "solve_triangular")
+        comm = session.comm
+        error, mode = None, None
+        try:
+            root = check_root(root, comm)
+            mode = ("distributed" if isinstance(B, DistributedMatrix) else
+                    "none" if B is None else "array")
+        except Exception as exc:  # noqa: BLE001 - shared below
+            error = exc
+        modes = comm.allgather(mode)
+        if error is None and "distributed" in modes and set(modes) != {"distributed"}:
+            error = UsageError(
+                "B must be a DistributedMatrix on every rank, or a numpy array on the root "
+                f"rank ({root}) and None elsewhere; the ranks gave "
+                + ", ".join(f"rank {r}: {m}" for r, m in enumerate(modes)), param="B")
+        agree(comm, error, same={"root": root})
+        if set(modes) == {"distributed"}:
+            return self._solve(operation, B, overwrite_b)
+        L = self.L
+        error, shape, array = None, None, None
+        if comm.Get_rank() == root:
+            try:
+                array = np.asarray(B)
+                shape = array.shape
+                if array.ndim == 1:
+                    array = array.reshape(-1, 1)
+                if array.ndim != 2 or array.shape[0] != L.n or array.shape[1] < 1:
+                    raise UsageError(f"B must have N = {L.n} rows (N entries, or N x K), "
+                                     f"got shape {shape}", param="B")
+                if array.dtype.kind not in "fiu":
+                    raise UsageError(f"B must hold real numbers, got dtype {array.dtype}",
+                                     param="B")
+                array = np.asarray(array, dtype=L.dtype)
+            except Exception as exc:  # noqa: BLE001 - shared below
+                error = exc
+        agree(comm, error)
+        shape = comm.bcast(shape, root=root)
+        Bd = DistributedMatrix.from_numpy(array, L.nb, self.tile_map, kind="rhs", root=root,
+                                          comm=comm)
+        X = self._solve(operation, Bd, True).gather(root)
+        return None if X is None else X.reshape(shape)
 
     def _solve(self, operation, B, overwrite_b):
         """:meth:`solve` or :meth:`solve_triangular`: the passes of ``operation``

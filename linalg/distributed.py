@@ -21,7 +21,7 @@ import operator
 
 import numpy as np
 
-from ..collective import Keyed, agree, allreduce_max, run_on_root
+from ..collective import Keyed, agree, allreduce_max
 from ..distributions.base import TileMap, nodes_text
 from ..errors import UsageError
 from .tile_arena import arena_views, packed
@@ -227,6 +227,15 @@ class DistributedMatrix:
             if comm.Get_rank() == root and error is None:
                 a = np.asarray(array)
                 dt = check_dtype(a.dtype)
+                if kind == "symmetric" and a.ndim == 2 and a.shape[0] != a.shape[1]:
+                    raise UsageError(f"array of shape {a.shape} is not square: a symmetric "
+                                     f"matrix must be; for right-hand sides (N x K) pass "
+                                     f"kind=\"rhs\"", param="array")
+                if kind == "symmetric" and a.ndim == 1:
+                    raise UsageError(f"array of shape {a.shape} is one vector: for "
+                                     f"right-hand sides pass it as N x 1 "
+                                     f"(array.reshape(-1, 1)) with kind=\"rhs\"",
+                                     param="array")
                 if a.ndim != 2 or (kind == "symmetric" and a.shape[0] != a.shape[1]):
                     raise UsageError(f"array must be {'square' if kind == 'symmetric' else '2D'}"
                                      f", got shape {a.shape}", param="array")
@@ -279,8 +288,8 @@ class DistributedMatrix:
         agree(comm, error, same={**hdf5_io.names_compared(path, dataset),
                                  **_same(None, nb, kind, dtype, tile_map),
                                  "symmetry_tol": tol})
-        kind, shape, file_dtype = run_on_root(comm, hdf5_io.inspect_dataset, path,
-                                              dataset, kind)
+        # every rank looks, and the ranks must see the same data under that name
+        kind, shape, file_dtype = hdf5_io.inspect_everywhere(path, dataset, kind, comm)
         # file_dtype is a name: "float32", "float64 (big-endian)", ...
         out, error = None, None
         try:

@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from ..collective import agree, allreduce_max, as_comm, describe, run_on_root
+from ..collective import (agree, allreduce_max, as_comm, describe, run_everywhere,
+                          run_on_root)
 from ..errors import StarcholError, UsageError
 from ..files import (OutputAppeared, check_folder_writable, fingerprint, parse_target,  # noqa: F401
                      publish, resolve, same_file)
@@ -169,7 +170,7 @@ def inspect_file(path, dataset):
     return shape[0], name
 
 
-def inspect_dataset(path, dataset, kind=None):
+def inspect_dataset(path, dataset, kind=None, role="input file"):
     """Check ``path:dataset`` from this rank as a matrix of ``kind``. Local.
 
     ``kind``: ``"symmetric"`` (a square matrix) or ``"rhs"`` (any N x K matrix); None
@@ -178,18 +179,16 @@ def inspect_dataset(path, dataset, kind=None):
     ``"symmetric"``. Returns ``(kind, (rows, columns), dtype_name)``, dtype_name such
     as ``"float32"`` or ``"float64 (big-endian)"``. Raises :class:`UsageError` (see
     :func:`inspect_input`), also for a factor or right-hand sides read as a symmetric
-    matrix.
+    matrix, and for a dataset reached through a broken link (naming the link).
+    ``role`` names the file in messages.
     """
+    from ..files import check_readable_file
+
     h5py = _h5py()
-    if os.path.isdir(path):
-        raise UsageError(f"input {path!r} is a folder, not an HDF5 file")
-    if not os.path.exists(path):
-        raise UsageError(f"input file {path!r} not found")
-    if not os.access(path, os.R_OK):
-        raise UsageError(f"input file {path!r} is not readable (permissions)")
+    check_readable_file(path, role)
     if not h5py.is_hdf5(path):
-        raise UsageError(f"input file {path!r} is not an HDF5 file")
-    with _open(path, "input file") as fh:
+        raise UsageError(f"{role} {path!r} is not an HDF5 file")
+    with _open(path, role) as fh:
         if dataset not in fh:
             names = []
             fh.visititems(lambda name, obj: names.append("/" + name)
@@ -197,7 +196,7 @@ def inspect_dataset(path, dataset, kind=None):
             hint = f"; datasets in the file: {', '.join(names[:10])}" if names else \
                 "; the file holds no dataset"
             raise UsageError(f"dataset {dataset!r} not found in {path}{hint}")
-        d = fh[dataset]
+        d = _open_object(fh, path, dataset)
         if not isinstance(d, h5py.Dataset):
             raise UsageError(f"{path}:{dataset} is a group, not a dataset")
         content = _text_attr(d, "content", f"{path}:{dataset}")
@@ -225,6 +224,100 @@ def inspect_dataset(path, dataset, kind=None):
         if d.dtype.byteorder == ">":
             name += " (big-endian)"
         return kind, tuple(int(x) for x in d.shape), name
+
+
+def _open_object(fh, path, dataset):
+    """``fh[dataset]``; a link on the way that leads nowhere (an external link to a
+    missing file or object, a soft link to nothing) is a :class:`UsageError` naming the
+    file and the link."""
+    h5py = _h5py()
+    try:
+        return fh[dataset]
+    except (KeyError, OSError) as exc:
+        reason = describe(exc)
+    parts = _norm(dataset).strip("/").split("/")
+    for k in range(1, len(parts) + 1):
+        sub = "/" + "/".join(parts[:k])
+        link = fh.get(sub, getlink=True)
+        if isinstance(link, h5py.ExternalLink):
+            to = f"an external link to {link.filename}:{link.path}"
+        elif isinstance(link, h5py.SoftLink):
+            to = f"a soft link to {link.path}"
+        else:
+            continue
+        try:
+            fh[sub]
+        except (KeyError, OSError):
+            raise UsageError(f"{path}:{dataset} cannot be read: {sub} in {path} is {to}, "
+                             f"which cannot be opened ({reason}); copy the data into "
+                             f"the file or fix the link") from None
+    raise UsageError(f"{path}:{dataset} cannot be opened ({reason})") from None
+
+
+#: datasets up to this many bytes are digested whole by :func:`content_key`
+DIGEST_WHOLE_BYTES = 8 << 20
+#: otherwise the digest covers this many bytes of rows at each end
+DIGEST_ENDS_BYTES = 1 << 20
+#: rows are read for the digest in blocks of about this many bytes (memory stays small)
+DIGEST_BLOCK_BYTES = 256 << 10
+
+
+def content_key(path, dataset, role="--input"):
+    """What this rank sees at ``path:dataset``, for the ranks to compare
+    (:func:`~starchol.collective.agree`): a
+    :class:`~starchol.collective.Keyed` shown as ``path:dataset`` and compared
+    by the dataset's shape, dtype, chunk shape and a SHA-256 of its values: all of them
+    when the dataset holds at most :data:`DIGEST_WHOLE_BYTES` (8 MiB), else its first
+    and last rows (about :data:`DIGEST_ENDS_BYTES`, 1 MiB, at each end). Not compared:
+    the name (ranks may see node-local copies under other paths), the file's size and
+    modification time (a copy differs in both but holds the same data) and its other
+    datasets. Local; call after :func:`inspect_dataset` accepted the file."""
+    import hashlib
+
+    from ..collective import Keyed
+
+    h5py = _h5py()
+    digest = hashlib.sha256()
+    with h5py.File(path, "r") as fh:
+        d = fh[dataset]
+        shape, dtype = tuple(int(x) for x in d.shape), d.dtype
+        row_bytes = max(1, shape[1] * dtype.itemsize)
+        step = max(1, DIGEST_BLOCK_BYTES // row_bytes)
+
+        def add(r0, r1):
+            for r in range(r0, r1, step):
+                digest.update(np.ascontiguousarray(d[r:min(r1, r + step)]).tobytes())
+
+        if d.size * dtype.itemsize <= DIGEST_WHOLE_BYTES:
+            add(0, shape[0])
+            covered = "all values"
+        else:
+            rows = min(shape[0], max(1, DIGEST_ENDS_BYTES // row_bytes))
+            add(0, rows)
+            add(shape[0] - rows, shape[0])
+            covered = f"first and last {rows} rows"
+        key = (shape, dtype.str, d.chunks, digest.hexdigest())
+    return Keyed(f"{path}:{dataset}", key,
+                 what=f"data (shape, dtype, chunks and a SHA-256 of its {covered})")
+
+
+def look(path, dataset, kind=None, role="input file"):
+    """:func:`inspect_dataset` and :func:`content_key` of ``path:dataset`` from this
+    rank: ``(kind, shape, dtype_name, key)``. Local: run it on every rank and compare
+    the keys (:func:`inspect_everywhere`)."""
+    kind, shape, name = inspect_dataset(path, dataset, kind, role)
+    return kind, shape, name, content_key(path, dataset)
+
+
+def inspect_everywhere(path, dataset, kind=None, comm=None, role="input file"):
+    """Check ``path:dataset`` on every rank (:func:`inspect_dataset`) and refuse, on
+    every rank, ranks that see different data under that name (a node-local file, a
+    rank started in another folder): :func:`content_key` says what is compared.
+    Collective. Returns ``(kind, shape, dtype_name)``."""
+    comm = _comm(comm)
+    kind, shape, name, key = run_everywhere(comm, look, path, dataset, kind, role)
+    agree(comm, None, same={role: key})
+    return kind, shape, name
 
 
 def read_tiles(path, dataset, tiled, comm=None, symmetry_tol=SYMMETRY_TOL):

@@ -68,6 +68,10 @@ def _check_folder(name, path, creatable=False):
         raise UsageError(f"environment variable {name} is empty; unset it or give a folder")
     if not os.path.isabs(path):
         path = os.path.abspath(path)
+    if name.startswith("STARPU_") and os.path.realpath(path) == "/":
+        raise UsageError(f"{name}={path} is the file system root: StarPU would write its "
+                         f"files there (/.starpu); set {name} to a folder of its own, such "
+                         f"as $HOME/.starpu or /tmp/starpu-$USER")
     if os.path.isdir(path):
         if not _writable(path):
             raise UsageError(f"{name}={path} is not writable; StarPU writes its samplings "

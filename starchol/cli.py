@@ -182,7 +182,6 @@ def _setup_logging(verbose):
 def main(argv=None):
     """Run the command line; return the process exit status."""
     from . import faults
-    from .collective import describe
 
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -192,8 +191,22 @@ def main(argv=None):
     label = f"starchol {args.command}"
     if argv is None:  # the real command line (not a test calling main([...]))
         faults.install_signal_watcher(label)
+    # the end of the signal window: a signal before it ends the command, after it the
+    # status stands (faults.finish)
+    return faults.finish(_run_command(args, label))
+
+
+def _run_command(args, label):
+    """``args.func(args)`` -> exit status, each error as its one line."""
+    from . import faults
+    from .collective import describe
+
     try:
         try:
+            if getattr(args, "one_process", False):
+                from .jobs.options import check_one_process
+
+                check_one_process(args.command)
             return args.func(args) or 0
         except BaseException:
             if faults.stopping():  # a signal is ending the process: its watcher speaks

@@ -54,8 +54,9 @@ def describe(exc):
     if isinstance(exc, StarcholError):
         return str(exc)
     if isinstance(exc, OSError) and exc.strerror:
-        where = f" {exc.filename}" if exc.filename else ""
-        return f"{type(exc).__name__}:{where}: {exc.strerror}"
+        if exc.filename:
+            return f"{type(exc).__name__}: {exc.filename}: {exc.strerror}"
+        return f"{type(exc).__name__}: {exc.strerror}"
     if isinstance(exc, MemoryError):
         return "out of memory (MemoryError)"
     text = str(exc)

@@ -214,7 +214,33 @@ def end_diverged(exc, comm=None):
     abort_job(f"error: {describe(exc)}; ending the job on every rank (MPI_Abort)", 1, comm)
 
 
+def finish(code):
+    """The command ended with status ``code`` (its results published, its lines
+    printed): the end of the signal window. Returns ``code``.
+
+    The window, for the command line (the watcher installed): a signal that reached
+    the process before this call ends it as the watcher says (128 + N, one line,
+    temporary files removed); the results published before it stay complete, the
+    others are not published. It is never lost: if one arrived (its handler ran, which
+    Python does at the latest when this function is entered) this call waits for the
+    watcher to end the process. A signal after this call is ignored: ``code`` stands.
+    """
+    if not _state["installed"]:
+        return code
+    with _lock:
+        pending = _state.get("received") or _state.get("stopping")
+        if not pending:
+            _state["finished"] = True
+    if pending:
+        wait_for_end()
+    return code
+
+
 def _on_signal(signum):
+    with _lock:
+        if _state.get("finished"):    # after the command's end: its status stands
+            return
+        _state["stopping"] = True
     name = signal.Signals(signum).name
     comm = _world()
     several = _several(comm)
@@ -244,7 +270,9 @@ def _watch(fd):
 
 
 def _noop(signum, frame):
-    """The main thread's handler: the watcher thread does the work."""
+    """The main thread's handler: the watcher thread does the work; noting the signal
+    lets :func:`finish` wait for it."""
+    _state["received"] = signum
 
 
 def install_signal_watcher(label="starchol"):

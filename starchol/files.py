@@ -7,9 +7,11 @@ the final name only when complete. Destinations are resolved first, so writing t
 symbolic link writes through it to its target instead of replacing the link.
 """
 import contextlib
+import errno
 import logging
 import os
 import shutil
+import stat
 
 from .errors import StarcholError, UsageError
 from .units import format_bytes
@@ -104,14 +106,50 @@ def read_only(path):
     return not os.access(path, os.W_OK) or not st.st_mode & 0o222
 
 
-def check_folder_writable(path, role):
-    """Refuse when the folder that would receive ``path`` is missing or read-only
-    (:func:`read_only`), when ``path`` itself is a folder, or when ``path`` is an existing
-    file marked read-only (it is never replaced, even though its folder would allow it)."""
+def special_kind(path):
+    """What ``path`` is when it exists and is not a regular file (symbolic links
+    followed): ``"a folder"``, ``"a character device"``, ``"a block device"``,
+    ``"a FIFO (named pipe)"``, ``"a socket"``, ``"a symbolic link loop"``; None when it
+    is absent (a dangling link included: writing through it creates its target) or a
+    regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return "a symbolic link loop" if exc.errno == errno.ELOOP else None
+    for test, words in ((stat.S_ISREG, None), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def check_regular_output(path, role, stdout=False):
+    """Refuse an output ``path`` that exists and is not a regular file: a folder, a
+    device, a FIFO, a socket or a symbolic link loop (starchol publishes by renaming a
+    complete file over the name: it would replace ``/dev/null`` by a regular file).
+    ``stdout``: the option takes ``-`` for standard output, said in the message."""
+    kind = special_kind(path)
+    if kind is None:
+        return
+    if kind == "a folder":
+        raise UsageError(f"{role} {path} is a folder; give a file name")
+    also = ", or - for standard output" if stdout else ""
+    raise UsageError(f"{role} {path} is {kind}, not a regular file; starchol writes only "
+                     f"regular files (it never replaces a device, FIFO or socket): choose "
+                     f"a file name{also}")
+
+
+def check_folder_writable(path, role, stdout=False):
+    """Refuse an output ``path`` that cannot be published: one that exists and is not a
+    regular file (:func:`check_regular_output`), whose folder is missing or read-only
+    (:func:`read_only`), or an existing file marked read-only (it is never replaced,
+    even though its folder would allow it)."""
+    check_regular_output(path, role, stdout)
     target = resolve(path)
     folder = os.path.dirname(target)
-    if os.path.isdir(target):
-        raise UsageError(f"{role} {path} is a folder; give a file name")
     if not os.path.isdir(folder):
         raise UsageError(f"{role} {path}: the folder {folder} does not exist; create it "
                          f"first")
@@ -124,13 +162,19 @@ def check_folder_writable(path, role):
 
 
 def check_readable_file(path, role):
-    """Refuse a missing path, a folder, or a file this process cannot read."""
-    if os.path.isdir(path):
-        raise UsageError(f"{role} {path} is a folder, not a file")
+    """Refuse an input ``path`` that is missing, a folder, not a regular file (a FIFO
+    would block the reader, a device never ends), a symbolic link loop, or unreadable
+    by this process. The one home of the readable-file rule (``--input``, ``--rhs``,
+    ``--map-file``, run documents)."""
+    kind = special_kind(path)
+    if kind == "a folder":
+        raise UsageError(f"{role} {path!r} is a folder, not a file")
+    if kind is not None:
+        raise UsageError(f"{role} {path!r} is {kind}, not a regular file; give a file")
     if not os.path.exists(path):
-        raise UsageError(f"{role} {path} not found")
+        raise UsageError(f"{role} {path!r} not found")
     if not os.access(path, os.R_OK):
-        raise UsageError(f"{role} {path} is not readable (permissions)")
+        raise UsageError(f"{role} {path!r} is not readable (permissions)")
 
 
 def free_bytes(path):
@@ -214,32 +258,66 @@ def drop_temporary(name):
     faults.untrack(private)
 
 
+#: errno values of a full disk or an exhausted quota
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc):
+    """True when the ``OSError`` ``exc`` says the disk (or the user's quota) is full;
+    h5py's errors carry the words, not always the errno."""
+    return isinstance(exc, OSError) and (
+        exc.errno in DISK_FULL or "No space left on device" in str(exc)
+        or "Disk quota exceeded" in str(exc))
+
+
 @contextlib.contextmanager
-def atomic_path(path, copy_existing=False):
+def naming_full_disk(path, role):
+    """Turn a full disk met inside the block into a :class:`StarcholError` that names
+    the file being written (``role path``) and its folder, instead of a bare
+    ``OSError: No space left on device``."""
+    try:
+        yield
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        folder = os.path.dirname(resolve(path))
+        raise StarcholError(f"{role} {path}: the disk is full (no space left on the file "
+                            f"system of {folder}) while writing it; nothing was published "
+                            f"there: free space or write elsewhere") from None
+
+
+@contextlib.contextmanager
+def atomic_path(path, copy_existing=False, role="output"):
     """Yield a temporary file name beside ``path`` (resolved through symlinks); on success
     rename it over ``path``, on any error or signal remove it.
 
     The temporary name is registered for removal on signals before anything is written
     (:func:`starchol.faults.track`). With ``copy_existing`` the temporary file starts as a
-    copy of ``path`` when that exists (used to add a dataset to an HDF5 file).
+    copy of ``path`` when that exists (used to add a dataset to an HDF5 file). A ``path``
+    that is not a regular file (a device, a FIFO, a socket, a link loop) is refused
+    before anything is written (:func:`check_regular_output`); a full disk is reported
+    naming ``role path`` (:func:`naming_full_disk`).
     """
+    check_regular_output(path, role)
     target = resolve(path)
     tmp = new_temporary(target)
     try:
-        if copy_existing and os.path.exists(target):
-            shutil.copyfile(target, tmp)
-        yield tmp
+        with naming_full_disk(path, role):
+            if copy_existing and os.path.exists(target):
+                shutil.copyfile(target, tmp)
+            yield tmp
         keep_mode(tmp, target)
+        check_regular_output(path, role)  # not replaced by a device meanwhile
         os.replace(tmp, target)
         logging.getLogger("starchol.files").info("wrote %s", target)
     finally:
         drop_temporary(tmp)
 
 
-def write_atomic(path, data, mode="w"):
+def write_atomic(path, data, mode="w", role="output"):
     """Write ``data`` (str, or bytes with ``mode="wb"``) to ``path`` atomically: a failed
     or interrupted write leaves no partial file at ``path``. ``path == "-"`` writes to
-    standard output."""
+    standard output. ``role`` names the file in messages (``--json``)."""
     if path == "-":
         import sys
 
@@ -247,7 +325,7 @@ def write_atomic(path, data, mode="w"):
         stream.write(data)
         stream.flush()
         return
-    with atomic_path(path) as tmp:
+    with atomic_path(path, role=role) as tmp:
         with open(tmp, mode) as fh:
             fh.write(data)
 
@@ -269,6 +347,11 @@ def _kept_name(target, suffix):
     return f"{stem}.starchol-{os.getpid()}{ext or suffix}"
 
 
+def _wrote(target):
+    logging.getLogger("starchol.files").info("wrote %s", target)
+    return target
+
+
 def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
     """Rename the complete ``tmp`` to ``path`` (resolved), claiming it atomically.
 
@@ -282,7 +365,8 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
     target = resolve(path)
     logging.getLogger("starchol.files").info("publishing %s (was %s when checked)", target,
                                              "absent" if before is None else "present")
-    if before is None and not overwrite:
+    special = special_kind(path)   # became a device, FIFO or loop since the check
+    if special is None and before is None and not overwrite:
         try:
             os.link(tmp, target)
         except FileExistsError:
@@ -291,18 +375,37 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
             # no hard links on this file system: check, then rename (small window)
             if not os.path.exists(target):
                 os.replace(tmp, target)
-                return target
+                return _wrote(target)
         else:
             os.unlink(tmp)
-            return target
-    elif overwrite or fingerprint(target) == before:
+            return _wrote(target)
+    elif special is None and (overwrite or fingerprint(target) == before):
         keep_mode(tmp, target)
         os.replace(tmp, target)
-        return target
-    kept = _kept_name(target, suffix)
+        return _wrote(target)
+    kept = _kept_name(target if special is None else os.path.abspath(path), suffix)
     os.replace(tmp, kept)
+    how = (f"is now {special}" if special else
+           "appeared" if before is None else "changed")
     raise OutputAppeared(
-        f"{what} {path} {'appeared' if before is None else 'changed'} while this run was "
-        f"working (another program or run wrote it); it was not replaced (overwrite was "
-        f"not asked). "
+        f"{what} {path} {how} while this run was working (another program or run wrote "
+        f"it); it was not replaced"
+        f"{' (overwrite was not asked)' if not special else ''}. "
         f"The result is kept in {kept}", kept)
+
+
+def publish_text(path, text, before, overwrite=False, what="--json", suffix=".json"):
+    """Write ``text`` to a temporary file beside ``path`` and :func:`publish` it: the
+    one path of a document whose name was checked before the work (``before``: its
+    :func:`fingerprint` then). A file that appeared or changed meanwhile is kept unless
+    ``overwrite``, and this document is kept aside (:class:`OutputAppeared` names it).
+    A full disk names ``what path``."""
+    tmp = None
+    try:
+        with naming_full_disk(path, what):
+            tmp = new_temporary(path)
+            with open(tmp, "w") as fh:
+                fh.write(text)
+        return publish(tmp, path, before, overwrite, what=what, suffix=suffix)
+    finally:
+        drop_temporary(tmp)

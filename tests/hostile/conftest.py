@@ -1,0 +1,54 @@
+"""The hostile suite: the bad inputs a user tries, each with its promised outcome
+(docs/reliability.md, "The hostile suite"). Every case asserts the exit status, one
+clear line on every rank, the inputs' sha256 unchanged, nothing left behind and a time
+bound. The count of cases is printed in the summary, so it can only grow."""
+import hashlib
+import os
+import stat
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """``hostile suite: N cases (P passed, F failed, S skipped)`` after the run."""
+    counts = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            if getattr(rep, "when", "call") not in ("call", "setup"):
+                continue
+            if os.path.abspath(str(rep.fspath)).startswith(HERE):
+                if rep.when == "setup" and outcome == "passed":
+                    continue
+                counts[outcome] = counts.get(outcome, 0) + 1
+    total = sum(counts.values())
+    if total:
+        parts = ", ".join(f"{v} {k}" for k, v in counts.items())
+        terminalreporter.write_line(f"hostile suite: {total} cases ({parts})")
+
+
+def sha(path):
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def snapshot(folder):
+    """``{name: what}`` of every entry of ``folder`` (recursively): a regular file's
+    sha256, else its kind (a link's target, a device's numbers), so a case sees any
+    file changed, added, removed or replaced by another kind."""
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, folder)
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = "link -> " + os.readlink(path)
+            elif stat.S_ISREG(st.st_mode):
+                out[rel] = sha(path)
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = "folder"
+            else:
+                out[rel] = f"special {stat.S_IFMT(st.st_mode):o} {st.st_rdev}"
+    return out
