@@ -241,28 +241,3 @@ def check_positive_finite(value, flag):
         raise UsageError(f"{flag} must be a positive finite number, got {value}")
     return value
 
-
-#: environment variables in which MPI launchers give the number of processes started
-LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-                           "MPI_LOCALNRANKS")
-
-
-def check_one_process(command, environ=None):
-    """Refuse a one-process command (``generate``, ``map``, ``volume``, ...) started as
-    several processes by a launcher (``mpirun -np 2 starchol generate``): every process
-    would write the same files. Read from the launchers' environment variables
-    (:data:`LAUNCHER_SIZE_VARIABLES`); every process raises the same
-    :class:`UsageError`."""
-    import os
-
-    env = os.environ if environ is None else environ
-    for name in LAUNCHER_SIZE_VARIABLES:
-        try:
-            size = int(env.get(name, "1"))
-        except ValueError:
-            continue
-        if size > 1:
-            raise UsageError(f"starchol {command} is one process, but it was started as "
-                             f"{size} processes ({name}={size}: mpirun -np or srun): each "
-                             f"would write the same files; run it once, without mpirun or "
-                             f"srun")

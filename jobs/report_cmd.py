@@ -15,13 +15,13 @@ Every file is written atomically (temporary file in DIR, then rename).
 import os
 import re
 import shlex
-import shutil
 import sys
 
 from ..distributions.base import count_text
 from ..errors import UsageError
 from .options import add_cache_arg, add_dtype_arg, add_size_args, sizes_from_args
 from .volume_cmd import BYTES_DTYPE_HELP
+from ..files import OutputFolder  # noqa: F401 - its home is starchol.files
 from .output import dumps, write_atomic
 from .preflight import max_nodes_in_memory  # noqa: F401 - its home is preflight
 from .progress import Progress
@@ -85,63 +85,6 @@ def parse_slices(text):
         raise UsageError(f"--slices must be 'best' or a list of slice counts >= 2 such as "
                          f"2,3; got {text!r}")
     return values
-
-
-class OutputFolder:
-    """The ``-o`` folder: checked before the work, created only at the first write.
-
-    A folder this command creates (with any missing parents) is registered with
-    :mod:`starchol.faults` while the report is written, so an interruption (a signal,
-    or an error in the ``with`` block) removes it with what it holds: no empty or
-    half-written folder is left. A folder that already existed is kept; each file in it
-    is written atomically.
-
-    Use as ``with OutputFolder(path) as out: write(out.path("report.md"), ...)``.
-    """
-
-    def __init__(self, folder):
-        self.folder = folder
-        if os.path.exists(folder) and not os.path.isdir(folder):
-            raise UsageError(f"-o {folder}: exists and is not a folder")
-        # the topmost folder this command would create, and the folder that would hold it
-        target = os.path.abspath(folder)
-        self.root = None
-        while not os.path.isdir(target):
-            if os.path.lexists(target):
-                raise UsageError(f"-o {folder}: {target} exists and is not a folder")
-            self.root, target = target, os.path.dirname(target)
-        if self.root is not None and not os.access(target, os.W_OK | os.X_OK):
-            raise UsageError(f"-o {folder}: cannot create the folder ({target} is not "
-                             f"writable)")
-        self.made = False
-
-    def path(self, name):
-        """``folder/name``, creating the folder first if this is the first write."""
-        if self.root is not None and not self.made:
-            from .. import faults
-
-            with faults.creating():  # a signal either finds it registered or stops this
-                faults.track(self.root)
-                try:
-                    os.makedirs(self.folder, exist_ok=True)
-                except OSError as exc:
-                    faults.untrack(self.root)
-                    raise UsageError(f"-o {self.folder}: cannot create the folder "
-                                     f"({exc.strerror or exc})") from None
-            self.made = True
-        return os.path.join(self.folder, name)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.made:
-            from .. import faults
-
-            if exc_type is not None:  # interrupted or failed: leave nothing behind
-                shutil.rmtree(self.root, ignore_errors=True)
-            faults.untrack(self.root)
-        return False
 
 
 def _write_text(path, text):

@@ -628,8 +628,8 @@ def _publish_rank0(args, doc, full, appeared):
         print(f"  factor L written to {args.output}", file=out)
     if args.gather and full is not None and not errors:
         print(f"  factor L gathered to {args.gather}", file=out)
-    if errors:
-        raise StarcholError("; ".join(errors))
+    if errors:   # with the factor's own "kept aside" first: one line names every file
+        raise StarcholError("; ".join([str(appeared)] * (appeared is not None) + errors))
 
 
 def summary(doc):

@@ -44,7 +44,7 @@ from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
 from .options import (add_dtype_arg, add_seed_arg, check_input_order,
                       check_node_count, check_scheduler_name, check_time_limit, map_from_args,
                       sizes_from_args)
-from ..files import check_folder_writable
+from ..files import OutputFolder, check_folder_writable
 from .output import write_atomic
 from .slurm_template import SCRIPT
 
@@ -793,30 +793,28 @@ def run(args):
         return 0
     if args.out is None:
         raise UsageError("--sweep writes one script per job: give the folder with -o DIR")
-    if os.path.exists(args.out) and not os.path.isdir(args.out):
-        raise UsageError(f"-o {args.out} exists and is not a folder")
-    os.makedirs(args.out, exist_ok=True)
-    folder = os.path.abspath(args.out)
-    json_dir = os.path.abspath(args.json_dir) if args.json_dir else \
-        os.path.join(folder, "results")
-    names = []
-    for plan in plans:
-        name = f"{plan.tag}.sbatch"
-        path = os.path.join(folder, name)
-        write_atomic(path, render_script(args, plan, json_dir, starchol))
+    with OutputFolder(args.out) as out:   # made at the first write, removed on failure
+        folder = os.path.abspath(args.out)
+        json_dir = os.path.abspath(args.json_dir) if args.json_dir else \
+            os.path.join(folder, "results")
+        names = []
+        for plan in plans:
+            name = f"{plan.tag}.sbatch"
+            path = out.path(name)
+            write_atomic(path, render_script(args, plan, json_dir, starchol), role="-o")
+            os.chmod(path, 0o755)
+            names.append(name)
+        submit = ["#!/bin/bash",
+                  f"# Submit the {len(names)} jobs of this sweep (written by `starchol "
+                  f"slurm --sweep`).",
+                  f"# Reports: {json_dir}/starchol-JOBID.json; compare them with "
+                  f"`starchol report {json_dir}/*.json -o report`.",
+                  "set -euo pipefail",
+                  'cd "$(dirname "${BASH_SOURCE[0]}")"']
+        submit += [f"sbatch {shlex.quote(n)}" for n in names]
+        path = out.path("submit_all.sh")
+        write_atomic(path, "\n".join(submit) + "\n", role="-o")
         os.chmod(path, 0o755)
-        names.append(name)
-    submit = ["#!/bin/bash",
-              f"# Submit the {len(names)} jobs of this sweep (written by `starchol slurm "
-              f"--sweep`).",
-              f"# Reports: {json_dir}/starchol-JOBID.json; compare them with "
-              f"`starchol report {json_dir}/*.json -o report`.",
-              "set -euo pipefail",
-              'cd "$(dirname "${BASH_SOURCE[0]}")"']
-    submit += [f"sbatch {shlex.quote(n)}" for n in names]
-    path = os.path.join(folder, "submit_all.sh")
-    write_atomic(path, "\n".join(submit) + "\n")
-    os.chmod(path, 0o755)
     print(f"wrote {len(names)} scripts and submit_all.sh to {args.out}:", file=sys.stderr)
     for name in names:
         print(f"  {name}", file=sys.stderr)

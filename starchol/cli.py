@@ -12,6 +12,7 @@ by :mod:`starchol.faults` (temporary files removed, the MPI job ended).
 import argparse
 import logging
 import math
+import os
 import re
 import sys
 
@@ -204,8 +205,6 @@ def _run_command(args, label):
     try:
         try:
             if getattr(args, "one_process", False):
-                from .jobs.options import check_one_process
-
                 check_one_process(args.command)
             return args.func(args) or 0
         except BaseException:
@@ -229,6 +228,30 @@ def _run_command(args, label):
         _traceback(args.verbose, 1)
         say(f"{label}: error: {describe(exc)}")
         return 1
+
+
+#: environment variables in which MPI launchers give the number of processes started
+LAUNCHER_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                           "MPI_LOCALNRANKS")
+
+
+def check_one_process(command, environ=None):
+    """Refuse a one-process command (``generate``, ``map``, ``volume``, ...) started as
+    several processes by a launcher (``mpirun -np 2 starchol generate``): every process
+    would write the same files. Read from the launchers' environment variables
+    (:data:`LAUNCHER_SIZE_VARIABLES`); every process raises the same
+    :class:`UsageError`."""
+    env = os.environ if environ is None else environ
+    for name in LAUNCHER_SIZE_VARIABLES:
+        try:
+            size = int(env.get(name, "1"))
+        except ValueError:
+            continue
+        if size > 1:
+            raise UsageError(f"starchol {command} is one process, but it was started as "
+                             f"{size} processes ({name}={size}: mpirun -np or srun): each "
+                             f"would write the same files; run it once, without mpirun or "
+                             f"srun")
 
 
 def say(line):

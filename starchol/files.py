@@ -330,6 +330,65 @@ def write_atomic(path, data, mode="w", role="output"):
             fh.write(data)
 
 
+class OutputFolder:
+    """An output folder (``report -o``): checked before the work, created only at the
+    first write: the one home of creating an output folder.
+
+    A folder this command creates (with any missing parents) is registered with
+    :mod:`starchol.faults` while the report is written, so an interruption (a signal,
+    or an error in the ``with`` block) removes it with what it holds: no empty or
+    half-written folder is left. A folder that already existed is kept; each file in it
+    is written atomically.
+
+    Use as ``with OutputFolder(path) as out: write(out.path("report.md"), ...)``.
+    """
+
+    def __init__(self, folder, role="-o"):
+        self.folder, self.role = folder, role
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise UsageError(f"{self.role} {folder}: exists and is not a folder")
+        # the topmost folder this command would create, and the folder that would hold it
+        target = os.path.abspath(folder)
+        self.root = None
+        while not os.path.isdir(target):
+            if os.path.lexists(target):
+                raise UsageError(f"{self.role} {folder}: {target} exists and is not a "
+                                 f"folder")
+            self.root, target = target, os.path.dirname(target)
+        if self.root is not None and not os.access(target, os.W_OK | os.X_OK):
+            raise UsageError(f"{self.role} {folder}: cannot create the folder ({target} "
+                             f"is not writable)")
+        self.made = False
+
+    def path(self, name):
+        """``folder/name``, creating the folder first if this is the first write."""
+        if self.root is not None and not self.made:
+            from . import faults
+
+            with faults.creating():  # a signal either finds it registered or stops this
+                faults.track(self.root)
+                try:
+                    os.makedirs(self.folder, exist_ok=True)
+                except OSError as exc:
+                    faults.untrack(self.root)
+                    raise UsageError(f"{self.role} {self.folder}: cannot create the folder "
+                                     f"({exc.strerror or exc})") from None
+            self.made = True
+        return os.path.join(self.folder, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.made:
+            from . import faults
+
+            if exc_type is not None:  # interrupted or failed: leave nothing behind
+                shutil.rmtree(self.root, ignore_errors=True)
+            faults.untrack(self.root)
+        return False
+
+
 class OutputAppeared(StarcholError):
     """The output changed or appeared while the run was working; the result was kept
     under another name (``kept``)."""

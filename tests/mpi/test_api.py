@@ -318,6 +318,37 @@ def test_solve_checks_right_hand_sides(session, comm):
                       lambda: f.solve(make(tile_map)[0]))
 
 
+def test_solve_takes_a_numpy_array_on_root(session, comm):
+    """Issue 35.6: F.solve(array on root) as scipy users write it: scattered from root,
+    X gathered back to root (None elsewhere), in B's shape; a DistributedMatrix on some
+    ranks only is one error on every rank, fast; from_numpy of N x K says kind="rhs"."""
+    tile_map = MAPS[0][1]
+    rank, root = comm.Get_rank(), comm.Get_size() - 1
+    a, b = make(tile_map)
+    f = cholesky(a, tile_map)
+    c = sl.cho_factor(A_FULL, lower=True)
+    t0 = time.monotonic()
+    x = f.solve(B_FULL if rank == root else None, root=root)
+    assert time.monotonic() - t0 < 5
+    x1 = f.solve(B_FULL[:, 0] if rank == 0 else None)            # one vector, root 0
+    y = f.solve_triangular(B_FULL if rank == 0 else None)
+    if rank == root:
+        assert x.shape == B_FULL.shape
+        assert np.abs(x - sl.cho_solve(c, B_FULL)).max() <= 1e-10
+    else:
+        assert x is None
+    if rank == 0:
+        assert x1.shape == (N,) and np.abs(x1 - sl.cho_solve(c, B_FULL[:, 0])).max() <= 1e-10
+        assert np.abs(y - sl.solve_triangular(c[0], B_FULL, lower=True)).max() <= 1e-10
+    if comm.Get_size() > 1:
+        raises_everywhere(comm, UsageError, "a numpy array on the root rank",
+                          lambda: f.solve(b if rank == 0 else B_FULL))
+    raises_everywhere(comm, UsageError, "B must have N = 256 rows",
+                      lambda: f.solve(B_FULL[:10] if rank == 0 else None))
+    raises_everywhere(comm, UsageError, 'pass kind="rhs"',
+                      lambda: DistributedMatrix.from_numpy(B_FULL, NB, tile_map))
+
+
 def test_from_numpy_and_hdf5(session, comm, shared_tmp):
     h5py = pytest.importorskip("h5py")
     tile_map = MAPS[0][1]
