@@ -20,7 +20,9 @@ from ..errors import UsageError
 
 #: kernel colours (others get the next colours of matplotlib's tab10)
 KERNEL_COLORS = {"potrf": "#d62728", "trsm": "#1f77b4", "syrk": "#2ca02c", "gemm": "#ff7f0e",
-                 "add": "#9467bd", "tril": "#8c564b"}
+                 "add": "#9467bd", "tril": "#8c564b",
+                 # 2.5D's first updates of a partial copy (W mode): lighter than the others
+                 "gemm0": "#ffbb78", "syrk0": "#98df8a"}
 
 
 def load_trace(folder):
@@ -75,7 +77,10 @@ def clipped_text(trace):
 def _colors(kernels):
     import matplotlib
 
-    extra = iter(matplotlib.colormaps["tab10"].colors)
+    used = {matplotlib.colors.to_hex(c) for c in KERNEL_COLORS.values()}
+    extra = iter([c for c in matplotlib.colormaps["tab10"].colors
+                  if matplotlib.colors.to_hex(c) not in used]
+                 + list(matplotlib.colormaps["tab20b"].colors))
     out = {}
     for k in sorted(kernels):
         out[k] = KERNEL_COLORS.get(k) or next(extra)
