@@ -351,7 +351,7 @@ class DistributedMatrix:
             b.tiles = {k: np.array(t, order="F", copy=True) for k, t in self.tiles.items()}
         return b
 
-    def astype(self, dtype, scale=1.0):
+    def astype(self, dtype, scale=1.0, each=None):
         """A copy in ``dtype`` (float64 or float32), each tile converted on the rank that
         holds it (no communication), its tiles in one arena: ``scale`` times every
         entry, rounded once. Local.
@@ -359,6 +359,9 @@ class DistributedMatrix:
         An entry beyond the new dtype's range becomes +-inf and one below its smallest
         number 0 or a subnormal: the caller checks (``numpy.isfinite``) when that
         matters. ``scale`` a power of two changes no digit (only the exponent).
+        ``each(key, tile)``, if given, is called with each new tile as soon as it is
+        made (while it is still in the processor's cache: one pass over the matrix
+        for the copy and, say, a norm).
         """
         dt = check_dtype(dtype)
         out = self._empty_like(dt)
@@ -370,6 +373,8 @@ class DistributedMatrix:
                     v[...] = self.tiles[k]
                 else:
                     np.multiply(self.tiles[k], scale, out=v, casting="unsafe")
+                if each is not None:
+                    each(k, v)
         out.tiles = dict(zip(keys, views))
         return out
 

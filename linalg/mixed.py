@@ -235,12 +235,43 @@ def _norm_parts(M, tiles=None):
     return scale, M.comm.allreduce(sum(w * (v / scale) ** 2 for v, w in norms))
 
 
-def _out_of_float32_range(A, A32):
-    """Whether a finite entry of A became infinite in its float32 copy (this rank)."""
-    for key, t in A32.tiles.items():
-        if not np.isfinite(t).all() and np.isfinite(A.tiles[key]).all():
-            return True
-    return False
+class _TileNorms:
+    """``each`` of :meth:`DistributedMatrix.astype` for the float32 copy of a symmetric
+    A: the Frobenius norm of each new tile (BLAS ``snrm2``, while the tile is in cache;
+    a diagonal tile by both triangles of its lower one), so that making the copy and
+    taking ||A|| is one pass over A. The keys of tiles whose norm is not finite are
+    kept for :meth:`out_of_range`."""
+
+    def __init__(self):
+        self.norms, self.suspects = [], []
+
+    def __call__(self, key, t):
+        from scipy.linalg.blas import snrm2
+
+        i, j = key
+        if i == j:
+            low = np.tril(t)
+            low += np.tril(t, -1).T
+            value, weight = float(snrm2(low.reshape(-1))), 1.0
+        else:
+            value, weight = float(snrm2(t.reshape(-1, order="F"))), 2.0
+        self.norms.append((value, weight))
+        if not np.isfinite(value):
+            self.suspects.append(key)
+
+    def out_of_range(self, A, A32):
+        """Whether a finite entry of A became infinite in its float32 copy (this rank)."""
+        return any(not np.isfinite(A32.tiles[k]).all() and np.isfinite(A.tiles[k]).all()
+                   for k in self.suspects)
+
+    def parts(self, comm):
+        """(scale, ssq) of ||A||_F (float32's rounding of A: a relative 6e-8, nothing
+        for a stopping test). Collective."""
+        local = max((v for v, _ in self.norms), default=0.0)
+        scale = allreduce_max(comm, local if np.isfinite(local) else np.inf)
+        if not 0.0 < scale < np.inf:
+            return scale, (0.0 if scale == 0.0 else np.inf)
+        return scale, comm.allreduce(sum(w * (v / scale) ** 2 for v, w in self.norms))
 
 
 def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
@@ -307,8 +338,9 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
 
     # 1. the float32 copy, made where each tile lives, and its factorization
     t0 = time.perf_counter()
-    A32 = A.astype(np.float32)
-    if allreduce_max(comm, float(_out_of_float32_range(A, A32))) > 0:
+    norms = _TileNorms()
+    A32 = A.astype(np.float32, each=norms)
+    if allreduce_max(comm, float(norms.out_of_range(A, A32))) > 0:
         fallback = "range"
         reason = (f"A has entries beyond float32's range (largest magnitude "
                   f"{np.finfo(np.float32).max:.3e}): no float32 factorization")
@@ -329,7 +361,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
     if f32 is not None:
         t0 = time.perf_counter()
         a_tiles = symmetric_tiles(A)
-        a_parts, b_parts = _norm_parts(A, a_tiles), B.frobenius_parts()
+        a_parts, b_parts = norms.parts(comm), B.frobenius_parts()
         D, scale = _rhs32(B, b_parts[0])
         mark = session.bytes_sent()
         f32.solve(D, overwrite_b=True)
@@ -383,7 +415,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
         mark = count("solve64", mark)
         R = rhs_residual(session, A, X, B)
         count("residual64", mark)
-        if a_parts is None:
+        if a_parts is None or not np.isfinite(a_parts[0]):
             a_parts, b_parts = _norm_parts(A, symmetric_tiles(A)), B.frobenius_parts()
         eta = backward_error(R.frobenius_parts(), a_parts, X.frobenius_parts(), b_parts)
         times["fallback"] = time.perf_counter() - t0
