@@ -11,6 +11,7 @@ import os
 import numpy as np
 
 from ..errors import UsageError
+from ..files import check_readable_file
 from .base import TileMap, nodes_text
 
 
@@ -93,8 +94,7 @@ def load_custom_map(path, nodes=None):
         raise UsageError("custom map needs a file: path=FILE (Chameleon text or .npy)")
     if os.path.isdir(path):
         raise UsageError(f"map file {path!r} is a folder; give the map file itself")
-    if not os.path.isfile(path):
-        raise UsageError(f"map file {path!r} not found")
+    check_readable_file(path, "map file")   # missing, a FIFO, a device, unreadable
     if path.endswith(".npy"):
         try:
             pattern = np.load(path, allow_pickle=False)

@@ -97,17 +97,19 @@ def json_file(args):
     return path
 
 
-def publish_json(path, doc, before, overwrite):
+def publish_json(path, doc, before, overwrite, aside=None):
     """Publish ``doc`` as the ``--json`` file ``path`` checked by
     :func:`check_json_file` (``before``), or print it on stdout for ``-``: a file that
     appeared or changed meanwhile is kept, this document aside
-    (:class:`~starchol.files.OutputAppeared`)."""
+    (:class:`~starchol.files.OutputAppeared`); so it is with ``aside`` (the reason: the
+    run lost another output to another run)."""
     from ..files import publish_text
 
     if path == "-":
         write_atomic("-", dumps(doc) + "\n")
         return "-"
-    return publish_text(path, dumps(doc) + "\n", before, overwrite, what="--json")
+    return publish_text(path, dumps(doc) + "\n", before, overwrite, what="--json",
+                        aside=aside)
 
 
 def text_stream(args):

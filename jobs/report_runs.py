@@ -27,6 +27,7 @@ import numpy as np
 
 from ..distributions.base import nodes_text
 from ..errors import UsageError
+from ..files import special_kind
 from ..linalg.record import RUNTIME_KEYS  # the record's one list
 
 REQUIRED = ("dist", "nodes", "n", "nb")
@@ -63,6 +64,9 @@ def load_run(path):
         UsageError: the file is missing, not JSON, not an object, or a key is missing or
             has the wrong type; the message names the file and the key.
     """
+    kind = special_kind(path)   # a FIFO or a device would block or never end
+    if kind not in (None, "a folder"):
+        raise UsageError(f"{path}: is {kind}, not a run JSON document")
     try:
         with open(path) as fh:
             doc = json.load(fh)

@@ -603,7 +603,11 @@ def _publish_rank0(args, doc, full, appeared):
     errors = []
     if args.json:
         try:
-            publish_json(args.json, doc, args.json_before, args.overwrite)
+            # a run whose factor was kept aside keeps its document aside too: the
+            # other run, which published the factor, owns the names
+            publish_json(args.json, doc, args.json_before, args.overwrite,
+                         aside=appeared and "this run's --output was kept aside (another "
+                                            "run published it)")
         except OSError as exc:
             errors.append(f"cannot write --json {args.json}: {exc.strerror or exc}")
         except StarcholError as exc:    # kept aside (OutputAppeared), or a full disk

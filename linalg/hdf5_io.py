@@ -297,7 +297,8 @@ def content_key(path, dataset, role="--input"):
             add(shape[0] - rows, shape[0])
             covered = f"first and last {rows} rows"
         key = (shape, dtype.str, d.chunks, digest.hexdigest())
-    return Keyed(f"{path}:{dataset}", key,
+    names = names_compared(path, dataset)      # "A" and "/A", "a.h5" and "./a.h5" alike
+    return Keyed(f"{names['path']}:{names['dataset']}", key,
                  what=f"data (shape, dtype, chunks and a SHA-256 of its {covered})")
 
 

@@ -411,7 +411,7 @@ def _wrote(target):
     return target
 
 
-def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
+def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5", aside=None):
     """Rename the complete ``tmp`` to ``path`` (resolved), claiming it atomically.
 
     ``before`` is :func:`starchol.files.fingerprint` of the path when the run checked it
@@ -419,12 +419,20 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
     ``overwrite``; otherwise ``tmp`` is kept as ``NAME.starchol-PID.EXT`` (EXT: the
     path's own, else ``suffix``) and :class:`OutputAppeared` says where. A new file is
     claimed with ``link()``, which fails if a file of that name exists, so two runs never
-    both "win" the same name; a replaced file keeps its permissions. ``what`` names the output in the message (``--gather``).
+    both "win" the same name; a replaced file keeps its permissions. ``what`` names the
+    output in the message (``--gather``). ``aside`` (a reason, such as "its factor was
+    kept aside"): keep ``tmp`` aside whatever the path's state, so that a run that lost
+    one of its outputs to another run does not take the other names.
     """
     target = resolve(path)
     logging.getLogger("starchol.files").info("publishing %s (was %s when checked)", target,
                                              "absent" if before is None else "present")
     special = special_kind(path)   # became a device, FIFO or loop since the check
+    if aside:
+        kept = _kept_name(target, suffix)
+        os.replace(tmp, kept)
+        raise OutputAppeared(f"{what} {path} was not written because {aside}; it is kept "
+                             f"in {kept}", kept)
     if special is None and before is None and not overwrite:
         try:
             os.link(tmp, target)
@@ -453,18 +461,19 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5"):
         f"The result is kept in {kept}", kept)
 
 
-def publish_text(path, text, before, overwrite=False, what="--json", suffix=".json"):
+def publish_text(path, text, before, overwrite=False, what="--json", suffix=".json",
+                 aside=None):
     """Write ``text`` to a temporary file beside ``path`` and :func:`publish` it: the
     one path of a document whose name was checked before the work (``before``: its
     :func:`fingerprint` then). A file that appeared or changed meanwhile is kept unless
-    ``overwrite``, and this document is kept aside (:class:`OutputAppeared` names it).
-    A full disk names ``what path``."""
+    ``overwrite``, and this document is kept aside (:class:`OutputAppeared` names it),
+    as it is with ``aside`` (:func:`publish`). A full disk names ``what path``."""
     tmp = None
     try:
         with naming_full_disk(path, what):
             tmp = new_temporary(path)
             with open(tmp, "w") as fh:
                 fh.write(text)
-        return publish(tmp, path, before, overwrite, what=what, suffix=suffix)
+        return publish(tmp, path, before, overwrite, what=what, suffix=suffix, aside=aside)
     finally:
         drop_temporary(tmp)

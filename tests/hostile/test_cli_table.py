@@ -23,7 +23,8 @@ TIME_BOUND_S = 10
 RUN = ["run", "--dist", "2dbc", "--nb", "32"]
 GOOD = "{d}/good.h5:/A"
 
-# (id, argv, rc, words in the one line); {d}: the inputs' folder, {t}: the case's folder
+# (id, argv, rc, words in the one line[, environment[, STARPU_HOME unset]]); {d}: the
+# inputs' folder, {t}: the case's folder
 CASES = [
     # -- point 5: outputs that are not regular files ------------------------------------
     ("run json dev-null", RUN + ["--n", "64", "--json", "/dev/null"], 2, "is a character device"),
@@ -288,6 +289,49 @@ CASES = [
     ("top-level unknown command", ["frobnicate"], 2, "invalid choice"),
     ("seed at the top of the range", ["generate", "--n", "8", "--seed", str(2**64 - 1),
                                       "--output", "{t}/s.h5:/A"], 0, None),
+    ("info json dev-null", ["info", "--json", "/dev/null"], 2, "is a character device"),
+    ("info json exists", ["info", "--json", "{d}/exists.json"], 2, "exists; pass --overwrite"),
+    ("bench json fifo", ["bench", "--n", "64", "--nb", "32", "--json", "{d}/fifo"], 2,
+     "is a FIFO"),
+    ("report document fifo", ["report", "{d}/fifo", "-o", "{t}/r"], 2, "fifo"),
+    ("map map-file fifo", ["map", "--dist", "custom", "--map-file", "{d}/fifo", "--nt", "4"],
+     2, "is a FIFO"),
+    ("run map-file fifo", ["run", "--dist", "custom", "--map-file", "{d}/fifo", "--n", "64",
+                           "--nb", "32"], 2, "is a FIFO"),
+    ("slurm input fifo", ["slurm", "--dist", "sbc", "--nodes", "6", "--nb", "100", "--input",
+                          "{d}/fifo:/A"], 2, "is a FIFO"),
+    ("report document folder", ["report", "{d}/folder", "-o", "{t}/r"], 2, "folder"),
+    ("report -o onto a file", ["report", "--model", "--nodes-range", "2..4", "--n", "1000",
+                               "--nb", "100", "-o", "{d}/exists.json"], 2, "not a folder"),
+    ("slurm sweep -o onto a file", ["slurm", "--sweep", "--dist", "sbc,2dbc", "--nodes", "6",
+                                    "--n", "1000", "--nb", "100", "-o", "{d}/exists.json"], 2,
+     "not a folder"),
+    # -- environment variables (run's pre-flight, before StarPU starts) -----------------
+    ("env STARPU_HOME=/", RUN + ["--n", "64"], 2, "STARPU_HOME=/ is the file system root",
+     {"STARPU_HOME": "/"}),
+    ("env STARPU_PERF_MODEL_DIR=/", RUN + ["--n", "64"], 2, "is the file system root",
+     {"STARPU_PERF_MODEL_DIR": "/"}),
+    ("env STARPU_HOME a file", RUN + ["--n", "64"], 2, "is not a folder",
+     {"STARPU_HOME": "{d}/exists.json"}),
+    ("env STARPU_HOME empty", RUN + ["--n", "64"], 2, "STARPU_HOME is empty",
+     {"STARPU_HOME": ""}),
+    ("env STARPU_HOME missing root", RUN + ["--n", "64"], 2, "does not exist",
+     {"STARPU_HOME": "/nonexistent-starchol/x"}),
+    ("env HOME /proc", RUN + ["--n", "64"], 2, "not writable", {"HOME": "/proc"}, True),
+    ("env STARPU_NCPU -1", RUN + ["--n", "64"], 2, "STARPU_NCPU='-1' must be >= 0",
+     {"STARPU_NCPU": "-1"}),
+    ("env STARPU_NCPU word", RUN + ["--n", "64"], 2, "must be a non-negative integer",
+     {"STARPU_NCPU": "four"}),
+    ("env STARPU_SCHED bogus", RUN + ["--n", "64"], 2, "not a StarPU scheduling policy",
+     {"STARPU_SCHED": "bogus"}),
+    ("env NDETACHED_SEND 0", RUN + ["--n", "64"], 2, "must be >= 1",
+     {"STARPU_MPI_NDETACHED_SEND": "0"}),
+    ("env NWORKER_PER_CUDA 0", RUN + ["--n", "64"], 2, "must be >= 1",
+     {"STARPU_NWORKER_PER_CUDA": "0"}),
+    ("env launcher size 2 generate", ["generate", "--n", "8", "--output", "{t}/g.h5:/A"], 2,
+     "started as 2 processes", {"PMI_SIZE": "2"}),
+    ("env launcher size 4 volume", ["volume", "--dist", "sbc", "--nodes", "3", "--nt", "6"],
+     2, "started as 4 processes", {"OMPI_COMM_WORLD_SIZE": "4"}),
 ]
 
 #: files a case with status 0 leaves, by id (relative to its folder)
@@ -314,9 +358,13 @@ def call(argv):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_hostile_case(case, inputs, tmp_path, monkeypatch):
-    name, argv, rc, words = case
+    name, argv, rc, words, env, unset_home = (*case, {}, False)[:6]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("STARPU_SILENT", "1")
+    if unset_home:
+        monkeypatch.delenv("STARPU_HOME", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value.format(d=inputs))
     argv = [a.format(d=inputs, t=tmp_path) for a in argv]
     before = snapshot(inputs)
     null = os.stat("/dev/null")
@@ -327,7 +375,7 @@ def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     assert status == rc, (status, err)
     if rc:
         command = argv[0] if argv[0] in ("run", "generate", "map", "volume", "compare",
-                                         "plan", "report", "slurm", "bench") else ""
+                                         "plan", "report", "slurm", "bench", "info") else ""
         assert len(lines) == 1, err
         assert lines[0].startswith(f"starchol {command}".rstrip() + ": error: " if command
                                    else "starchol: error: "), err
@@ -339,3 +387,21 @@ def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     left = set(os.listdir(tmp_path))
     assert left == LEAVES.get(name, set()), left    # nothing left behind
     assert elapsed < TIME_BOUND_S, elapsed
+
+
+def test_a_run_that_lost_its_factor_keeps_its_document_aside(tmp_path):
+    """Two runs on one --output and --json: the one whose factor was kept aside (another
+    run published it) keeps its run document aside too, even when it reaches the JSON
+    name first; the other names stay the winner's."""
+    from starchol.files import OutputAppeared
+    from starchol.jobs.output import publish_json
+
+    path = tmp_path / "r.json"
+    with pytest.raises(OutputAppeared, match="was not written because its factor") as info:
+        publish_json(str(path), {"n": 1}, None, False, aside="its factor was kept aside")
+    assert not path.exists() and os.path.basename(info.value.kept).startswith("r.starchol-")
+    assert open(info.value.kept).read() == '{\n "n": 1\n}\n'
+    assert publish_json(str(path), {"n": 2}, None, False) == str(path)
+    with pytest.raises(OutputAppeared, match="appeared while this run was working"):
+        publish_json(str(path), {"n": 3}, None, False)      # the name was taken meanwhile
+    assert sorted(os.listdir(tmp_path))[-1] == "r.json" and len(os.listdir(tmp_path)) == 3

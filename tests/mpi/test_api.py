@@ -541,6 +541,21 @@ def test_from_hdf5_inputs_are_agreed(session, comm, shared_tmp):
     b = DistributedMatrix.from_hdf5(path, _one(comm, "A", "/A"), NB, tile_map)  # one dataset
     ref, _ = make(tile_map)
     assert all(np.array_equal(b.tiles[k], ref.tiles[k]) for k in b.tiles)
+    # issue 35.5: one name, different data on some rank (a rank started elsewhere, a
+    # node-local file): the data are compared, not the names
+    if P > 1:
+        mine = os.path.join(folder, f"rank{rank}")
+        os.mkdir(mine)
+        with h5py.File(os.path.join(mine, "a.h5"), "w") as fh:
+            fh["A"] = A_FULL if rank != last else 2 * A_FULL
+        here = os.getcwd()
+        os.chdir(mine)
+        try:
+            raises_everywhere(comm, UsageError, f"rank 0 and rank {last} both have a.h5:/A, "
+                                                f"but with different data",
+                              lambda: DistributedMatrix.from_hdf5("a.h5", "/A", NB, tile_map))
+        finally:
+            os.chdir(here)
     if P > 1:   # the output too: rank 0 publishes, every rank writes its tiles
         out = os.path.join(folder, "l.h5")
         raises_everywhere(comm, UsageError, f"dataset: rank 0 has '/L', rank {last} has "
