@@ -402,8 +402,14 @@ class OutputAppeared(StarcholError):
 
 
 def _kept_name(target, suffix):
+    """``NAME.starchol-PID.EXT``, or ``NAME.starchol-PID-K.EXT`` when that exists (a
+    kept result never replaces another)."""
     stem, ext = os.path.splitext(target)
-    return f"{stem}.starchol-{os.getpid()}{ext or suffix}"
+    name, k = f"{stem}.starchol-{os.getpid()}{ext or suffix}", 1
+    while os.path.lexists(name):
+        k += 1
+        name = f"{stem}.starchol-{os.getpid()}-{k}{ext or suffix}"
+    return name
 
 
 def _wrote(target):

@@ -404,4 +404,4 @@ def test_a_run_that_lost_its_factor_keeps_its_document_aside(tmp_path):
     assert publish_json(str(path), {"n": 2}, None, False) == str(path)
     with pytest.raises(OutputAppeared, match="appeared while this run was working"):
         publish_json(str(path), {"n": 3}, None, False)      # the name was taken meanwhile
-    assert sorted(os.listdir(tmp_path))[-1] == "r.json" and len(os.listdir(tmp_path)) == 3
+    assert "r.json" in os.listdir(tmp_path) and len(os.listdir(tmp_path)) == 3  # none lost
