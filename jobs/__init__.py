@@ -7,7 +7,7 @@ missing still register, and report the missing piece when run.
 import importlib
 
 #: subcommand modules, in the order ``starchol --help`` lists them
-COMMANDS = ("map_cmd", "volume_cmd", "compare_cmd", "plan_cmd", "run_cmd", "bench_cmd", "report_cmd", "generate_cmd", "slurm_cmd", "info_cmd")
+COMMANDS = ("map_cmd", "volume_cmd", "compare_cmd", "plan_cmd", "run_cmd", "bench_cmd", "report_cmd", "generate_cmd", "slurm_cmd", "info_cmd", "simulate_cmd", "calibrate_cmd")
 
 
 def command_modules():

@@ -28,6 +28,9 @@ from .task_graph import KERNELS, record_cholesky, record_solve
 
 #: report progress every this many simulated tasks
 PROGRESS_EVERY = 20000
+#: sends a node keeps in flight by default: StarPU-MPI's ``STARPU_MPI_NDETACHED_SEND``
+#: default; the others wait, ordered by the priority of the task they feed
+SENDS_IN_FLIGHT = 10
 
 
 class SimulationError(StarcholError, RuntimeError):
@@ -155,11 +158,14 @@ def _run_in_child(args, kwargs, progress):
     return result
 
 
-def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progress=None):
+def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progress=None,
+                   sends_in_flight=SENDS_IN_FLIGHT, pair_serial=False):
     """Simulate a recorded :class:`~starchol.linalg.task_graph.TaskGraph` on
     ``platform`` (a :class:`~starchol.linalg.platform.Platform` with as many nodes as
     the graph). ``nb``: the tile size, to pick calibrated kernel speeds. ``progress``:
-    callable(done_tasks, total_tasks). Returns a :class:`SimulationResult`."""
+    callable(done_tasks, total_tasks). ``sends_in_flight``: sends per node at once, the
+    others queued by priority (0: no limit); ``pair_serial``: one send at a time from
+    a node to each other node. Returns a :class:`SimulationResult`."""
     if platform.nodes != graph.nodes:
         raise ValueError(f"the graph has {graph.nodes} nodes, the platform {platform.nodes}")
     p = platform.nodes
@@ -169,6 +175,7 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
             np.full(p, float(platform.bandwidth)), np.full(p, float(platform.latency)))
     kwargs = {"backbone_bandwidth": float(platform.backbone_bandwidth or 0.0),
               "backbone_latency": float(platform.backbone_latency or 0.0),
+              "sends_in_flight": int(sends_in_flight), "pair_serial": bool(pair_serial),
               "every": PROGRESS_EVERY}
     t0 = time.perf_counter()
     out = _run_in_child(args, kwargs, progress)
@@ -188,12 +195,13 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
 
 
 def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, flush=True,
-                      progress=None):
+                      progress=None, sends_in_flight=SENDS_IN_FLIGHT, pair_serial=False):
     """Simulate ``cholesky`` of an n x n matrix in nb x nb tiles under ``tile_map`` on
     ``platform``. Returns a :class:`SimulationResult` (GFlop/s of N^3/3 flops)."""
     graph = record_cholesky(tile_map, n, nb, itemsize=4 if dtype == "float32" else 8,
                             flush=flush)
-    return simulate_graph(graph, platform, dtype, nb, cache, progress)
+    return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
+                          pair_serial)
 
 
 def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,

@@ -29,6 +29,8 @@ cdef extern from "starchol_sim.h":
         const double *latency
         double backbone_bandwidth
         double backbone_latency
+        int sends_in_flight
+        int pair_serial
         void (*progress)(void *ctx, int64_t done, int64_t total) noexcept nogil
         void *progress_ctx
         int64_t progress_every
@@ -62,12 +64,16 @@ def rec_width():
 def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
              int64_t[::1] data_bytes, bint cache, int[::1] cores, double[::1] bandwidth,
              double[::1] latency, double backbone_bandwidth=0.0,
-             double backbone_latency=0.0, object progress=None, int64_t every=10000):
+             double backbone_latency=0.0, int sends_in_flight=0, bint pair_serial=False,
+             object progress=None,
+             int64_t every=10000):
     """Simulate the recorded graph once (see the module docstring); returns a dict:
     ``makespan``, ``critical_path``, ``critical_path_comm`` (s), ``transfers``,
     ``start``, ``end`` (float64 per task, s), ``worker``, ``node`` (int32 per task),
     ``pair_bytes`` (int64 (P, P), sender row) and ``busy`` (float64 per node, s).
-    ``progress(done, total)`` is called every ``every`` tasks. RuntimeError with
+    ``sends_in_flight``: sends a node keeps in flight, the others queued by the priority
+    of the task they feed (0: no limit). ``progress(done, total)`` is called every
+    ``every`` tasks. ``pair_serial``: one send at a time per (sender, receiver). RuntimeError with
     the simulator's message on a bad graph."""
     cdef int p = cores.shape[0]
     if records.shape[1] != STARCHOL_REC_WIDTH:
@@ -102,6 +108,8 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
     inp.latency = &latency[0]
     inp.backbone_bandwidth = backbone_bandwidth
     inp.backbone_latency = backbone_latency
+    inp.sends_in_flight = sends_in_flight
+    inp.pair_serial = 1 if pair_serial else 0
     inp.progress = NULL
     if progress is not None:
         inp.progress = _progress

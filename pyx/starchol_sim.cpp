@@ -36,6 +36,7 @@ struct Graph {
   std::vector<int64_t> prio;                       // per task
   std::vector<int32_t> xfer_src, xfer_dst;         // per transfer
   std::vector<int64_t> xfer_bytes;
+  std::vector<int64_t> xfer_prio;                  // the priority of the task it feeds
   std::vector<int64_t> indeg;                      // per event (tasks, then transfers)
   std::vector<int64_t> succ_start, succ;           // CSR of successors
   std::vector<int64_t> order;                      // a topological order of the events
@@ -57,8 +58,9 @@ int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
   edges.reserve(in->ntasks * 3);
   g.order.reserve(in->ntasks * 2);
   int64_t t = 0;
-  auto new_transfer = [&](int64_t d, int32_t src, int32_t dst) {
+  auto new_transfer = [&](int64_t d, int32_t src, int32_t dst, int64_t prio) {
     int64_t x = in->ntasks + (int64_t)g.xfer_src.size();
+    g.xfer_prio.push_back(prio);
     g.xfer_src.push_back(src);
     g.xfer_dst.push_back(dst);
     g.xfer_bytes.push_back(in->data_bytes[d]);
@@ -130,7 +132,7 @@ int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
             if (c.first == node)
               x = c.second;
         if (x < 0) {
-          x = new_transfer(d, own, node);
+          x = new_transfer(d, own, node, rec[1]);
           if (in->cache)
             s.cached.emplace_back(node, x);
         }
@@ -180,6 +182,9 @@ struct Sim {
   Graph* g;
   std::vector<sg4::Host*> hosts;
   std::vector<std::priority_queue<ReadyKey>> ready;
+  std::vector<std::priority_queue<ReadyKey>> sends;   // per (sender, receiver)
+  std::vector<char> pair_busy;                        // per (sender, receiver)
+  std::vector<int> in_flight;                         // per sender
   std::vector<std::vector<int32_t>> free_workers;
   std::vector<int64_t> indeg;
   std::unordered_map<const sg4::Activity*, std::pair<sg4::ActivityPtr, int64_t>> running;
@@ -216,6 +221,34 @@ struct Sim {
       touched.push_back(node);
     } else {
       int64_t x = ev - g->ntasks;
+      int32_t src = g->xfer_src[x];
+      sends[(int64_t)src * in->nodes + g->xfer_dst[x]].push(ReadyKey{g->xfer_prio[x], ev});
+      start_sends(src);
+    }
+  }
+
+  // a node's ready sends start in priority order (ties: creation order), at most
+  // sends_in_flight at once; with pair_serial, one at a time to each destination
+  void start_sends(int32_t node)
+  {
+    int P = in->nodes;
+    while (in->sends_in_flight <= 0 or in_flight[node] < in->sends_in_flight) {
+      int best = -1;
+      for (int d = 0; d < P; d++) {
+        auto& q = sends[(int64_t)node * P + d];
+        if (q.empty() or (in->pair_serial and pair_busy[(int64_t)node * P + d]))
+          continue;
+        if (best < 0 or sends[(int64_t)node * P + best].top() < q.top())
+          best = d;
+      }
+      if (best < 0)
+        break;
+      auto& q = sends[(int64_t)node * P + best];
+      int64_t ev = q.top().task;
+      q.pop();
+      int64_t x = ev - g->ntasks;
+      in_flight[node]++;
+      pair_busy[(int64_t)node * P + best] = 1;
       sg4::CommPtr c = sg4::Comm::sendto_init(hosts[g->xfer_src[x]], hosts[g->xfer_dst[x]]);
       c->set_payload_size(g->xfer_bytes[x]);
       running.emplace(c.get(), std::make_pair(sg4::ActivityPtr(c), ev));
@@ -244,6 +277,9 @@ struct Sim {
     } else {
       int64_t x = ev - g->ntasks;
       out->pair_bytes[(int64_t)g->xfer_src[x] * in->nodes + g->xfer_dst[x]] += g->xfer_bytes[x];
+      in_flight[g->xfer_src[x]]--;
+      pair_busy[(int64_t)g->xfer_src[x] * in->nodes + g->xfer_dst[x]] = 0;
+      start_sends(g->xfer_src[x]);
     }
     std::vector<int32_t> touched;
     if (ev < g->ntasks)
@@ -357,6 +393,9 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
   zone->seal();
 
   sim.ready.resize(in->nodes);
+  sim.sends.resize((size_t)in->nodes * in->nodes);
+  sim.pair_busy.assign((size_t)in->nodes * in->nodes, 0);
+  sim.in_flight.assign(in->nodes, 0);
   sim.free_workers.resize(in->nodes);
   for (int i = 0; i < in->nodes; i++)
     for (int w = in->cores[i] - 1; w >= 0; w--)

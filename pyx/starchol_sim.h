@@ -40,6 +40,11 @@ typedef struct {
     const double *latency;        /* per node link: s */
     double backbone_bandwidth;    /* <= 0: no backbone */
     double backbone_latency;
+    /* sends a node keeps in flight, the others wait in priority order (StarPU-MPI's
+       STARPU_MPI_NDETACHED_SEND, default 10); 0: no limit */
+    int sends_in_flight;
+    /* 1: one send at a time from a node to each other node (0: any number, sharing) */
+    int pair_serial;
     /* progress: called every progress_every completed tasks (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t total);
     void *progress_ctx;

@@ -208,3 +208,76 @@ def test_recorded_graph_is_the_runtime_graph():
     assert "add" in g25.codelet_names and g25.tasks > task_count(10)
     s = record_solve(get_map("sbc", 6), 1000, 100, 250)
     assert s.tasks == solve_task_count(10, 3)
+
+
+# -- the command line -------------------------------------------------------------------
+def test_simulate_command_acceptance(capsys, tmp_path):
+    """`starchol simulate` prints a makespan, and bytes equal to `starchol volume`."""
+    from starchol.cli import main
+
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"workers": 2, "gflops": {"float64": SPEEDS}}))
+    gantt = tmp_path / "g.png"
+    argv = ["--dist", "sbc", "--nodes", "6", "--n", "3072", "--nb", "128"]
+    assert main(["simulate", *argv, "--node", str(node), "--bandwidth", "10mbit",
+                 "--gantt", str(gantt), "--json", "-"]) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert main(["volume", *argv, "--json", "-"]) == 0
+    vol = json.loads(capsys.readouterr().out)
+    assert doc["bytes"] == vol["bytes"] == doc["model_bytes"] and doc["bytes_equal_model"]
+    assert doc["makespan_s"] > 0 and len(doc["busy_fraction"]) == 6
+    assert doc["sends_in_flight"] == 10 and doc["critical_path_s"] <= doc["makespan_s"]
+    assert "makespan:" in out.err and "equal per node pair" in out.err
+    assert gantt.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_simulate_command_figures_and_errors(capsys, tmp_path):
+    from starchol.cli import main
+
+    argv = ["simulate", "--dist", "2dbc", "--nodes", "2", "--n", "200", "--nb", "100"]
+    assert main(argv + ["--node-gflops", "potrf=2,trsm=4,syrk=4,gemm=8,add=1", "--cores",
+                        "1", "--bandwidth", "8mbit", "--latency", "10ms", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    f = 100 ** 3
+    want = f / 3 / 2e9 + 0.02 + 80000 / 1e6 + 2 * f / 4e9 + f / 3 / 2e9
+    assert doc["makespan_s"] == pytest.approx(want, rel=1e-9)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"workers": 2, "gflops": {"float64": {"gemm": 3}}}))
+    for extra, message in [
+            (["--node", str(bad)], "lacks potrf, trsm, syrk, add"),
+            (["--node", str(tmp_path / "none.json")], "none.json: No such file"),
+            ([], "describe the nodes"),
+            (["--node-gflops", "fast", "--cores", "2"], "--node-gflops: cannot read"),
+            (["--node-gflops", "5", "--cores", "2", "--bandwidth", "9 parsecs"],
+             "unknown unit"),
+            (["--node-gflops", "5", "--cores", "2", "--sends-in-flight", "-1"],
+             "--sends-in-flight must be >= 0")]:
+        assert main(argv + extra) == 2, extra
+        assert message in capsys.readouterr().err
+
+
+def test_calibrate_writes_a_node_description(capsys, tmp_path):
+    from starchol.cli import main
+
+    out = tmp_path / "here.json"
+    assert main(["calibrate", "--nb", "32", "64", "--workers", "1", "--repeats", "3",
+                 "--bandwidth", "1gbit", "-o", str(out), "--quiet"]) == 0
+    node = load_node(out)
+    assert node.workers == 1 and node.bandwidth == 1.25e8
+    assert set(node.gflops_by_nb["float64"]) == {"32", "64"}
+    assert node.kernel_gflops("float64", 64) == node.gflops["float64"]
+    assert all(v > 0 for v in node.gflops["float64"].values())
+    assert "float64 NB = 32:" in capsys.readouterr().out
+
+
+def test_example_nodes_load():
+    import glob
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..", "examples", "nodes")
+    files = sorted(glob.glob(os.path.join(root, "*.json")))
+    assert len(files) >= 3
+    for path in files:
+        node = load_node(path)
+        assert node.kernel_gflops("float64", 500)["gemm"] > 0

@@ -1,0 +1,195 @@
+"""``starchol simulate``: the time of a run on a described platform, simulated on SimGrid
+(no cluster needed); ``starchol calibrate`` writes the node description of this machine."""
+import logging
+
+import numpy as np
+
+from ..errors import UsageError
+from ..files import check_folder_writable
+from ..linalg.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
+                               parse_latency)
+from ..linalg.task_graph import KERNELS
+from ..linalg.volume import transfer_pairs_bytes
+from ..units import format_bytes, format_seconds
+from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
+                      cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
+from .output import add_json_arg, json_file, publish
+from .progress import Progress
+
+log = logging.getLogger("starchol.simulate")
+
+#: show a progress line from this many tasks on
+PROGRESS_MIN_TASKS = 50000
+#: a link when neither the node description nor the command line gives one
+DEFAULT_BANDWIDTH, DEFAULT_LATENCY = "10Gbit", "1us"
+
+
+def add_platform_args(parser):
+    """The node and network options (simulate, plan --simulate, report --simulate)."""
+    g = parser.add_argument_group("platform (a node description, or its figures)")
+    g.add_argument("--node", metavar="FILE",
+                   help="node description (JSON: workers, GFlop/s per worker per kernel; "
+                        "`starchol calibrate` writes this machine's; examples/nodes/)")
+    g.add_argument("--cores", type=int, metavar="W",
+                   help="workers per node (with --node-gflops, or to override --node's)")
+    g.add_argument("--node-gflops", metavar="G|k=G,...",
+                   help="GFlop/s of one worker: one number for every kernel, or per kernel "
+                        f"({','.join(k + '=G' for k in KERNELS)})")
+    g.add_argument("--bandwidth", metavar="BW",
+                   help="each node's link, each direction (e.g. 10mbit, 100Gbit, 1.2GB/s); "
+                        f"default: the node description's, else {DEFAULT_BANDWIDTH}")
+    g.add_argument("--latency", metavar="T",
+                   help=f"each node's link latency (e.g. 2us, 0.1ms); default: the node "
+                        f"description's, else {DEFAULT_LATENCY}")
+    g.add_argument("--backbone", metavar="BW[,T]",
+                   help="a shared link every transfer crosses (bandwidth, latency)")
+    g.add_argument("--sends-in-flight", type=int, default=None, metavar="K",
+                   help="sends a node keeps in flight, the others queued by priority "
+                        "(StarPU-MPI's STARPU_MPI_NDETACHED_SEND; default 10; 0: no limit)")
+    g.add_argument("--pair-serial", action="store_true",
+                   help="one send at a time from a node to each other node")
+
+
+def _gflops_arg(text):
+    try:
+        if "=" not in text:
+            value = float(text)
+            return {k: value for k in KERNELS}
+        out = {}
+        for part in text.split(","):
+            k, _, v = part.partition("=")
+            out[k.strip()] = float(v)
+        return out
+    except ValueError as exc:
+        raise UsageError(f"--node-gflops: cannot read {text!r}; give one number (GFlop/s) "
+                         f"or kernel=GFlop/s pairs such as gemm=30,potrf=10") from exc
+
+
+def node_from_args(args, dtype):
+    """The NodeSpec of ``--node`` / ``--cores`` / ``--node-gflops``."""
+    if args.node and args.node_gflops:
+        raise UsageError("give --node FILE or --node-gflops, not both")
+    if args.node:
+        node = load_node(args.node)
+        if args.cores is not None:
+            if args.cores < 1:
+                raise UsageError(f"--cores must be >= 1, got {args.cores}")
+            node.workers = args.cores
+        return node
+    if not args.node_gflops or args.cores is None:
+        raise UsageError("describe the nodes: --node FILE (`starchol calibrate` writes this "
+                         "machine's; examples/nodes/), or --node-gflops G and --cores W")
+    return node_from_dict({"name": "command line", "workers": args.cores,
+                           "gflops": {dtype: _gflops_arg(args.node_gflops)}},
+                          "--node-gflops/--cores")
+
+
+def platform_from_args(args, nodes, dtype):
+    """The Platform of the options for ``nodes`` nodes."""
+    node = node_from_args(args, dtype)
+    bw = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else \
+        node.bandwidth or parse_bandwidth(DEFAULT_BANDWIDTH)
+    lat = parse_latency(args.latency, "--latency") if args.latency else \
+        (node.latency if node.latency is not None else parse_latency(DEFAULT_LATENCY))
+    bb_bw, bb_lat = 0.0, 0.0
+    if args.backbone:
+        words = args.backbone.split(",")
+        if len(words) > 2:
+            raise UsageError(f"--backbone is BANDWIDTH[,LATENCY], got {args.backbone!r}")
+        bb_bw = parse_bandwidth(words[0], "--backbone")
+        bb_lat = parse_latency(words[1], "--backbone latency") if len(words) == 2 else 0.0
+    return Platform(node=node, nodes=nodes, bandwidth=bw, latency=lat,
+                    backbone_bandwidth=bb_bw, backbone_latency=bb_lat)
+
+
+def sends_from_args(args):
+    """The keyword arguments of the send model (``--sends-in-flight``, ``--pair-serial``)."""
+    from ..linalg.simulate import SENDS_IN_FLIGHT
+
+    k = SENDS_IN_FLIGHT if args.sends_in_flight is None else args.sends_in_flight
+    if k < 0:
+        raise UsageError(f"--sends-in-flight must be >= 0, got {k}")
+    return {"sends_in_flight": k, "pair_serial": bool(args.pair_serial)}
+
+
+def register(sub):
+    p = sub.add_parser(
+        "simulate", help="simulated time of a run on a described platform (SimGrid)",
+        description="Replay the Cholesky task graph the runtime would run (the same "
+                    "loops, priorities and transfers) on SimGrid: one host per node with "
+                    "its workers, each node's link, prio list scheduling. Prints the "
+                    "makespan, GFlop/s, each node's busy fraction, the bytes (= starchol "
+                    "volume) and the critical path (docs/simulation.md).")
+    add_map_args(p)
+    add_size_args(p)
+    add_cache_arg(p)
+    add_dtype_arg(p, "entries of 8 bytes (float64, default) or 4 (float32); picks the "
+                     "node's kernel speeds for that dtype")
+    add_platform_args(p)
+    add_json_arg(p, "the simulation document (makespan_s, gflops, busy_fraction, bytes, "
+                    "pair_bytes, critical_path_s, ...)")
+    p.add_argument("--gantt", metavar="FILE.png",
+                   help="draw the simulated schedule (one row per worker, first nodes)")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.set_defaults(func=run)
+
+
+def run(args):
+    from ..linalg.simulate import simulate_cholesky
+
+    nt, n, nb = sizes_from_args(args)
+    tile_map = map_from_args(args, nt=nt)
+    dtype = args.dtype
+    plat = platform_from_args(args, tile_map.nodes, dtype)
+    plat.node.kernel_gflops(dtype, nb)          # a clear error before the work
+    json_file(args)
+    if args.gantt:
+        check_folder_writable(args.gantt, "--gantt")
+    from ..linalg.cholesky import task_count
+
+    progress = None
+    if not args.quiet and task_count(nt) * max(1, tile_map.slices) >= PROGRESS_MIN_TASKS:
+        progress = Progress("simulating", unit="tasks", enabled=True)
+    cache = cache_from_args(args)
+    res = simulate_cholesky(tile_map, n, nb, plat, dtype=dtype, cache=cache,
+                            progress=progress, **sends_from_args(args))
+    model = transfer_pairs_bytes(tile_map, n, nb, cache=cache,
+                                 itemsize=itemsize_from_args(args))
+    doc = {"map": str(tile_map), "n": n, "nb": nb, "nt": nt, "dtype": dtype,
+           "cache": cache, "platform": plat.to_dict(), **sends_from_args(args),
+           **res.to_dict(),
+           "model_bytes": int(model.sum()),
+           "bytes_equal_model": bool(np.array_equal(model, res.pair_bytes))}
+    if args.gantt:
+        from .simulate_figures import gantt_png
+
+        gantt_png(res, args.gantt, f"{tile_map}, N = {n}, NB = {nb}")
+        doc["gantt"] = args.gantt
+    publish(args, doc, text_report(doc))
+    return 0
+
+
+def text_report(doc):
+    """The human summary of a simulation document."""
+    plat = doc["platform"]
+    busy = doc["busy_fraction"]
+    lines = [
+        f"map:        {doc['map']}",
+        f"matrix:     N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}, {doc['dtype']}, "
+        f"cache {'on' if doc['cache'] else 'off'}",
+        f"platform:   {plat['nodes']} x {plat['node']['name']} ({plat['node']['workers']} "
+        f"workers), links {plat['bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s, "
+        f"{format_seconds(plat['latency_s'])}"
+        + (f", backbone {plat['backbone_bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s"
+           if plat.get("backbone_bandwidth_bytes_per_s") else ""),
+        f"makespan:   {format_seconds(doc['makespan_s'])} ({doc['gflops']:.2f} GFlop/s)",
+        f"critical:   {format_seconds(doc['critical_path_s'])} (tasks only), "
+        f"{format_seconds(doc['critical_path_comm_s'])} (with each transfer alone on its link)",
+        f"busy:       per node {min(busy):.3f}..{max(busy):.3f} (mean {np.mean(busy):.3f})",
+        f"bytes:      {format_bytes(doc['bytes'])} ({doc['bytes']} B) in {doc['transfers']} "
+        f"transfers; model (starchol volume) {doc['model_bytes']} B: "
+        f"{'equal per node pair' if doc['bytes_equal_model'] else 'DIFFERENT'}",
+        f"simulated:  {doc['tasks']} tasks in {doc['simulation_wall_s']:.2f} s "
+        f"({doc['tasks_per_s']:.0f} tasks/s)",
+    ]
+    return "\n".join(lines)

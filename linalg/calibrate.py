@@ -1,0 +1,153 @@
+"""Kernel speeds of this machine, measured, for the simulator's node descriptions.
+
+``calibrate(nbs, dtypes, workers)`` times the tile kernels the task graphs run (POTRF,
+TRSM, SYRK, GEMM of NB x NB tiles, and the 2.5D ADD) with ``workers`` processes calling
+the same kernel at once, each with one BLAS thread, as the run's StarPU workers do: the
+kernels share the caches and memory bandwidth as in a run. BLAS/LAPACK are SciPy's
+(``scipy.linalg.blas``/``lapack``: the library the kernels call with
+``STARCHOL_KERNEL_BLAS=scipy``). Each figure is the median over the workers of each
+worker's median call time (:data:`QUANTILE`), after one warm-up call; calibrate on a
+quiet machine (other programs' load slows the calls down); it is turned into GFlop/s with the
+kernel's flop count (POTRF NB^3/3, TRSM and SYRK NB^3, GEMM 2 NB^3, ADD NB^2).
+
+The result is a node description (:mod:`.platform`) with ``gflops_by_nb`` per dtype and
+NB, and ``gflops`` per dtype at the largest NB measured (for other tile sizes).
+"""
+import multiprocessing
+import os
+import platform as _platform
+import time
+
+import numpy as np
+
+from .task_graph import KERNELS
+
+#: each worker's figure: this quantile of its call times (the median: a low quantile
+#: would pick the calls made while the other workers were descheduled, on a shared
+#: machine, and lose the effect of the workers running together)
+QUANTILE = 0.5
+#: flops of one call on NB x NB tiles
+FLOPS = {"potrf": lambda nb: nb ** 3 / 3, "trsm": lambda nb: float(nb) ** 3,
+         "syrk": lambda nb: float(nb) ** 3, "gemm": lambda nb: 2.0 * nb ** 3,
+         "add": lambda nb: float(nb) ** 2}
+
+
+def _kernel_call(kernel, nb, dtype, rng):
+    """A function that runs ``kernel`` once on fresh-enough NB x NB operands."""
+    from scipy.linalg import blas, lapack
+
+    prefix = "s" if dtype == "float32" else "d"
+    a = np.asfortranarray(rng.standard_normal((nb, nb)).astype(dtype))
+    b = np.asfortranarray(rng.standard_normal((nb, nb)).astype(dtype))
+    c = np.asfortranarray(rng.standard_normal((nb, nb)).astype(dtype))
+    spd = np.asfortranarray((a @ a.T + nb * np.eye(nb)).astype(dtype))
+    low = np.asfortranarray(np.linalg.cholesky(spd.astype(np.float64)).astype(dtype))
+    if kernel == "potrf":
+        potrf = getattr(lapack, prefix + "potrf")
+        work = np.empty_like(spd, order="F")
+
+        def call():
+            work[...] = spd
+            potrf(work, lower=1, overwrite_a=1, clean=0)
+        return call
+    if kernel == "trsm":
+        trsm = getattr(blas, prefix + "trsm")
+        return lambda: trsm(1.0, low, b, side=1, lower=1, trans_a=1, overwrite_b=1)
+    if kernel == "syrk":
+        syrk = getattr(blas, prefix + "syrk")
+        return lambda: syrk(-1.0, a, beta=1.0, c=c, lower=1, overwrite_c=1)
+    if kernel == "gemm":
+        gemm = getattr(blas, prefix + "gemm")
+        return lambda: gemm(-1.0, a, b, beta=1.0, c=c, trans_b=1, overwrite_c=1)
+    if kernel == "add":
+        return lambda: np.add(c, b, out=c)
+    raise ValueError(f"unknown kernel {kernel!r}")
+
+
+def _worker(conn, kernel, nb, dtype, repeats, seed, barrier):
+    from threadpoolctl import threadpool_limits
+
+    try:
+        with threadpool_limits(1):
+            call = _kernel_call(kernel, nb, dtype, np.random.default_rng(seed))
+            call()                                   # warm-up
+            barrier.wait()
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - t0)
+        conn.send(float(np.quantile(times, QUANTILE)))
+    except BaseException as exc:  # noqa: BLE001  reported to the parent
+        conn.send(f"{type(exc).__name__}: {exc}")
+    finally:
+        conn.close()
+
+
+def time_kernel(kernel, nb, dtype, workers, repeats):
+    """Seconds of one ``kernel`` call on NB x NB ``dtype`` tiles while
+    ``workers`` processes call it at once (see the module docstring)."""
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(workers)
+    pipes, procs = [], []
+    for w in range(workers):
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_worker, args=(child, kernel, nb, dtype, repeats, w, barrier),
+                        daemon=True)
+        p.start()
+        child.close()
+        pipes.append(parent)
+        procs.append(p)
+    out = []
+    for parent, p in zip(pipes, procs):
+        try:
+            out.append(parent.recv())
+        except EOFError:
+            out.append("the worker process died")
+        p.join()
+    bad = [o for o in out if isinstance(o, str)]
+    if bad:
+        raise RuntimeError(f"timing {kernel} (NB = {nb}, {dtype}) failed: {bad[0]}")
+    return float(np.median(out))
+
+
+def repeats_for(nb, budget_s=0.25, guess_gflops=10.0):
+    """Calls per measurement: about ``budget_s`` of GEMM at ``guess_gflops``, 3..200."""
+    return int(min(200, max(3, budget_s * guess_gflops * 1e9 / (2.0 * nb ** 3))))
+
+
+def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
+    """Measure every kernel of :data:`~starchol.linalg.task_graph.KERNELS` for each NB in
+    ``nbs`` and dtype in ``dtypes`` with ``workers`` concurrent workers; returns the
+    node description (a dict for :func:`~starchol.linalg.platform.node_from_dict`),
+    with the seconds measured under ``calibration``. ``progress(done, total)`` after
+    each measurement."""
+    nbs = [int(nb) for nb in nbs]
+    total, done = len(nbs) * len(dtypes) * len(KERNELS), 0
+    by_nb, seconds = {}, {}
+    for dtype in dtypes:
+        by_nb[dtype], seconds[dtype] = {}, {}
+        for nb in nbs:
+            reps = repeats or repeats_for(nb)
+            speeds, secs = {}, {}
+            for kernel in KERNELS:
+                t = time_kernel(kernel, nb, dtype, workers, reps)
+                secs[kernel] = t
+                speeds[kernel] = round(FLOPS[kernel](nb) / t / 1e9, 4)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+            by_nb[dtype][str(nb)] = speeds
+            seconds[dtype][str(nb)] = secs
+    top = str(max(nbs))
+    return {
+        "name": f"{_platform.node()} (calibrated)",
+        "workers": int(workers),
+        "gflops": {dt: dict(by_nb[dt][top]) for dt in dtypes},
+        "gflops_by_nb": by_nb,
+        "source": (f"starchol calibrate on {_platform.node()}, {workers} concurrent "
+                   f"worker(s), SciPy BLAS/LAPACK, one thread each, "
+                   f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"),
+        "calibration": {"seconds": seconds, "cpus": os.cpu_count(),
+                        "processor": _platform.processor() or _platform.machine()},
+    }
