@@ -13,7 +13,7 @@ from ..linalg.volume import transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
                       cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
-from .output import add_json_arg, json_file, publish
+from .output import add_json_arg, emit, json_file
 from .progress import Progress
 
 log = logging.getLogger("starchol.simulate")
@@ -165,7 +165,7 @@ def run(args):
 
         gantt_png(res, args.gantt, f"{tile_map}, N = {n}, NB = {nb}")
         doc["gantt"] = args.gantt
-    publish(args, doc, text_report(doc))
+    emit(args, doc, text_report(doc))
     return 0
 
 
