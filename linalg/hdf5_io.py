@@ -27,8 +27,9 @@ import numpy as np
 from ..collective import (agree, allreduce_max, as_comm, describe, run_everywhere,
                           run_on_root)
 from ..errors import StarcholError, UsageError
-from ..files import (OutputAppeared, check_folder_writable, fingerprint, parse_target,  # noqa: F401
-                     publish, resolve, same_file)
+from ..files import (OutputAppeared, check_folder_writable, disk_full,  # noqa: F401
+                     fingerprint, naming_full_disk, parse_target, publish, resolve,
+                     same_file)
 
 __all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input",
            "inspect_dataset", "read_tiles", "check_output",
@@ -554,11 +555,11 @@ def _copy_without(src, dst, skip):
         walk(fi, fo)
 
 
-def _create_tmp(path, dataset, shape, attrs, nb=None, dtype=np.float64):
+def _create_tmp(path, dataset, shape, attrs, nb=None, dtype=np.float64, role="output"):
     """A temporary copy of ``path`` (or a new file) beside it, holding a zero ``dataset``
     of ``shape`` (an int n for n x n) and ``dtype`` with ``attrs``. An existing dataset
     of that name is left out of the copy (no dead space). Returns its name (tracked:
-    removed on signals)."""
+    removed on signals). A full disk is reported naming ``role path``."""
     import shutil
 
     h5py = _h5py()
@@ -566,21 +567,22 @@ def _create_tmp(path, dataset, shape, attrs, nb=None, dtype=np.float64):
         shape = (shape, shape)
     tmp = _new_tmp(path)
     try:
-        target = resolve(path)
-        mode = "w"
-        if os.path.exists(target):
-            with _open(target, "output file", path) as fh:
-                replaced = fh.get(dataset, getlink=True) is not None
-            if replaced:
-                _copy_without(target, tmp, dataset)
-            else:
-                shutil.copyfile(target, tmp)  # keep the file's other datasets
-            mode = "a"
-        with h5py.File(tmp, mode) as fh:
-            d = fh.create_dataset(dataset, shape=shape, dtype=np.dtype(dtype),
-                                  chunks=_chunks(shape, nb), fillvalue=0.0)
-            for k, v in attrs.items():
-                d.attrs[k] = v
+        with naming_full_disk(path, role):
+            target = resolve(path)
+            mode = "w"
+            if os.path.exists(target):
+                with _open(target, "output file", path) as fh:
+                    replaced = fh.get(dataset, getlink=True) is not None
+                if replaced:
+                    _copy_without(target, tmp, dataset)
+                else:
+                    shutil.copyfile(target, tmp)  # keep the file's other datasets
+                mode = "a"
+            with h5py.File(tmp, mode) as fh:
+                d = fh.create_dataset(dataset, shape=shape, dtype=np.dtype(dtype),
+                                      chunks=_chunks(shape, nb), fillvalue=0.0)
+                for k, v in attrs.items():
+                    d.attrs[k] = v
     except BaseException:
         _drop_tmp(tmp)
         raise
@@ -653,7 +655,7 @@ class FactorWriter:
         kind = "rhs" if tiled.kind == "rhs" else "matrix" if whole else "factor"
         attrs = {**(attrs or {}), "content": CONTENT[kind]}
         self.tmp = run_on_root(self.comm, _create_tmp, self.path, self.dataset,
-                               (self.n, self.ncols), attrs, self.nb, self.dtype)
+                               (self.n, self.ncols), attrs, self.nb, self.dtype, self.role)
         error = None
         try:
             for turn in range(size):
@@ -662,8 +664,12 @@ class FactorWriter:
                         with h5py.File(self.tmp, "r+") as fh:
                             _write_tiles(fh[self.dataset], tiled, kind)
                     except Exception as exc:  # noqa: BLE001 - shared below, not raised alone
+                        full = (f"; the disk is full (no space left on the file system "
+                                f"of {os.path.dirname(resolve(self.path))})"
+                                if disk_full(exc) else "")
                         error = StarcholError(
-                            f"rank {rank} cannot write its tiles to {self.tmp}: "
+                            f"{self.role} {self.path}: rank {rank} cannot write its tiles "
+                            f"to {self.tmp}{full}: "
                             f"{exc if isinstance(exc, OSError) else describe(exc)}")
                 self.comm.Barrier()
             agree(self.comm, error)
@@ -717,9 +723,9 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
     before = fingerprint(resolve(path))
     h5py = _h5py()
     tmp = _create_tmp(path, dataset, n, {**(attrs or {}), "content": CONTENT["matrix"]},
-                      dtype=dtype)
+                      dtype=dtype, role="--output")
     try:
-        with h5py.File(tmp, "r+") as fh:
+        with naming_full_disk(path, "--output"), h5py.File(tmp, "r+") as fh:
             d = fh[dataset]
             # whole chunk rows per block (about 64 MB), so that no chunk is written twice
             c = d.chunks[0]
