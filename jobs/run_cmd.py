@@ -439,7 +439,13 @@ def _run(args, comm, tile_map, spec):
                                 unit="tasks", enabled=True)
         if mixed:
             # A and B stay float64 and unchanged; the backward error is always computed
-            sol = solve_mixed(a, rhs, tile_map, session=rt)
+            import warnings
+
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                sol = solve_mixed(a, rhs, tile_map, session=rt)
+            for w in said:       # one line on every rank (the library warns on each)
+                log.warning("rank %d: %s", rank, w.message)
             rt.stop_trace()
             fac, x, res, solve_res = sol.factor, sol.X, None, sol.backward_error
         else:
@@ -701,7 +707,7 @@ def _mixed_lines(doc):
              f"  backward error ||B - A X||_F / (||A||_F ||X||_F + ||B||_F) = "
              f"{mixed['backward_error']:.3e} (bound sqrt(N) 2^-53 = "
              f"{mixed['tolerance']:.3e}); history "
-             + ", ".join(f"{h:.2e}" for h in mixed["history"]),
+             + (", ".join(f"{h:.2e}" for h in mixed["history"]) or "- (no float32 factor)"),
              f"  time split: float32 copy + factorization {t['factor']:.3f} s, refinement "
              f"{t['refinement']:.3f} s, fallback {t['fallback']:.3f} s"]
     measured, predicted = (mixed.get("bytes_measured_phase_pairs"),

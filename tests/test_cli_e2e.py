@@ -244,14 +244,16 @@ def test_run_dtype_mixed_converges_and_falls_back(mpirun, tmp_path):
     with h5py.File(tmp_path / "ill.h5", "w") as f:
         f["A"] = _ill_conditioned(300, 1e9)
     p = mpirun(2, "run", "--dist", "2dbc", "--input", f"{tmp_path / 'ill.h5'}:/A",
-               "--nb", "50", "--nrhs", "1", "--dtype", "mixed", "--json", doc_path,
-               "--workers", "1", "--quiet", timeout=120)
+               "--nb", "50", "--nrhs", "1", "--dtype", "mixed", "--json",
+               tmp_path / "ill.json", "--workers", "1", "--quiet", timeout=120)
     assert p.rank_exits == [0, 0], p.stderr
-    mixed = json.loads(doc_path.read_text())["mixed"]
+    mixed = json.loads((tmp_path / "ill.json").read_text())["mixed"]
     assert mixed["fallback"] in ("factorization", "refinement") and mixed["fallback_reason"]
     assert mixed["backward_error"] <= np.sqrt(300) * 2.0 ** -53
     assert f", fallback to float64: YES, {mixed['fallback']}: " in p.stdout
     assert "(from the float64 factor)" in p.stdout and "per-pair match: yes" in p.stdout
+    for r in (0, 1):      # said on every rank, one line each
+        assert f"starchol: WARNING: rank {r}: solve_mixed fell back to float64: " in p.stderr
 
     p = mpirun(2, "run", "--dist", "2dbc", "--n", "200", "--nb", "50", "--dtype", "mixed",
                "--workers", "1", timeout=60)

@@ -10,6 +10,7 @@ import pytest
 from conftest import MPIRUN, run_or_fail
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
+pytestmark = pytest.mark.mpi
 EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                        "examples", "gp_loglik.py")
 
