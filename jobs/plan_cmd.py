@@ -23,6 +23,7 @@ import time
 
 from ..errors import UsageError
 from ..distributions.base import nodes_text
+from ..linalg.platform import load_node
 from ..linalg.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
                            versus_2d)
 from ..units import format_bytes, format_seconds
@@ -70,6 +71,16 @@ def register(sub):
                         f"MPI message and task on a cluster); measured "
                         f"{MEASURED_STEP_LATENCY_S:g} on the emulated cluster "
                         f"(docs/cluster.md)")
+    p.add_argument("--simulate", action="store_true",
+                   help="rank the fitting maps by simulated makespan on SimGrid "
+                        "(docs/simulation.md): needs --node FILE; the link is "
+                        "--node-bandwidth")
+    p.add_argument("--node", metavar="FILE",
+                   help="--simulate: node description (workers, GFlop/s per kernel; "
+                        "`starchol calibrate` writes one, examples/nodes/)")
+    p.add_argument("--simulate-top", type=int, default=8, metavar="K",
+                   help="--simulate: simulate the K best fitting maps by the estimate "
+                        "(default 8)")
     add_json_arg(p, "the plan as a JSON document (keys: docs/volume-model.md, "
                     "\"starchol plan --json\")")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -95,6 +106,18 @@ def run(args):
         raise UsageError("--nrhs applies to --dtype mixed" if not mixed else
                          f"--nrhs must be >= 1, got {args.nrhs}")
     nrhs = (args.nrhs or 1) if mixed else 0
+    node = None
+    if args.simulate or args.node:
+        if not (args.simulate and args.node):
+            raise UsageError("--simulate needs --node FILE (a node description), and "
+                             "--node applies to --simulate")
+        if mixed:
+            raise UsageError("--simulate simulates float64 or float32 factorizations, "
+                             "not --dtype mixed")
+        if args.simulate_top < 1:
+            raise UsageError(f"--simulate-top must be >= 1, got {args.simulate_top}")
+        node = load_node(args.node)
+        node.kernel_gflops(args.dtype, args.nb)      # a clear error before the work
     json_file(args)
     log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
              nodes_text(args.nodes), args.n, args.nb)
@@ -112,8 +135,14 @@ def run(args):
         progress(k + 1, len(maps))
     log.info("scored in %.2f s; %d of %d fit the memory", time.perf_counter() - t0,
              sum(r["fits"] for r in rows), len(rows))
-    rows, pick = rank_maps(rows)
+    if node is not None:
+        simulate_rows(rows, maps, node, args)
+    rows, pick = rank_maps(rows, simulated=node is not None)
     why = explain(pick, rows, args)
+    if node is not None and pick is not None and pick.get("simulated_s") is not None:
+        why = (f"Picked by simulated makespan (SimGrid, {node.name}, {node.workers} "
+               f"workers per node): {pick['map']} in {format_seconds(pick['simulated_s'])}."
+               f" The estimate's reasoning: " + why)
     doc = {"nodes": args.nodes, "n": args.n, "nb": args.nb, "dtype": args.dtype,
            **({"nrhs": nrhs} if mixed else {}),
            "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
@@ -122,6 +151,26 @@ def run(args):
            "pick": pick, "explanation": why, "commands": commands(pick, args)}
     emit(args, doc, text_table(doc))
     return 0 if pick else 1
+
+
+def simulate_rows(rows, maps, node, args):
+    """Simulate the ``--simulate-top`` fitting rows with the least estimates (in place:
+    ``simulated_s``, ``simulated_gflops``, ``simulated_busy_max``)."""
+    from ..linalg.platform import Platform
+    from ..linalg.simulate import simulate_cholesky
+
+    by_map = {str(m): m for m in maps}
+    best = sorted((r for r in rows if r["fits"]), key=lambda r: r["estimate_s"])
+    best = best[:args.simulate_top]
+    progress = Progress("simulating maps", unit="maps", enabled=False if args.quiet else None)
+    for k, row in enumerate(best):
+        m = by_map[row["map"]]
+        plat = Platform(node=node, nodes=m.nodes, bandwidth=args.node_bandwidth,
+                        latency=node.latency or 0.0)
+        res = simulate_cholesky(m, args.n, args.nb, plat, dtype=args.dtype)
+        row.update(simulated_s=res.makespan_s, simulated_gflops=res.gflops,
+                   simulated_busy_max=float(res.busy.max()))
+        progress(k + 1, len(best))
 
 
 def text_table(doc):
@@ -142,6 +191,11 @@ def text_table(doc):
                      f"{'yes' if r['fits'] else 'no':>4} {r['flops_max_over_avg']:>13.3f} "
                      f"{format_seconds(r['compute_s']):>10} {format_seconds(r['comm_s']):>10} "
                      f"{format_seconds(r['estimate_s']):>10}")
+    sims = [r for r in doc["rows"] if r.get("simulated_s") is not None]
+    if sims:
+        lines += ["", "simulated (SimGrid, best first):"]
+        lines += [f"  {r['map']:<56} {format_seconds(r['simulated_s']):>10} "
+                  f"{r['simulated_gflops']:>10.0f} GFlop/s" for r in sims]
     lines += ["", doc["explanation"]]
     if doc["commands"]:
         lines += ["", "run it with:", f"  {doc['commands']['run']}",

@@ -25,6 +25,7 @@ from ..files import OutputFolder  # noqa: F401 - its home is starchol.files
 from .output import dumps, write_atomic
 from .preflight import max_nodes_in_memory  # noqa: F401 - its home is preflight
 from .progress import Progress
+from ..units import format_bytes
 
 RANGE_RE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
 
@@ -51,6 +52,14 @@ def register(sub):
     add_cache_arg(g)
     add_dtype_arg(g, BYTES_DTYPE_HELP)
     add_size_args(p)
+    s = p.add_argument_group("simulated report (--simulate; docs/simulation.md)")
+    s.add_argument("--simulate", action="store_true",
+                   help="simulate every map family on each node count of --nodes-range "
+                        "(SimGrid) and plot time and GFlop/s against nodes")
+    s.add_argument("--node", metavar="FILE",
+                   help="--simulate: node description (`starchol calibrate`, examples/nodes/)")
+    s.add_argument("--bandwidth", metavar="BW",
+                   help="--simulate: each node's link (e.g. 100Gbit); default the node's")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run, one_process=True)
 
@@ -99,6 +108,12 @@ def command_line(argv=None):
 
 
 def run(args):
+    if args.simulate:
+        if args.runs or args.model:
+            raise UsageError("--simulate makes its own report: no run files, no --model")
+        return run_simulate(args)
+    if args.node or args.bandwidth:
+        raise UsageError("--node and --bandwidth apply to --simulate")
     if args.model:
         if args.runs:
             raise UsageError("give run JSON files or --model, not both")
@@ -143,6 +158,53 @@ def run_model(args):
     print(f"wrote {os.path.join(folder, 'report.md')}, model.json and "
           f"{', '.join(name for name, _ in figures)} in {folder}")
     print(sbc_statement(doc).replace("**", ""))
+    return 0
+
+
+def run_simulate(args):
+    """``report --simulate``: every map of :func:`~starchol.linalg.simulate.sweep_maps`
+    on each node count, simulated; simulate.json, simulate.md, simulate.png."""
+    from ..linalg.platform import Platform, load_node, parse_bandwidth
+    from ..linalg.simulate import simulate_cholesky, sweep_maps
+    from .simulate_figures import sweep_png
+
+    first, last = parse_range(args.nodes_range)
+    nt, n, nb = sizes_from_args(args)
+    if not args.node:
+        raise UsageError("--simulate needs --node FILE (a node description)")
+    node = load_node(args.node)
+    node.kernel_gflops(args.dtype, nb)
+    bw = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else node.bandwidth
+    if bw is None:
+        raise UsageError("--simulate needs --bandwidth (the node description has none)")
+    slices = [2, 3] if parse_slices(args.slices) == "best" else parse_slices(args.slices)
+    cases = [(p, label, m) for p in range(first, last + 1)
+             for label, m in sweep_maps(p, nt, slices)]
+    rows = []
+    with OutputFolder(args.output) as out:
+        progress = Progress("simulating", unit="maps", enabled=not args.quiet)
+        for k, (p, label, m) in enumerate(cases):
+            plat = Platform(node=node, nodes=p, bandwidth=bw, latency=node.latency or 0.0)
+            r = simulate_cholesky(m, n, nb, plat, dtype=args.dtype,
+                                  cache=args.cache == "on")
+            rows.append({"nodes": p, "family": label, "map": str(m),
+                         "makespan_s": r.makespan_s, "gflops": r.gflops, "bytes": r.bytes,
+                         "busy_max": float(r.busy.max()),
+                         "critical_path_s": r.critical_path_s})
+            progress(k + 1, len(cases))
+        doc = {"command": command_line(), "n": n, "nb": nb, "dtype": args.dtype,
+               "node": node.to_dict(), "bandwidth_bytes_per_s": bw, "rows": rows}
+        _write_text(out.path("simulate.json"), dumps(doc) + "\n")
+        title = f"simulated, N = {n}, NB = {nb}, {node.name}, {bw * 8 / 1e9:g} Gbit/s links"
+        sweep_png(rows, out.path("simulate.png"), title)
+        lines = [f"# {title}", "", f"`{doc['command']}`", "", "![](simulate.png)", "",
+                 "| P | map | time (s) | GFlop/s | bytes | busy max |",
+                 "|---|---|---|---|---|---|"]
+        lines += [f"| {r['nodes']} | {r['map']} | {r['makespan_s']:.4g} | "
+                  f"{r['gflops']:.1f} | {format_bytes(r['bytes'])} | {r['busy_max']:.2f} |"
+                  for r in rows]
+        _write_text(out.path("simulate.md"), "\n".join(lines) + "\n")
+    print(f"wrote simulate.md, simulate.json and simulate.png in {args.output}")
     return 0
 
 

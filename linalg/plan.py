@@ -142,10 +142,18 @@ def rank_key(row):
     return (not row["fits"], row["estimate_s"], row["bytes"], row["memory_per_node_bytes"])
 
 
-def rank_maps(rows):
-    """The scored maps best first (:func:`rank_key`, stable), and the pick: the first
-    that fits, or None. Returns (rows, pick)."""
-    rows = sorted(rows, key=rank_key)
+def rank_key_simulated(row):
+    """Sort key with simulated makespans (``plan --simulate``): fits first, then the
+    simulated ones by ``simulated_s``, then the others by :func:`rank_key`."""
+    sim = row.get("simulated_s")
+    return (not row["fits"], sim is None, sim if sim is not None else 0.0, rank_key(row))
+
+
+def rank_maps(rows, simulated=False):
+    """The scored maps best first (:func:`rank_key`, or :func:`rank_key_simulated` with
+    ``simulated``; stable), and the pick: the first that fits, or None. Returns
+    (rows, pick)."""
+    rows = sorted(rows, key=rank_key_simulated if simulated else rank_key)
     return rows, (rows[0] if rows and rows[0]["fits"] else None)
 
 

@@ -210,3 +210,29 @@ def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
     graph = record_solve(tile_map, n, nb, nrhs, itemsize=4 if dtype == "float32" else 8,
                          which=which)
     return simulate_graph(graph, platform, dtype, nb, cache, progress)
+
+
+#: the map families a node-count sweep simulates (:func:`sweep_maps`), besides the most
+#: square 2DBC grid; 2.5D ones with each slice count asked for
+SWEEP_2D = ("sbc", "sym", "aplane", "pplane")
+SWEEP_25D = ("sbc25d", "sym25d")
+
+
+def sweep_maps(nodes, nt, slices=(2, 3)):
+    """``[(family label, map)]`` of every map a sweep simulates on exactly ``nodes``
+    nodes: the most square 2DBC grid, then SBC, sym, aplane, pplane and sbc25d/sym25d with
+    each c in ``slices``, where they exist for that node count (``report --simulate``,
+    benchmarks/simulate_paper.py)."""
+    from ..distributions import get_map
+    from ..errors import UsageError
+
+    out = [("2dbc", get_map("2dbc", nodes))]
+    tries = [(name, {}) for name in SWEEP_2D] + \
+        [(name, {"slices": c}) for name in SWEEP_25D for c in slices]
+    for name, kw in tries:
+        try:
+            m = get_map(name, nodes, nt=nt, **kw)
+        except UsageError:
+            continue
+        out.append((name + (f" c={kw['slices']}" if kw else ""), m))
+    return out

@@ -281,3 +281,67 @@ def test_example_nodes_load():
     for path in files:
         node = load_node(path)
         assert node.kernel_gflops("float64", 500)["gemm"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_scale_sbc_210_nodes_nt_160():
+    """Point 5: P = 210 (sbc r = 21), NT = 160 (695,520 tasks) within 10 minutes and
+    8 GB (the simulator's child process; the recorder's arrays are in this one)."""
+    import resource
+    import time
+
+    node = NodeSpec(workers=35, gflops={"float64": {"potrf": 19.0, "trsm": 47.0,
+                                                    "syrk": 47.0, "gemm": 62.0, "add": 1.0}})
+    plat = Platform(node=node, nodes=210, bandwidth=parse_bandwidth("100Gbit"),
+                    latency=1.5e-6)
+    t0 = time.perf_counter()
+    got = sim.simulate_cholesky(get_map("sbc", 210), 160 * 500, 500, plat)
+    wall = time.perf_counter() - t0
+    child_gb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2 ** 20
+    self_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
+    print(f"{got.tasks} tasks in {wall:.1f} s ({got.tasks_per_s:.0f} tasks/s in the "
+          f"simulator), peak memory {self_gb:.2f} GB here, {child_gb:.2f} GB in the child")
+    assert got.tasks == 695520
+    assert wall < 600 and child_gb < 8 and self_gb < 8
+    np.testing.assert_array_equal(got.pair_bytes,
+                                  transfer_pairs_bytes(get_map("sbc", 210), 80000, 500))
+
+
+def test_plan_simulate_ranks_by_simulated_makespan(capsys, tmp_path):
+    from starchol.cli import main
+
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"workers": 2, "gflops": {"float64": SPEEDS}}))
+    assert main(["plan", "--nodes", "6", "--n", "1600", "--nb", "200", "--memory-per-node",
+                 "1e9", "--node-bandwidth", "1.25e6", "--simulate", "--node", str(node),
+                 "--simulate-top", "3", "--quiet", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    sims = [r for r in doc["rows"] if r.get("simulated_s") is not None]
+    assert len(sims) == 3
+    assert [r["simulated_s"] for r in sims] == sorted(r["simulated_s"] for r in sims)
+    assert doc["rows"][0] is not None and doc["pick"]["map"] == sims[0]["map"]
+    assert "Picked by simulated makespan" in doc["explanation"]
+    assert main(["plan", "--nodes", "6", "--n", "1600", "--nb", "200", "--memory-per-node",
+                 "1e9", "--simulate"]) == 2
+    assert "--simulate needs --node FILE" in capsys.readouterr().err
+
+
+def test_report_simulate_sweeps_node_counts(capsys, tmp_path):
+    from starchol.cli import main
+
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"workers": 2, "gflops": {"float64": SPEEDS},
+                                "bandwidth": "1Gbit"}))
+    out = tmp_path / "rep"
+    assert main(["report", "--simulate", "--nodes-range", "5..6", "--n", "1200", "--nb",
+                 "200", "--node", str(node), "-o", str(out), "--quiet"]) == 0
+    doc = json.loads((out / "simulate.json").read_text())
+    fams = {(r["nodes"], r["family"]) for r in doc["rows"]}
+    assert {(5, "2dbc"), (6, "2dbc"), (6, "sbc")} <= fams
+    assert (out / "simulate.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| 6 | sbc r=4" in (out / "simulate.md").read_text()
+    capsys.readouterr()
+    assert main(["report", "--simulate", "--nodes-range", "5..6", "--n", "1200", "--nb",
+                 "200", "-o", str(out)]) == 2
+    assert "--simulate needs --node FILE" in capsys.readouterr().err
