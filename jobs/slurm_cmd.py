@@ -2,7 +2,7 @@
 
     starchol slurm --dist D --nodes P [--grid PxQ] [--slices C] --n N --nb NB
         [--time HH:MM:SS] [--partition NAME] [--cpus-per-node K] [--ranks-per-node R]
-        [--launcher srun|mpirun] [--input F.h5:/A] [--output F.h5:/L] [--json-dir DIR]
+        [--launcher mpirun|srun] [--requeue] [--input F.h5:/A] [--output F.h5:/L] [--json-dir DIR]
         [--mem auto|SIZE|0|none] [--gpus-per-node G] [--perf-model-dir DIR] [-o FILE]
     starchol slurm --sweep --dist sbc,2dbc --nodes 28 --n 20000,40000 --nb 500 -o DIR
 
@@ -118,13 +118,21 @@ def register(sub):
     g.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
                    help="GPUs per Slurm node (--gres=gpu:G), shared by the node's ranks: "
                         "starchol run --gpus G on each (default 0: a CPU job, --gpus 0)")
+    g.add_argument("--requeue", action="store_true",
+                   help="#SBATCH --requeue: Slurm reruns the job from the start when one of "
+                        "its nodes fails (and scontrol requeue JOBID may rerun it after any "
+                        "failure); nothing is published by a run that fails, so a rerun is "
+                        "clean")
     g.add_argument("--sbatch-option", action="append", default=[], metavar="OPT",
                    help="extra #SBATCH line, verbatim (repeat; e.g. "
                         "--sbatch-option=--qos=debug)")
 
     g = p.add_argument_group("run time")
-    g.add_argument("--launcher", choices=LAUNCHERS, default="srun",
-                   help="srun --mpi=PLUGIN (default) or Open MPI's mpirun")
+    g.add_argument("--launcher", choices=LAUNCHERS, default="mpirun",
+                   help="Open MPI's mpirun inside the allocation (default; it reads the Slurm "
+                        "allocation), or srun --mpi=PLUGIN (Open MPI 4.1 under Slurm's PMIx "
+                        "lost a rank to SIGSEGV in MPI_Init in 1 job in 4 to 8 here: "
+                        "docs/slurm.md, \"Launchers\")")
     g.add_argument("--mpi-plugin", default="pmix", metavar="NAME",
                    help="srun --mpi plugin (default pmix; Debian's Open MPI has no Slurm PMI2)")
     g.add_argument("--workers", type=int, metavar="W",
@@ -489,6 +497,13 @@ def _sbatch_lines(args, p):
     if args.account:
         add.append(f"#SBATCH --account={args.account}")
     add.append(f"#SBATCH --output={p.job_name}-%j.out")
+    if args.requeue:
+        add += ["# rerun from the start when a node fails (or after scontrol requeue JOBID):",
+                "# a failed run publishes nothing, so the rerun starts clean",
+                "#SBATCH --requeue"]
+    else:
+        add += ["# a node failure ends the job (NODE_FAIL) instead of rerunning it from the "
+                "start", "# later (starchol slurm --requeue for that)", "#SBATCH --no-requeue"]
     add += [f"#SBATCH {opt}" for opt in args.sbatch_option]
     return add
 
@@ -506,7 +521,16 @@ def _launch(args):
                    f"a failing rank",
                    "# ends the job (--kill-on-bad-exit)"
                    + ("; ranks share the cores (--overcommit)" if args.overcommit else
-                      "; each rank is bound to its own CORES_PER_RANK cores")]
+                      "; each rank is bound to its own CORES_PER_RANK cores"),
+                   "# Open MPI's direct modex: no data-collecting fence in MPI_Init, in which "
+                   "Open MPI",
+                   "# 4.1 under Slurm's PMIx lost a rank to SIGSEGV in 1 job in 4 on the test "
+                   "cluster",
+                   "# (docs/slurm.md, \"Launchers\"); each rank fetches a peer's address "
+                   "when it needs it",
+                   "# (unless the job's environment sets them)",
+                   "export OMPI_MCA_pmix_base_async_modex=${OMPI_MCA_pmix_base_async_modex:-1}",
+                   "export OMPI_MCA_pmix_base_collect_data=${OMPI_MCA_pmix_base_collect_data:-0}"]
     else:
         words = ["mpirun", "-np", "$SLURM_NTASKS"]
         if args.overcommit:
@@ -516,7 +540,17 @@ def _launch(args):
                       "--bind-to", "core"]
         comment = ["# Open MPI's mpirun reads the Slurm allocation and starts the ranks; "
                    + ("they share the cores (overcommit)" if args.overcommit else
-                      "each rank is bound to its own CORES_PER_RANK cores")]
+                      "each rank is bound to its own CORES_PER_RANK cores"),
+                   "# (not srun --mpi=pmix: Open MPI 4.1 under Slurm's PMIx lost a rank to "
+                   "SIGSEGV in",
+                   "# MPI_Init in 1 job in 4 to 8 on the test cluster; docs/slurm.md, "
+                   "\"Launchers\")"]
+        if args.gpus_per_node:
+            # mpirun starts its daemons with an srun step, which gets the node's GPUs
+            # only when it asks for them (as srun's own step does above)
+            comment += ["# mpirun's daemons start in an srun step: it asks for the node's "
+                        "GPUs itself",
+                        f"export OMPI_MCA_plm_slurm_args=--gres=gpu:{args.gpus_per_node}"]
     return comment, words
 
 
@@ -632,7 +666,8 @@ def _check_common(args):
             raise UsageError(f"--sbatch-option takes one sbatch option such as --qos=debug, "
                              f"got {opt!r}")
     if args.launcher == "mpirun" and args.mpi_plugin != "pmix":
-        raise UsageError("--mpi-plugin applies to --launcher srun")
+        raise UsageError("--mpi-plugin applies to --launcher srun (the default launcher is "
+                         "mpirun)")
     if args.nb is not None and args.nb < 1:
         raise UsageError(f"--nb must be >= 1, got {args.nb}")
     args.input = _h5_spec(args.input, "--input")

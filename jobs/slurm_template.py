@@ -51,10 +51,22 @@ export STARPU_MPI_NOBIND=1      # the MPI thread floats on the rank's cores
 export STARPU_HOME="$${TMPDIR:-/tmp}/starpu-$${SLURM_JOB_ID}"
 mkdir -p "$$STARPU_HOME"
 $models
+# a job that fails or is ended names its nodes that Slurm marks down or not responding
+say_bad_nodes() {   # say_bad_nodes WHAT-HAPPENED
+    local bad
+    bad=$$(sinfo -h -N -n "$${SLURM_JOB_NODELIST:-}" -t down,fail,no_respond,drain \
+           -o '%N (%T, %E)' 2>/dev/null | sort -u | paste -sd ';' -) || true
+    if [ -n "$$bad" ]; then
+        echo "starchol: job $${SLURM_JOB_ID:-} $$1; its nodes that Slurm marks down or not responding: $$bad" >&2
+    fi
+}
 cleanup() {
+    local rc=$$?
+    [ "$$rc" -eq 0 ] || say_bad_nodes "failed (status $$rc)"
     rm -rf "$$STARPU_HOME"
     if [ "$${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]; then   # the other nodes' copies
-        srun --ntasks="$$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --overcommit rm -rf "$$STARPU_HOME" 2>/dev/null || true
+        # (bounded: a node that cannot be reached must not hold the job's end)
+        timeout 10 srun --ntasks="$$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 --overcommit rm -rf "$$STARPU_HOME" 2>/dev/null || true
     fi
 }
 trap cleanup EXIT
@@ -67,7 +79,22 @@ $launch_comment
 # folder at the same time read each other's half-written files, and StarPU 1.3 aborts
 # (assertion in check_bus_affinity_file)
 RANK_HOME='export STARPU_HOME="$$STARPU_HOME/rank-$${OMPI_COMM_WORLD_RANK:-$${PMIX_RANK:-$${SLURM_PROCID:-0}}}"; mkdir -p "$$STARPU_HOME"; exec "$$@"'
-$launch
+# Slurm ends a job (scancel, the time limit, a node failure) with SIGTERM, then SIGKILL
+# KillWait seconds later: the launch runs in the background so that the script says so
+# at once, naming a failed node, while the ranks end
+on_term() {
+    echo "starchol: job $${SLURM_JOB_ID:-} received SIGTERM (scancel, time limit or node failure); the ranks end" >&2
+    say_bad_nodes "is being ended"
+}
+trap on_term TERM
+$launch &
+LAUNCH_PID=$$!
+while :; do   # wait returns early when a signal arrives; the launch's status at its end
+    rc=0
+    wait "$$LAUNCH_PID" || rc=$$?
+    kill -0 "$$LAUNCH_PID" 2>/dev/null || break
+done
+[ "$$rc" -eq 0 ] || exit "$$rc"
 
 test -s "$$JSON" || { echo "starchol: no report written to $$JSON" >&2; exit 1; }
 echo "report: $$JSON"

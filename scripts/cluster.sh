@@ -3,13 +3,16 @@
 # joined by a bridge, with shaped links, Open MPI across them and a multi-node Slurm.
 #
 #   scripts/cluster.sh up [--nodes K] [--bandwidth RATE] [--latency TIME] [--no-slurm]
-#                         [--subnet A.B.C]    create the cluster (idempotent: an identical
+#                         [--subnet A.B.C] [--slurmd-timeout S]
+#                                              create the cluster (idempotent: an identical
 #                                              cluster that is up is checked and re-shaped)
 #   scripts/cluster.sh down                   stop everything and delete the namespaces
 #   scripts/cluster.sh status                 nodes, addresses, shaping, daemons, processes
 #   scripts/cluster.sh shape [--bandwidth RATE] [--latency TIME] [--node NODE]
 #                                              change the link shaping without a restart
 #   scripts/cluster.sh link NODE up|down       bring one node's link up or down (faults)
+#   scripts/cluster.sh slurmd NODE kill|start  SIGKILL one node's slurmd, or start it again
+#                                              (faults; its running job steps live on)
 #   scripts/cluster.sh exec NODE CMD...        run CMD on NODE (its network, host name,
 #                                              /etc/hosts), e.g. sbatch or sinfo on node0
 #   scripts/cluster.sh mpirun MPIRUN-ARGS...   run Open MPI's mpirun on node0 with the
@@ -47,7 +50,9 @@
 #
 # Slurm (unless --no-slurm). munged runs in the machine's namespace (its socket is a file,
 # reachable from every node), slurmctld on node0, one slurmd per node in that node's
-# namespaces with its own spool, pid file and TmpFS. Client commands must run on a node:
+# namespaces with its own spool, pid file and TmpFS. --slurmd-timeout S is slurm.conf's
+# SlurmdTimeout (default 30): how long slurmctld waits for a silent node before it marks
+# it DOWN and ends (or requeues) its jobs. Client commands must run on a node:
 # `cluster.sh exec node0 sbatch job.sh`. Jobs inherit OMPI_MCA_* from `cluster.sh exec`
 # (TCP only on the cluster's /24), so scripts written by `starchol slurm` run unchanged.
 #
@@ -72,7 +77,7 @@ cannot() { say "cannot run here: $*"; exit 77; }
 
 source "$(dirname "$SCRIPT")/usage.sh"
 usage() {  # usage WHAT: a wrong command line, one line on stderr, exit 2
-    say "error: $1; usage: $0 [--name NAME] up|down|status|shape|link|exec|mpirun|env|counters [ARGS] (see --help)"
+    say "error: $1; usage: $0 [--name NAME] up|down|status|shape|link|slurmd|exec|mpirun|env|counters [ARGS] (see --help)"
     exit 2
 }
 
@@ -215,7 +220,8 @@ apply_shaping() {
 write_state() {
     local tmp="$STATE/cluster.env.tmp"
     {
-        printf 'NODES=%s\nSUBNET=%s\nSLURM=%s\n' "$NODES" "$SUBNET" "$SLURM"
+        printf 'NODES=%s\nSUBNET=%s\nSLURM=%s\nSLURMD_TIMEOUT=%s\n' "$NODES" "$SUBNET" "$SLURM" \
+        "$SLURMD_TIMEOUT"
         printf 'BANDWIDTH=%s\nLATENCY=%s\nLATENCY_EMULATED=%s\n' \
             "$BANDWIDTH" "$LATENCY" "$LATENCY_EMULATED"
     } >"$tmp"
@@ -299,7 +305,7 @@ SlurmdLogFile=$d/log/slurmd-%n.log
 # each node bind-mounts its own folder here (PMIx wants a per-node TmpFS)
 TmpFS=$d/tmp
 $(slurm_conf_common "$d/munge/munge.socket")
-SlurmdTimeout=30
+SlurmdTimeout=$SLURMD_TIMEOUT
 EOF
     for ((i = 0; i < NODES; i++)); do
         printf 'NodeName=node%s NodeAddr=%s.%s%s State=UNKNOWN\n' "$i" "$SUBNET" $((i + 1)) "$node_line"
@@ -323,14 +329,19 @@ start_slurm() {
     in_node 0 slurmctld -f "$SLURM_CONF" || die "slurmctld did not start"
     wait_for_file "$d/run/slurmctld.pid" || die "slurmctld wrote no pid file"
     for ((i = 0; i < NODES; i++)); do
-        mkdir -p "$d/tmp-node$i" "$d/spool/node$i"
-        BIND_SRC=$d/tmp-node$i BIND_DST=$d/tmp in_node "$i" slurmd -f "$SLURM_CONF" -N "node$i" \
-            || die "slurmd of node$i did not start"
+        start_slurmd "$i"
     done
     for ((i = 0; i < NODES; i++)); do
         wait_for_file "$d/run/slurmd-node$i.pid" || die "slurmd of node$i wrote no pid file"
     done
     wait_slurm_idle
+}
+
+start_slurmd() {   # start_slurmd I: slurmd of node I in its namespaces, with its own TmpFS
+    local i=$1 d=$STATE/slurm
+    mkdir -p "$d/tmp-node$i" "$d/spool/node$i"
+    BIND_SRC=$d/tmp-node$i BIND_DST=$d/tmp in_node "$i" slurmd -f "$d/slurm.conf" -N "node$i" \
+        || die "slurmd of node$i did not start"
 }
 
 wait_slurm_idle() {
@@ -367,6 +378,7 @@ healthy() {   # the cluster described by cluster.env is complete and its daemons
 
 up() {
     local want_nodes=4 want_bw=none want_lat=none want_subnet=10.231.0 want_slurm=yes
+    local want_timeout=30
     while [ $# -gt 0 ]; do
         case "$1" in
             --nodes) want_nodes=${2:?--nodes K}; shift 2 ;;
@@ -374,6 +386,7 @@ up() {
             --latency) want_lat=${2:?--latency TIME}; shift 2 ;;
             --subnet) want_subnet=${2:?--subnet A.B.C}; shift 2 ;;
             --no-slurm) want_slurm=no; shift ;;
+            --slurmd-timeout) want_timeout=${2:?--slurmd-timeout S}; shift 2 ;;
             *) die "up: unknown option $1 (see $0 --help)" ;;
         esac
     done
@@ -384,13 +397,17 @@ up() {
     [[ $want_subnet =~ ^10\.([0-9]{1,3})\.([0-9]{1,3})$ ]] && [ "${BASH_REMATCH[1]}" -le 255 ] \
         && [ "${BASH_REMATCH[2]}" -le 255 ] \
         || die "--subnet $want_subnet: give the first three numbers of a private 10.x.y.0/24"
+    [[ $want_timeout =~ ^[0-9]+$ ]] && [ "$want_timeout" -ge 3 ] && [ "$want_timeout" -le 3600 ] \
+        || die "--slurmd-timeout must be a number of seconds from 3 to 3600, got $want_timeout"
     [ "$(id -u)" -eq 0 ] || cannot "must run as root (network namespaces, tc, mounts, slurmd)"
 
     if [ -f "$STATE/cluster.env" ]; then
         load_state
+        SLURMD_TIMEOUT=${SLURMD_TIMEOUT:-30}
         if [ "$NODES" != "$want_nodes" ] || [ "$SUBNET" != "$want_subnet" ] \
-                || [ "$SLURM" != "$want_slurm" ]; then
-            die "cluster $NAME is up with $NODES nodes on $SUBNET.0/24 (Slurm: $SLURM); run" \
+                || [ "$SLURM" != "$want_slurm" ] || [ "$SLURMD_TIMEOUT" != "$want_timeout" ]; then
+            die "cluster $NAME is up with $NODES nodes on $SUBNET.0/24 (Slurm: $SLURM," \
+                "SlurmdTimeout $SLURMD_TIMEOUT s); run" \
                 "'$0 down' first to make a different one"
         fi
         if healthy; then
@@ -413,7 +430,7 @@ up() {
     [ "$want_slurm" = yes ] && install_packages "$BASE/apt.log" "${SLURM_PACKAGES[@]}"
     PATH=$PATH:/usr/sbin:/sbin
 
-    NODES=$want_nodes SUBNET=$want_subnet SLURM=$want_slurm
+    NODES=$want_nodes SUBNET=$want_subnet SLURM=$want_slurm SLURMD_TIMEOUT=$want_timeout
     BANDWIDTH=$want_bw LATENCY=$want_lat LATENCY_EMULATED=none
     mkdir -p "$STATE"
     chmod 755 "$BASE" "$STATE"
@@ -566,6 +583,29 @@ link() {
     say "node$i link $2"
 }
 
+slurmd_ctl() {   # slurmd NODE kill|start
+    load_state
+    [ $# -eq 2 ] || die "usage: $0 slurmd NODE kill|start"
+    [ "$SLURM" = yes ] || die "cluster $NAME has no Slurm"
+    local i pid d=$STATE/slurm
+    i=$(node_index "$1")
+    case "$2" in
+        kill)
+            pid=$(live_pid "$d/run/slurmd-node$i.pid" slurmd) \
+                || die "slurmd of node$i is not running"
+            kill -KILL "$pid"
+            while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+            rm -f "$d/run/slurmd-node$i.pid" ;;
+        start)
+            live_pid "$d/run/slurmd-node$i.pid" slurmd >/dev/null \
+                && die "slurmd of node$i is already running"
+            start_slurmd "$i"
+            wait_for_file "$d/run/slurmd-node$i.pid" || die "slurmd of node$i wrote no pid file" ;;
+        *) die "slurmd: say kill or start, not $2" ;;
+    esac
+    say "node$i slurmd: $2"
+}
+
 node_env() {   # the environment of programs run on the nodes
     set -a
     # shellcheck disable=SC1091
@@ -659,6 +699,7 @@ case "$cmd" in
     status) status ;;
     shape) shape "$@" ;;
     link) link "$@" ;;
+    slurmd) slurmd_ctl "$@" ;;
     exec) exec_node "$@" ;;
     mpirun) run_mpirun "$@" ;;
     agent) agent "$@" ;;

@@ -51,14 +51,17 @@ class EmulatedCluster:
         Namespace prefix; a unique one by default, so that clusters never collide.
     subnet : str, optional
         The nodes' /24 (``"10.234.0"``); cluster.sh's default when None.
+    slurmd_timeout : int, optional
+        Slurm's SlurmdTimeout in seconds (cluster.sh's default, 30, when None): how long
+        slurmctld waits for a silent node before it marks it DOWN.
     """
 
     def __init__(self, nodes, bandwidth="none", latency="none", slurm=False, name=None,
-                 subnet=None):
+                 subnet=None, slurmd_timeout=None):
         self.nodes = int(nodes)
-        self.subnet = subnet
         self.bandwidth, self.latency, self.slurm = bandwidth, latency, bool(slurm)
         self.name = name or f"sct{uuid.uuid4().hex[:8]}"
+        self.subnet, self.slurmd_timeout = subnet, slurmd_timeout
         self.is_up = False
 
     # -- the script -----------------------------------------------------------------------
@@ -81,6 +84,8 @@ class EmulatedCluster:
         """Create the cluster (installs packages if missing); returns self."""
         args = ["up", "--nodes", self.nodes, "--bandwidth", self.bandwidth,
                 "--latency", self.latency]
+        if self.slurmd_timeout is not None:
+            args += ["--slurmd-timeout", self.slurmd_timeout]
         if not self.slurm:
             args.append("--no-slurm")
         if self.subnet:
@@ -140,6 +145,10 @@ class EmulatedCluster:
     def link(self, node, state):
         """Bring ``node`` (``"node2"`` or 2)'s link ``"up"`` or ``"down"``."""
         self.script("link", f"node{node}" if isinstance(node, int) else node, state)
+
+    def slurmd(self, node, action):
+        """``"kill"`` (SIGKILL) or ``"start"`` the slurmd of ``node`` (``"node2"`` or 2)."""
+        self.script("slurmd", f"node{node}" if isinstance(node, int) else node, action)
 
     def state_dir(self):
         return Path("/run/starchol-cluster") / self.name

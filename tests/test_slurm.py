@@ -297,7 +297,7 @@ KILLED_RANK_LOG = {
 }
 
 
-@pytest.mark.parametrize("launcher", ["srun", pytest.param("mpirun", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("launcher", ["mpirun", pytest.param("srun", marks=pytest.mark.slow)])
 def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path, launcher):
     """kill -9 of one rank of a running job: the job ends promptly and FAILED, the log
     says why, nothing is left (output, temporary files, StarPU folders, processes) and the
@@ -305,8 +305,8 @@ def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path, launcher):
 
     One rank is killed by pid (found with pgrep from a marker in its command line): Slurm
     has no way to signal one task of a step (``scancel --signal`` reaches every task).
-    About 14 s on 2 busy cores, 2 to 3 s of it writing the 4000 x 4000 input; the mpirun
-    launcher's case is in the slow suite."""
+    About 14 s on 2 busy cores, 2 to 3 s of it writing the 4000 x 4000 input; the srun
+    launcher's case (not the default) is in the slow suite."""
     env, _ = slurm
     # a folder name found in no other process's command line: the marker
     work = tmp_path / f"sigkill-{os.getpid()}"

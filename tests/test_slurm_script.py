@@ -79,7 +79,7 @@ def test_128_core_node_takes_every_core(capsys, tmp_path):
     opts = sbatch_lines(script)
     assert {"--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "--cpus-per-task=128"} <= set(opts)
     line = launch_line(script)
-    assert "--cpus-per-task=$CORES_PER_RANK" in line and "CORES_PER_RANK=128" in script
+    assert "PE=$CORES_PER_RANK" in line and "CORES_PER_RANK=128" in script
     assert "--workers" not in line and "WORKERS=" not in script  # decided in the job
     # in the job: srun sets SLURM_CPUS_PER_TASK=128; the rank may see more cores
     job_env = {"SLURM_CPUS_PER_TASK": "128"}
@@ -109,7 +109,21 @@ def test_default_script(capsys, tmp_path):
     assert f"JSON_DIR=${{JSON_DIR:-{tmp_path / 'out'}}}" in script
     assert 'JSON="$JSON_DIR/starchol-${SLURM_JOB_ID}.json"' in script
     line = launch_line(script)
-    assert line.startswith("srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=$CORES_PER_RANK")
+    # mpirun inside the allocation by default (srun --mpi=pmix crashed in MPI_Init 1 job
+    # in 4 on the emulated cluster: docs/slurm.md, "Launchers")
+    assert line.startswith('mpirun -np "$SLURM_NTASKS" --map-by '
+                           '"ppr:$RANKS_PER_NODE:node:PE=$CORES_PER_RANK" --bind-to core ')
+    srun = launch_line(generate(capsys, "--time", "00:30:00", "--cpus-per-node", "5",
+                                "--launcher", "srun"))
+    assert srun.startswith("srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=$CORES_PER_RANK")
+    # srun with Open MPI's direct modex (the data-collecting fence crashed 1 job in 4)
+    direct = ("\nexport OMPI_MCA_pmix_base_async_modex=${OMPI_MCA_pmix_base_async_modex:-1}\n"
+              "export OMPI_MCA_pmix_base_collect_data=${OMPI_MCA_pmix_base_collect_data:-0}\n")
+    assert direct in generate(capsys, "--launcher", "srun") and direct not in script
+    # a node failure ends the job unless --requeue says to rerun it
+    assert "--no-requeue" in opts and "--requeue" not in opts
+    requeue = sbatch_lines(generate(capsys, "--requeue"))
+    assert "--requeue" in requeue and "--no-requeue" not in requeue
     assert '"$STARCHOL" run --dist sbc --n 20000 --nb 500 --sched prio' in line
     # a CPU job says --gpus 0: it never takes GPUs Slurm did not give it
     assert '--sched prio --gpus 0 --json "$JSON"' in line and "--workers" not in line
@@ -129,8 +143,10 @@ def test_gpu_job(capsys, tmp_path, launcher):
     opts = sbatch_lines(script)
     assert "--gres=gpu:2" in opts and "--cpus-per-task=4" in opts
     line = launch_line(script)
-    # srun's step asks for the GPUs itself; mpirun's ranks see the job's
+    # srun's step asks for the GPUs itself, and so does the srun step that starts
+    # mpirun's daemons (Slurm 22.05+ steps get no GPUs they do not ask for)
     assert ("--gres=gpu:2" in line) == (launcher == "srun")
+    assert ("export OMPI_MCA_plm_slurm_args=--gres=gpu:2" in script) == (launcher == "mpirun")
     # every rank runs the node's GPUs; GPU jobs default to dmdas
     assert '--sched dmdas --gpus 2 --json "$JSON"' in line
     assert "export STARPU_SCHED=dmdas" in script
@@ -213,7 +229,8 @@ def test_options_passed_to_run(capsys, tmp_path):
     script = generate(capsys, "--seed", "7", "--sched", "lws", "--workers", "2",
                       "--run-arg=--no-cache", "--setup", "module load openmpi/4.1",
                       "--sbatch-option=--qos=debug", "--account", "proj42",
-                      "--starchol", "/opt/starchol/bin/starchol", "--mpi-plugin", "pmix_v4")
+                      "--starchol", "/opt/starchol/bin/starchol", "--launcher", "srun",
+                      "--mpi-plugin", "pmix_v4")
     line = launch_line(script)
     assert "--seed 7" in line and "--sched lws" in line and "--no-cache" in line
     assert line.startswith("srun --mpi=pmix_v4 ")
@@ -488,6 +505,8 @@ def test_bad_map(capsys, argv, message):
     (["--input", "a.h5"], "FILE.h5:/DATASET"),
     (["--sbatch-option", "qos=debug"], "--sbatch-option"),
     (["--launcher", "mpirun", "--mpi-plugin", "pmi2"], "--mpi-plugin applies to --launcher srun"),
+    (["--mpi-plugin", "pmix_v4"], "--mpi-plugin applies to --launcher srun (the default "
+                                  "launcher is mpirun)"),
     (["--run-arg=--no-such-option"], "would reject"),
 ])
 def test_bad_options(capsys, extra, message):
@@ -514,7 +533,8 @@ def test_lists_need_sweep_and_sweep_needs_folder(capsys, tmp_path):
 
 # -- the script's own logic, with stand-ins for srun and starchol ---------------------------
 def test_script_logic_with_stand_ins(capsys, tmp_path):
-    """Run a generated script outside Slurm: fake srun and starchol, SLURM_* variables set."""
+    """Run a generated script outside Slurm: fake mpirun, srun, sinfo and starchol,
+    SLURM_* variables set."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     record = tmp_path / "calls.txt"
@@ -523,6 +543,15 @@ def test_script_logic_with_stand_ins(capsys, tmp_path):
         "# stand-in: drop srun's options, run the command once per task\n"
         "while [[ $# -gt 0 && $1 == -* ]]; do shift; done\n"
         "for ((i = 0; i < ${SLURM_NTASKS:-1}; i++)); do SLURM_PROCID=$i \"$@\" || exit $?; done\n")
+    (bin_dir / "mpirun").write_text(
+        "#!/bin/bash\n"
+        "# stand-in: drop mpirun's options, run the command once per rank\n"
+        "while [[ $# -gt 0 && $1 == -* ]]; do\n"
+        "    case $1 in -np|--map-by|--bind-to) shift 2 ;; *) shift ;; esac\n"
+        "done\n"
+        "for ((i = 0; i < ${SLURM_NTASKS:-1}; i++)); do OMPI_COMM_WORLD_RANK=$i \"$@\" || exit $?; done\n")
+    # Slurm marks node7 down (a failed job names it)
+    (bin_dir / "sinfo").write_text("#!/bin/bash\necho 'node7 (down*, Not responding)'\n")
     (bin_dir / "fake-starchol").write_text(
         "#!/bin/bash\n"
         f"echo \"STARPU_HOME=$STARPU_HOME NCPU=$STARPU_NCPU ARGS=$*\" >> {record}\n"
@@ -558,6 +587,8 @@ def test_script_logic_with_stand_ins(capsys, tmp_path):
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
                           env=dict(env, SLURM_JOB_ID="4243"), timeout=60)
     assert proc.returncode == 1 and "no report written" in proc.stderr
+    assert ("starchol: job 4243 failed (status 1); its nodes that Slurm marks down or not "
+            "responding: node7 (down*, Not responding)") in proc.stderr, proc.stderr
 
     # a job resized at submission (sbatch --ntasks=3 for this 2-rank map) stops before
     # any work: starchol run would have made a map of 3 nodes, another experiment

@@ -1,0 +1,258 @@
+"""Node faults in a Slurm job on the emulated cluster (``scripts/cluster.sh``): a node's
+link brought down mid-job, and the slurmd of one node killed mid-job.
+
+One 3-node cluster with Slurm serves both faults (links at 10 mbit/s, so that a small
+job runs long enough to be hit; Slurm's SlurmdTimeout lowered to SLURMD_TIMEOUT s, so
+that a silent node is declared DOWN quickly). The job is the default script of
+``starchol slurm`` (sbc on 3 ranks, HDF5 input and output). For each fault the job must
+end within a bound, its state and exit code must name the failure and its log the node,
+no output may be published, the input must be unchanged and no job process may be left
+on any node; then the documented rerun (a new ``sbatch``, or Slurm's own requeue of a
+``--requeue`` script) must complete and write a correct factor.
+Needs root and network namespaces; skipped, with the reason, otherwise.
+"""
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+
+#: slurm.conf's SlurmdTimeout on this cluster (s): a node silent for longer is DOWN
+SLURMD_TIMEOUT = 4
+#: seconds from the fault to the end of the job's run (mpirun's daemons notice a lost
+#: link by TCP keepalive in about 10 s; Slurm a dead slurmd after SLURMD_TIMEOUT + pings)
+FAULT_BOUND_S = 40
+#: seconds a job may take from sbatch to its end
+JOB_TIMEOUT = 150
+N, NB = 2400, 200
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+
+def _starchol():
+    exe = Path(sys.executable).with_name("starchol")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "starchol"]
+
+
+def _sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@contextlib.contextmanager
+def _cluster_or_skip(nodes, **options):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
+    EmulatedCluster.sweep_orphans()
+    cl = EmulatedCluster(nodes, **options)
+    try:
+        try:
+            cl.up()
+        except ClusterUnavailable as exc:
+            pytest.skip(f"no emulated cluster here: {exc}")
+        yield cl
+    finally:
+        cl.down()
+
+
+@pytest.fixture(scope="module")
+def slurm3():
+    with _cluster_or_skip(3, bandwidth="10mbit", slurm=True,
+                          slurmd_timeout=SLURMD_TIMEOUT) as cl:
+        yield cl, cl.env()
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    """(input file, its sha256, A)."""
+    h5py = pytest.importorskip("h5py")
+    a_file = tmp_path_factory.mktemp("fault_input") / "a.h5"
+    gen = subprocess.run([*_starchol(), "generate", "--n", str(N), "--output", f"{a_file}:/A"],
+                         capture_output=True, text=True, timeout=120)
+    assert gen.returncode == 0, gen.stderr
+    with h5py.File(a_file, "r") as f:
+        a = f["A"][...]
+    return a_file, _sha256(a_file), a
+
+
+def _script(work, a_file, *extra):
+    script = work / "job.sbatch"
+    made = subprocess.run([*_starchol(), "slurm", "--dist", "sbc", "--nodes", "3", "--nb",
+                           str(NB), "--workers", "1", "--input", f"{a_file}:/A", "--output",
+                           f"{work}/l.h5:/L", "--time", "00:05:00", "--json-dir",
+                           str(work / "results"), *extra, "-o", str(script)],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    return script
+
+
+def _job(cl, env, job):
+    """scontrol's fields of a job, as a dict."""
+    out = cl.exec("node0", ["scontrol", "show", "job", "-o", job], env=env).stdout
+    return dict(w.split("=", 1) for w in out.split() if "=" in w)
+
+
+def _submit(cl, env, work, script):
+    res = cl.exec("node0", ["sh", "-c", f"cd {work} && exec sbatch --parsable {script}"],
+                  env=env)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip().split(";")[0]
+
+
+def _wait_state(cl, env, job, done, timeout):
+    """Poll the job until ``done(fields)``; (fields, seconds waited). Cancels the job and
+    fails the test after ``timeout`` s."""
+    t0 = time.monotonic()
+    while True:
+        fields = _job(cl, env, job)
+        if done(fields):
+            return fields, time.monotonic() - t0
+        if time.monotonic() - t0 > timeout:
+            cl.exec("node0", ["scancel", job], env=env)
+            pytest.fail(f"job {job} still {fields.get('JobState')} after {timeout} s: {fields}")
+        time.sleep(0.25)
+
+
+def _wait_moving_tiles(cl, env, job, nbytes=1_000_000):
+    """Wait until the job runs and node1's link has sent ``nbytes`` (the factorization
+    moves tiles), so that the fault hits the work, not the start."""
+    before = cl.counters()
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while cl.counters()[1, 0] - before[1, 0] < nbytes:
+        state = _job(cl, env, job).get("JobState")
+        assert state in ("PENDING", "CONFIGURING", "RUNNING"), \
+            f"job {job} is {state} before the fault"
+        assert time.monotonic() < deadline, f"job {job} moved no tiles in {JOB_TIMEOUT} s"
+        time.sleep(0.2)
+
+
+def _log(work, job):
+    return "".join(p.read_text(errors="replace") for p in work.glob(f"*-{job}.out"))
+
+
+def _check_nothing_published(work, matrix_):
+    a_file, digest, _ = matrix_
+    assert not (work / "l.h5").exists(), list(work.iterdir())
+    assert not [p for p in work.iterdir() if p.name.startswith(("l.h5", ".l.h5"))]
+    assert not list((work / "results").glob("*.json"))
+    assert _sha256(a_file) == digest
+
+
+def _wait_idle(cl, env, timeout=60):
+    """Every node idle again (after a fault: the node is back and the job's end done)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = cl.exec("node0", ["sinfo", "-h", "-N", "-o", "%N %T"], env=env).stdout
+        states = dict(line.split() for line in out.splitlines() if line.strip())
+        if states and all(s == "idle" for s in states.values()):
+            return
+        assert time.monotonic() < deadline, f"nodes not idle after {timeout} s: {states}"
+        time.sleep(0.5)
+
+
+def _check_factor(cl, env, work, job, a):
+    h5py = pytest.importorskip("h5py")
+    doc = json.loads((work / "results" / f"starchol-{job}.json").read_text())
+    assert doc["nodes"] == 3 and doc["match"] is True
+    with h5py.File(work / "l.h5", "r") as f:
+        lower = f["L"][...]
+    assert np.abs(lower @ lower.T - a).max() <= 1e-10 * np.abs(a).max()
+
+
+def test_link_down_mid_job(slurm3, matrix, tmp_path):
+    """node2's link goes down mid-job: mpirun's daemons notice (TCP keepalive) and the job
+    ends FAILED with a non-zero exit code, its log naming node2; nothing published, input
+    unchanged, no process left; once the link is back, a new sbatch of the same script
+    completes with a correct factor."""
+    cl, env = slurm3
+    script = _script(tmp_path, matrix[0])
+    job = _submit(cl, env, tmp_path, script)
+    _wait_moving_tiles(cl, env, job)
+    cl.link("node2", "down")
+    t_down = time.monotonic()
+    try:
+        fields, took = _wait_state(cl, env, job,
+                                   lambda f: f.get("JobState") not in ("RUNNING", "PENDING"),
+                                   FAULT_BOUND_S + 30)
+        # even the isolated node ends its ranks (its daemon lost mpirun)
+        left = cl.wait_no_processes(timeout=30)
+        clean = time.monotonic() - t_down
+    finally:
+        cl.link("node2", "up")
+    log = _log(tmp_path, job)
+    print(f"link fault: job {job} {fields['JobState']} {fields['ExitCode']} {took:.1f} s "
+          f"after the link went down; no process left after {clean:.1f} s\n{log}")
+    assert took < FAULT_BOUND_S, (took, log)
+    assert fields["JobState"] in ("FAILED", "COMPLETING"), fields
+    assert fields["ExitCode"] != "0:0", fields
+    assert "lost communication with a remote daemon" in log and "node2" in log, log
+    assert not left, f"processes left on the nodes: {left}"
+    _check_nothing_published(tmp_path, matrix)
+    # FAILED, or NODE_FAIL where node2 was silent longer than SlurmdTimeout meanwhile
+    final, _ = _wait_state(cl, env, job,
+                           lambda f: f.get("JobState") in ("FAILED", "NODE_FAIL"), 60)
+    assert final["ExitCode"] == fields["ExitCode"], final
+    _wait_idle(cl, env)
+    # the rerun: the same script, submitted again (at full speed)
+    cl.shape(bandwidth="none")
+    try:
+        again = _submit(cl, env, tmp_path, script)
+        fields, _ = _wait_state(cl, env, again, lambda f: f.get("JobState") not in (
+            "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"), JOB_TIMEOUT)
+    finally:
+        cl.shape(bandwidth="10mbit")
+    assert fields["JobState"] == "COMPLETED", (fields, _log(tmp_path, again))
+    _check_factor(cl, env, tmp_path, again, matrix[2])
+    assert _sha256(matrix[0]) == matrix[1]
+
+
+def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
+    """node2's slurmd is killed (SIGKILL) mid-job: after SlurmdTimeout Slurm declares node2
+    DOWN and ends the job for NODE FAILURE, its log naming node2; nothing published, input
+    unchanged, no process left. The script of ``starchol slurm --requeue`` is requeued by
+    Slurm itself: once slurmd is back, the same job id runs again from the start and
+    completes with a correct factor."""
+    cl, env = slurm3
+    script = _script(tmp_path, matrix[0], "--requeue")
+    cl.shape(bandwidth="4mbit")     # the run must outlast Slurm's detection
+    try:
+        job = _submit(cl, env, tmp_path, script)
+        _wait_moving_tiles(cl, env, job, 200_000)
+        cl.slurmd("node2", "kill")
+        try:
+            fields, took = _wait_state(cl, env, job,
+                                       lambda f: f.get("JobState") != "RUNNING",
+                                       FAULT_BOUND_S + 30)
+            left = cl.wait_no_processes(timeout=30)
+            published = sorted(p.name for p in tmp_path.iterdir())
+            log = _log(tmp_path, job)
+        finally:
+            cl.slurmd("node2", "start")
+    finally:
+        cl.shape(bandwidth="none")  # the rerun at full speed
+    print(f"slurmd fault: job {job} {fields['JobState']} (Reason {fields.get('Reason')}, "
+          f"Restarts {fields.get('Restarts')}, ExitCode {fields.get('ExitCode')}) {took:.1f} s "
+          f"after slurmd was killed\n{log}")
+    assert took < FAULT_BOUND_S, (took, fields, log)
+    assert "NODE FAILURE" in log and "node2" in log, log
+    assert not left, f"processes left on the nodes: {left}"
+    assert "l.h5" not in published, published
+    _check_nothing_published(tmp_path, matrix)
+    # requeued by Slurm; the rerun starts once node2 is back (and its requeue delay)
+    cl.exec("node0", ["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env)
+    fields, _ = _wait_state(cl, env, job, lambda f: f.get("JobState") == "COMPLETED" or (
+        f.get("JobState") not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING",
+                                  "REQUEUED", "NODE_FAIL")), JOB_TIMEOUT)
+    assert fields["JobState"] == "COMPLETED" and fields["Restarts"] == "1", \
+        (fields, _log(tmp_path, job))
+    _check_factor(cl, env, tmp_path, job, matrix[2])
+    assert _sha256(matrix[0]) == matrix[1]
