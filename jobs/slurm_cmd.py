@@ -499,8 +499,9 @@ def _sbatch_lines(args, p):
     add.append(f"#SBATCH --output={p.job_name}-%j.out")
     if args.requeue:
         add += ["# rerun from the start when a node fails (or after scontrol requeue JOBID):",
-                "# a failed run publishes nothing, so the rerun starts clean",
-                "#SBATCH --requeue"]
+                "# a failed run publishes nothing, so the rerun starts clean; the rerun's",
+                "# lines follow the failed run's in the job log",
+                "#SBATCH --requeue", "#SBATCH --open-mode=append"]
     else:
         add += ["# a node failure ends the job (NODE_FAIL) instead of rerunning it from the "
                 "start", "# later (starchol slurm --requeue for that)", "#SBATCH --no-requeue"]
@@ -522,15 +523,14 @@ def _launch(args):
                    "# ends the job (--kill-on-bad-exit)"
                    + ("; ranks share the cores (--overcommit)" if args.overcommit else
                       "; each rank is bound to its own CORES_PER_RANK cores"),
-                   "# Open MPI's direct modex: no data-collecting fence in MPI_Init, in which "
-                   "Open MPI",
-                   "# 4.1 under Slurm's PMIx lost a rank to SIGSEGV in 1 job in 4 on the test "
-                   "cluster",
-                   "# (docs/slurm.md, \"Launchers\"); each rank fetches a peer's address "
-                   "when it needs it",
-                   "# (unless the job's environment sets them)",
-                   "export OMPI_MCA_pmix_base_async_modex=${OMPI_MCA_pmix_base_async_modex:-1}",
-                   "export OMPI_MCA_pmix_base_collect_data=${OMPI_MCA_pmix_base_collect_data:-0}"]
+                   "# Slurm's PMIx fences over its tree algorithm only: MPI_Init's data fence "
+                   "over the",
+                   "# ring (Slurm's default for fences that collect data) lost a rank to "
+                   "SIGSEGV in",
+                   "# 1 job in 4 on the test cluster (docs/slurm.md, \"Launchers\"); a value "
+                   "set at",
+                   "# submission wins",
+                   "export SLURM_PMIX_FENCE=${SLURM_PMIX_FENCE:-tree}"]
     else:
         words = ["mpirun", "-np", "$SLURM_NTASKS"]
         if args.overcommit:

@@ -24,6 +24,9 @@ if [ "$${SLURM_NTASKS:-$ranks}" -ne $ranks ]; then
     printf 'starchol: this job has %s tasks, but %s\\n' "$$SLURM_NTASKS" $ranks_mismatch >&2
     exit 2
 fi
+if [ "$${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
+    echo "starchol: job $${SLURM_JOB_ID:-} starts again from the beginning (requeued, restart $$SLURM_RESTART_COUNT)" >&2
+fi
 STARCHOL=$${STARCHOL:-$starchol}
 RANKS_PER_NODE=$ranks_per_node
 $cores

@@ -247,12 +247,19 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
     assert not left, f"processes left on the nodes: {left}"
     assert "l.h5" not in published, published
     _check_nothing_published(tmp_path, matrix)
-    # requeued by Slurm; the rerun starts once node2 is back (and its requeue delay)
+    # requeued by Slurm; held a while (BeginTime): started as soon as node2 is back
+    held = _job(cl, env, job)
+    print(f"requeued: {held['JobState']} Reason {held['Reason']} Restarts {held['Restarts']}")
     cl.exec("node0", ["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env)
     fields, _ = _wait_state(cl, env, job, lambda f: f.get("JobState") == "COMPLETED" or (
         f.get("JobState") not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING",
                                   "REQUEUED", "NODE_FAIL")), JOB_TIMEOUT)
-    assert fields["JobState"] == "COMPLETED" and fields["Restarts"] == "1", \
-        (fields, _log(tmp_path, job))
+    rerun_log = _log(tmp_path, job)
+    assert fields["JobState"] == "COMPLETED" and fields["Restarts"] == "1", (fields, rerun_log)
+    print(f"the rerun's log:\n{rerun_log}")
+    # the log keeps the failed run's lines, then says that the job started again
+    assert rerun_log.startswith(log), rerun_log
+    assert (f"starchol: job {job} starts again from the beginning (requeued, restart 1)"
+            in rerun_log[len(log):]), rerun_log
     _check_factor(cl, env, tmp_path, job, matrix[2])
     assert _sha256(matrix[0]) == matrix[1]

@@ -116,14 +116,14 @@ def test_default_script(capsys, tmp_path):
     srun = launch_line(generate(capsys, "--time", "00:30:00", "--cpus-per-node", "5",
                                 "--launcher", "srun"))
     assert srun.startswith("srun --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=$CORES_PER_RANK")
-    # srun with Open MPI's direct modex (the data-collecting fence crashed 1 job in 4)
-    direct = ("\nexport OMPI_MCA_pmix_base_async_modex=${OMPI_MCA_pmix_base_async_modex:-1}\n"
-              "export OMPI_MCA_pmix_base_collect_data=${OMPI_MCA_pmix_base_collect_data:-0}\n")
-    assert direct in generate(capsys, "--launcher", "srun") and direct not in script
+    # srun with Slurm's tree fences (MPI_Init's data fence over the ring crashed 1 job in 4)
+    tree = "\nexport SLURM_PMIX_FENCE=${SLURM_PMIX_FENCE:-tree}\n"
+    assert tree in generate(capsys, "--launcher", "srun") and tree not in script
     # a node failure ends the job unless --requeue says to rerun it
     assert "--no-requeue" in opts and "--requeue" not in opts
     requeue = sbatch_lines(generate(capsys, "--requeue"))
     assert "--requeue" in requeue and "--no-requeue" not in requeue
+    assert "--open-mode=append" in requeue and "--open-mode=append" not in opts
     assert '"$STARCHOL" run --dist sbc --n 20000 --nb 500 --sched prio' in line
     # a CPU job says --gpus 0: it never takes GPUs Slurm did not give it
     assert '--sched prio --gpus 0 --json "$JSON"' in line and "--workers" not in line
