@@ -1,0 +1,156 @@
+"""The simulator against measured runs, each case simulated in the same run as its
+measurement (medians of alternating rounds).
+
+1. One node, 2 workers, N = 4096 and 8192 (NB = 512): ``starchol run`` (one rank) against
+   ``simulate_cholesky`` with this machine's kernels calibrated at the start
+   (``starchol calibrate``'s measurement, 2 workers at once). Bound: within 15%.
+2. Six emulated nodes (``scripts/cluster.sh`` through ``scripts/emulated_cluster.py``),
+   one rank and one worker each, ``benchmarks/comm_bound.py``'s sizes (N = 3072,
+   NB = 128) and maps (sbc, the best 2dbc grid, sbc25d c = 2), at each ``--bandwidth``
+   (10mbit, 100mbit). The six ranks share the 2 cores: the kernels are calibrated with 6
+   workers at once. Bounds: each map within 20%, time(2dbc)/time(sbc) within 10% of the
+   measured ratio.
+
+Prints every figure and the bounds met or not; ``--docs FILE`` writes the tables
+(Markdown). Needs root for part 2 (network namespaces); ``--no-cluster`` skips it.
+
+Usage: python benchmarks/simulate_validation.py [--repeat R] [--bandwidth 10mbit,100mbit]
+                                                [--no-cluster] [--no-single] [--docs FILE]
+                                                [--cluster-name NAME] [--subnet A.B.C]
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from comm_bound import NODES, candidates, run_once, starchol_exe  # noqa: E402
+from common import ArgumentParser, positive_int  # noqa: E402
+from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+
+from starchol.distributions import get_map  # noqa: E402
+from starchol.linalg.calibrate import calibrate  # noqa: E402
+from starchol.linalg.platform import Platform, node_from_dict, parse_bandwidth  # noqa: E402
+from starchol.linalg.simulate import simulate_cholesky  # noqa: E402
+
+SINGLE = ((4096, 512), (8192, 512))
+CLUSTER_N, CLUSTER_NB = 3072, 128
+
+
+def single_node(repeat, env):
+    """Part 1: [(N, measured median, simulated)]."""
+    rows = []
+    for n, nb in SINGLE:
+        node = node_from_dict(calibrate([nb], ["float64"], workers=2))
+        plat = Platform(node=node, nodes=1, bandwidth=1e12)
+        measured, simulated = [], []
+        with tempfile.TemporaryDirectory() as tmp:
+            for rnd in range(repeat):
+                out = Path(tmp) / f"run{rnd}.json"
+                cmd = [*starchol_exe(), "run", "--dist", "2dbc", "--n", str(n), "--nb",
+                       str(nb), "--workers", "2", "--quiet", "--json", str(out)]
+                subprocess.run(cmd, check=True, env=env, timeout=900,
+                               capture_output=True)
+                measured.append(json.loads(out.read_text())["time_s"])
+                simulated.append(simulate_cholesky(get_map("2dbc", 1), n, nb,
+                                                   plat).makespan_s)
+                print(f"  1 node N = {n}: measured {measured[-1]:.3f} s, simulated "
+                      f"{simulated[-1]:.3f} s", flush=True)
+        rows.append((n, statistics.median(measured), statistics.median(simulated)))
+    return rows
+
+
+def cluster(repeat, bandwidths, env, name, subnet):
+    """Part 2: {bandwidth: [(label, measured median, simulated)]}."""
+    maps = candidates(CLUSTER_N, CLUSTER_NB)
+    node = node_from_dict(calibrate([CLUSTER_NB], ["float64"], workers=NODES))
+    node.workers = 1
+    out = {}
+    cl = EmulatedCluster(NODES, bandwidth=bandwidths[0], name=name, subnet=subnet)
+    cl.up()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            run_once(cl, ["--dist", "sbc"], 480, 96, env, Path(tmp) / "warmup.json")
+            for bw in bandwidths:
+                cl.shape(bandwidth=bw)
+                plat = Platform(node=node, nodes=NODES, bandwidth=parse_bandwidth(bw))
+                times = {label: [] for label, *_ in maps}
+                sims = {label: [] for label, *_ in maps}
+                for rnd in range(repeat):
+                    for label, args, m, _ in maps:
+                        doc = run_once(cl, args, CLUSTER_N, CLUSTER_NB, env,
+                                       Path(tmp) / f"{bw}-{rnd}.json")
+                        times[label].append(doc["time_s"])
+                        sims[label].append(simulate_cholesky(m, CLUSTER_N, CLUSTER_NB,
+                                                             plat).makespan_s)
+                        print(f"  {bw} round {rnd + 1}: {label:<11} measured "
+                              f"{times[label][-1]:.2f} s, simulated {sims[label][-1]:.2f} s",
+                              flush=True)
+                out[bw] = [(label, statistics.median(times[label]),
+                            statistics.median(sims[label])) for label, *_ in maps]
+    finally:
+        cl.down()
+    return out
+
+
+def tables(single, clustered):
+    lines = []
+    if single:
+        lines += ["| case | measured (s) | simulated (s) | simulated / measured | within 15% |",
+                  "|---|---|---|---|---|"]
+        for n, meas, sim in single:
+            lines.append(f"| 1 node, 2 workers, N = {n}, NB = 512 | {meas:.3f} | {sim:.3f} | "
+                         f"{sim / meas:.3f} | {'yes' if abs(sim / meas - 1) <= 0.15 else 'no'} |")
+    for bw, rows in clustered.items():
+        lines += ["", f"6 emulated nodes at {bw}, N = {CLUSTER_N}, NB = {CLUSTER_NB}:", "",
+                  "| map | measured (s) | simulated (s) | simulated / measured | within 20% |",
+                  "|---|---|---|---|---|"]
+        for label, meas, sim in rows:
+            lines.append(f"| {label} | {meas:.2f} | {sim:.2f} | {sim / meas:.3f} | "
+                         f"{'yes' if abs(sim / meas - 1) <= 0.20 else 'no'} |")
+        (_, ms, ss), (lbl, m2, s2) = rows[0], rows[1]
+        ratio_m, ratio_s = m2 / ms, s2 / ss
+        lines.append(f"| time({lbl}) / time(sbc) | {ratio_m:.3f} | {ratio_s:.3f} | "
+                     f"{ratio_s / ratio_m:.3f} | within 10%: "
+                     f"{'yes' if abs(ratio_s / ratio_m - 1) <= 0.10 else 'no'} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=positive_int, default=3)
+    ap.add_argument("--bandwidth", default="10mbit,100mbit")
+    ap.add_argument("--no-cluster", action="store_true")
+    ap.add_argument("--no-single", action="store_true")
+    ap.add_argument("--docs", metavar="FILE")
+    ap.add_argument("--cluster-name", default="sim")
+    ap.add_argument("--subnet", default="10.232.0")
+    opts = ap.parse_args(argv)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="simval-starpu-") as home:
+        env = dict(os.environ, STARPU_HOME=home, STARPU_SILENT="1",
+                   OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        single = [] if opts.no_single else single_node(opts.repeat, env)
+        clustered = {}
+        if not opts.no_cluster:
+            try:
+                clustered = cluster(opts.repeat, [b.strip() for b in opts.bandwidth.split(",")],
+                                    env, opts.cluster_name, opts.subnet)
+            except ClusterUnavailable as exc:
+                print(f"simulate_validation: no emulated cluster here: {exc}")
+    text = tables(single, clustered)
+    print(text)
+    print(f"({time.monotonic() - t0:.0f} s)")
+    if opts.docs:
+        Path(opts.docs).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
