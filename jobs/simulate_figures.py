@@ -52,9 +52,12 @@ def sweep_png(rows, path, title):
         pts = sorted((r["nodes"], r["makespan_s"], r["gflops"]) for r in rows
                      if r["family"] == fam)
         colour, marker = FAMILY_STYLE.get(family_of(fam), ("black", "x"))
+        # slice counts of one family: solid for c = 2, dashed for c = 3, dotted beyond
+        dash = {"c=3": "--"}.get(fam.split(" ")[-1], ":" if " c=" in fam and
+                                 not fam.endswith("c=2") else "-")
         p = np.array(pts)
-        a.plot(p[:, 0], p[:, 1], marker=marker, color=colour, label=fam)
-        b.plot(p[:, 0], p[:, 2], marker=marker, color=colour, label=fam)
+        a.plot(p[:, 0], p[:, 1], marker=marker, color=colour, linestyle=dash, label=fam)
+        b.plot(p[:, 0], p[:, 2], marker=marker, color=colour, linestyle=dash, label=fam)
     a.set_xlabel("nodes P")
     a.set_ylabel("simulated time (s)")
     a.set_yscale("log")
