@@ -6,12 +6,18 @@
         [--mem auto|SIZE|0|none] [--gpus-per-node G] [--perf-model-dir DIR] [-o FILE]
     starchol slurm --sweep --dist sbc,2dbc --nodes 28 --n 20000,40000 --nb 500 -o DIR
 
+The ranks start with Open MPI's ``mpirun`` inside the allocation (default) or ``srun
+--mpi=pmix`` (``--launcher srun``, with ``SLURM_PMIX_FENCE=tree``): under srun with
+Slurm's default fences, Open MPI 4.1 lost a rank to SIGSEGV in MPI_Init in about 1 job in
+4 on the emulated cluster (docs/slurm.md, "Launchers"). ``--requeue`` lets Slurm rerun
+the job after a node failure; by default the script says ``--no-requeue``.
+
 ``--nodes P`` is the map's node count, i.e. the number of MPI ranks. The script puts R
 ranks on each Slurm node (``--ranks-per-node``; by default derived from
 ``--cpus-per-node``, see :func:`plan_ranks`), so it asks Slurm for ceil(P / R) nodes.
 
 ``--gpus-per-node G`` asks Slurm for G GPUs on each node (``--gres=gpu:G``, for the job
-and for srun's step) and runs ``starchol run --gpus G`` on every rank: the ranks of a
+and for the srun step that starts mpirun's daemons or the ranks) and runs ``starchol run --gpus G`` on every rank: the ranks of a
 node share its GPUs, each GPU run by CUDA workers that each keep a core (docs/gpu.md).
 Without it the run line says ``--gpus 0``, so a CPU job never uses GPUs it was not
 given. GPU jobs default to the ``dmdas`` scheduler (``--sched`` otherwise);
