@@ -85,7 +85,7 @@ def cluster(repeat, bandwidths, env, name, subnet):
                 for rnd in range(repeat):
                     for label, args, m, _ in maps:
                         doc = run_once(cl, args, CLUSTER_N, CLUSTER_NB, env,
-                                       Path(tmp) / f"{bw}-{rnd}.json")
+                                       Path(tmp) / f"{bw}-{rnd}-{label.replace(' ', '_').replace('=', '')}.json")
                         times[label].append(doc["time_s"])
                         sims[label].append(simulate_cholesky(m, CLUSTER_N, CLUSTER_NB,
                                                              plat).makespan_s)
