@@ -131,7 +131,7 @@ def register(sub):
     p.add_argument("--gantt", metavar="FILE.png",
                    help="draw the simulated schedule (one row per worker, first nodes)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, one_process=True)
 
 
 def run(args):

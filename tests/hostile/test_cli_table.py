@@ -330,6 +330,12 @@ CASES = [
      {"STARPU_NWORKER_PER_CUDA": "0"}),
     ("env launcher size 2 generate", ["generate", "--n", "8", "--output", "{t}/g.h5:/A"], 2,
      "started as 2 processes", {"PMI_SIZE": "2"}),
+    ("env launcher size 2 simulate", ["simulate", "--dist", "sbc", "--nodes", "3", "--nt",
+                                      "6"], 2, "started as 2 processes",
+     {"OMPI_COMM_WORLD_SIZE": "2"}),
+    ("simulate json fifo", ["simulate", "--dist", "sbc", "--nodes", "3", "--nt", "6",
+                            "--node-gflops", "10", "--cores", "2",
+                            "--json", "{d}/fifo"], 2, "is a FIFO"),
     ("env launcher size 4 volume", ["volume", "--dist", "sbc", "--nodes", "3", "--nt", "6"],
      2, "started as 4 processes", {"OMPI_COMM_WORLD_SIZE": "4"}),
 ]
@@ -375,7 +381,8 @@ def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     assert status == rc, (status, err)
     if rc:
         command = argv[0] if argv[0] in ("run", "generate", "map", "volume", "compare",
-                                         "plan", "report", "slurm", "bench", "info") else ""
+                                         "plan", "report", "slurm", "bench", "info",
+                                         "simulate") else ""
         assert len(lines) == 1, err
         assert lines[0].startswith(f"starchol {command}".rstrip() + ": error: " if command
                                    else "starchol: error: "), err
