@@ -112,6 +112,11 @@ def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
     return int(mem["total"][rank]), parts
 
 
+#: above this many bytes of owner tables, :func:`check_rank_memory` first refuses from
+#: arithmetic alone (:func:`check_mean_memory`); below, the exact count is fast
+QUICK_TABLE_BYTES = 64 * 10**6
+
+
 def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False,
                       fix=None, cache=True, itemsize=DOUBLE, nrhs=0, mixed=False):
     """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host.
@@ -120,7 +125,9 @@ def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=
     ``itemsize``: bytes per entry (8: float64, 4: float32)."""
     avail, source = memory_available()
     share = None if avail is None else avail // max(1, ranks_on_host)
-    if share is not None:
+    nt = -(-int(n) // int(nb))
+    if share is not None and (tile_map.slices + 1) * nt * nt * 8 > QUICK_TABLE_BYTES:
+        # the exact count would build owner tables of that size first (seconds, GBs)
         check_mean_memory(tile_map, n, nb, share, avail, source, ranks_on_host, check=check,
                           gather=gather, cache=cache, itemsize=itemsize, nrhs=nrhs,
                           mixed=mixed, fix=fix)
