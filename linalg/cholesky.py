@@ -29,9 +29,8 @@ import numpy as np
 
 from ..errors import UsageError
 from ..collective import agree, allreduce_min
-from ..runtime.errors import SessionError
+from ..runtime.errors import SessionError, agree_callback_error
 from .errors import NotPositiveDefiniteError
-from ..runtime.session import agree_callback_error
 from .distributed import DistributedMatrix, check_map, map_key
 from .record import RunRecord, describe_job
 from .volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes

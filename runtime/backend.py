@@ -67,3 +67,17 @@ def check_scheduler(name):
                          f"{', '.join(names)} (default {DEFAULT_SCHEDULER})",
                          param="scheduler")
     return name
+
+
+def check_thread_level(MPI):
+    """Raise :class:`RuntimeUnavailableError` unless MPI runs with
+    ``MPI_THREAD_SERIALIZED`` or more (StarPU-MPI's communication thread calls MPI)."""
+    level = MPI.Query_thread()
+    if level < MPI.THREAD_SERIALIZED:
+        names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE",
+                 MPI.THREAD_FUNNELED: "MPI_THREAD_FUNNELED"}
+        raise RuntimeUnavailableError(
+            f"StarPU-MPI needs MPI_THREAD_SERIALIZED or more (its communication thread "
+            f"calls MPI); MPI was initialised with {names.get(level, level)} "
+            f"(do not set mpi4py.rc.thread_level below 'serialized'; mpi4py's default, "
+            f"'multiple', is right)")

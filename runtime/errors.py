@@ -2,6 +2,7 @@
 import errno
 import os
 
+from ..collective import agree, describe
 from ..errors import StarcholError
 
 
@@ -69,8 +70,6 @@ class CallbackError(StarcholError):
     def wrap(cls, callback, function, exc, rank):
         """The error for ``exc``, raised by ``function`` (given as ``callback``) on
         ``rank``; its ``__cause__`` is ``exc``."""
-        from ..collective import describe
-
         name = getattr(function, "__qualname__", None) or repr(function)
         err = cls(callback, name, rank, describe(exc))
         err.__cause__ = exc
@@ -78,3 +77,15 @@ class CallbackError(StarcholError):
 
     def __reduce__(self):  # travels between ranks (collective agreement)
         return (type(self), (self.callback, self.name, self.rank, self.error))
+
+
+def agree_callback_error(comm, error):
+    """Raise on every rank the :class:`CallbackError` of the lowest rank whose callback
+    raised (``error``: this rank's, or None); return if none did. Collective. On the
+    rank where the callback raised, the error raised keeps the original as its cause."""
+    try:
+        agree(comm, error)
+    except CallbackError as exc:
+        if error is not None and exc is not error and exc.rank == error.rank:
+            exc.__cause__ = error.__cause__
+        raise

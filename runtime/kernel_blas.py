@@ -58,10 +58,13 @@ opened here included, and restores them after. Without threadpoolctl, a library 
 here (system or path) is set to one thread when it is opened.
 """
 import ctypes
+import logging
 import os
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError
+
+log = logging.getLogger("starchol.runtime")
 
 #: the environment variable that chooses the library
 ENV = "STARCHOL_KERNEL_BLAS"
@@ -359,3 +362,16 @@ def active():
 
 __all__ = ["CORE_ENV", "ENV", "KernelBlas", "activate", "active", "joined", "requested",
            "requested_core", "short"]
+
+
+def limit_threads():
+    """Limit every BLAS of the process to one thread (each StarPU worker calls BLAS from
+    a thread of its own). Returns the threadpoolctl limiter, whose
+    ``restore_original_limits()`` undoes it, or None without threadpoolctl (then the
+    kernels' library was set to one thread when it was loaded)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        log.warning("threadpoolctl is missing: BLAS inside tasks may be multi-threaded")
+        return None
+    return threadpool_limits(limits=1, user_api="blas")

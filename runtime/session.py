@@ -4,12 +4,12 @@
         handles = rt.register_tiles(owners, tiles, rows)
         ...
 
-StarPU reads a few settings only when it starts, so the session sets them in the
-environment first: ``STARPU_COMM_STATS`` (statistics), ``STARPU_MPI_CACHE`` (cache),
-and, unless already set, ``STARPU_SILENT=1``, ``STARPU_MPI_NOBIND=1`` and, when
-several ranks share a node, ``STARPU_WORKERS_NOBIND=1`` (otherwise every rank would
-bind its workers to the same first cores). Worker count and scheduler are passed in
-``starpu_conf`` and take precedence over ``STARPU_NCPU`` / ``STARPU_SCHED``.
+The session keeps the life cycle (checks, start, shutdown), the registration of tiles
+and the waiting. Its helpers each have a module: loading the binding
+(:mod:`.backend`), worker counts (:mod:`.workers`), StarPU's environment
+(:mod:`.starpu_env`: the ``STARPU_*`` settings written before the start), the bus
+calibration lock (:mod:`.bus`), the process hooks (:mod:`.hooks`), the workers' sleep
+between computations (:mod:`.idle`), GPUs (:mod:`.gpu`) and traces (:mod:`.traces`).
 
 StarPU-MPI can be started once per process. The session shuts it down (waiting for
 tasks, unregistering the tiles still registered) on ``__exit__``, on :meth:`shutdown`,
@@ -24,116 +24,67 @@ import weakref
 
 import numpy as np
 
+from ..collective import agree, run_everywhere
 from ..errors import UsageError
-from .backend import (DEFAULT_SCHEDULER, available_schedulers, binding, check_scheduler, mpi,
-                      starpu_version)
+from ..faults import end_diverged
+from . import gpu, hooks, kernel_blas
+from .backend import (DEFAULT_SCHEDULER, available_schedulers, binding, check_scheduler,
+                      check_thread_level, mpi)
 from .bus import bus_calibration_lock
-from .errors import CallbackError, RuntimeUnavailableError, SessionError
+from .errors import CallbackError, SessionError, agree_callback_error
+from .idle import WorkerSleep, linger_seconds
+from .session_facts import SessionFacts
+from .starpu_env import check_environment, set_start_variables
+from .traces import check_supported, prepare
 from .workers import affinity_cores, check_workers, default_workers, rank_cores
 
 log = logging.getLogger("starchol.runtime")
 
-def agree_callback_error(comm, error):
-    """Raise on every rank the :class:`CallbackError` of the lowest rank whose callback
-    raised (``error``: this rank's, or None); return if none did. Collective. On the
-    rank where the callback raised, the error raised keeps the original as its cause."""
-    from ..collective import agree
 
-    try:
-        agree(comm, error)
-    except CallbackError as exc:
-        if error is not None and exc is not error and exc.rank == error.rank:
-            exc.__cause__ = error.__cause__
-        raise
-
-
-def _initialize_mpi(MPI):
-    """Initialise MPI (``MPI_THREAD_MULTIPLE``) when the program has not (``mpi4py.rc.initialize
-    = False``), and then finalise it at interpreter exit, after the session's shutdown
-    (registered first, so it runs last): mpi4py finalises only what it initialised, and
-    a process that ends without ``MPI_Finalize`` makes mpirun fail the whole job."""
-    if MPI.Is_initialized():
-        return
-    MPI.Init_thread(MPI.THREAD_MULTIPLE)
-
-    def finalize():
-        if not MPI.Is_finalized():
-            MPI.Finalize()
-
-    atexit.register(finalize)
-
-
-def _end_job_on_uncaught_errors():
-    """Chain a ``sys.excepthook`` (once per process) that ends the job when an exception
-    nobody caught ends the program on one rank while a session runs on several.
-
-    The interpreter would otherwise go on to the session's shutdown at exit, which is
-    collective (``starpu_mpi_shutdown``) and waits forever for ranks that are elsewhere
-    (in a barrier, a computation); even ``python -m mpi4py``, whose ``MPI_Abort`` comes
-    after the exit handlers, hung. The hook prints the traceback as before (the previous
-    hook), then :func:`starchol.faults.end_diverged` ends the job with one line, unless
-    the exception is one starchol raised on every rank alike (then every rank exits and
-    shuts down together)."""
-    import sys
-
-    previous = sys.excepthook
-    if getattr(previous, "starchol_session_hook", False):
-        return
-
-    def hook(exc_type, exc, tb):
-        previous(exc_type, exc, tb)
-        live = Session._live
-        if live is not None and live.started:
-            from ..faults import end_diverged
-
-            end_diverged(exc, live.user_comm)
-
-    hook.starchol_session_hook = True
-    sys.excepthook = hook
-
-
-def _path_text(path, param):
-    """A folder name as the ranks compare it (normalised); a UsageError naming ``param``
-    when ``path`` is no file name."""
-    try:
-        return os.path.normpath(os.fspath(path))
-    except TypeError:
-        raise UsageError(f"{param} must be a folder name, got {path!r}",
-                         param=param) from None
-
-
-class Session:
+class Session(SessionFacts):
     """StarPU + StarPU-MPI running on one MPI communicator. Collective.
 
-    Args:
-        comm: an mpi4py communicator (default ``MPI.COMM_WORLD``). The session works on
-            duplicates of it, one given to StarPU-MPI and one for its own collectives.
-        workers: CPU workers on this rank (default: :func:`default_workers`).
-        scheduler: a StarPU scheduling policy name (default ``prio``).
-        stats: count the bytes StarPU-MPI sends (``STARPU_COMM_STATS=1``).
-        cache: StarPU-MPI's receive cache (one transfer per tile version and node).
-        trace: a folder for FxT execution traces (needs a StarPU built with FxT); after
-            the session, :func:`starchol.runtime.traces.finish` converts them.
-            :meth:`stop_trace` ends the recording earlier.
-        gpus: GPUs of this rank (default: every GPU it sees; 0 without CUDA support),
-            each run by :func:`~starchol.runtime.workers.cuda_workers_per_gpu` CUDA
-            workers (4 unless ``STARPU_NWORKER_PER_CUDA`` is set or the rank has few
-            cores). GPU codelets, models and heteroprio: :mod:`starchol.runtime.gpu`.
+    Parameters
+    ----------
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``. The session works on duplicates of it, one given to
+        StarPU-MPI and one for its own collectives.
+    workers : int, optional
+        CPU workers on this rank (default: :func:`~.workers.default_workers`).
+    scheduler : str
+        A StarPU scheduling policy (default ``prio``).
+    stats : bool
+        Count the bytes StarPU-MPI sends (``STARPU_COMM_STATS=1``).
+    cache : bool
+        StarPU-MPI's receive cache (one transfer per tile version and node).
+    trace : str, optional
+        A folder for FxT traces (a StarPU built with FxT); after the session,
+        :func:`starchol.runtime.traces.finish` converts them; :meth:`stop_trace` ends
+        the recording earlier.
+    gpus : int, optional
+        GPUs of this rank (default: every GPU it sees; 0 without CUDA support), each run
+        by :func:`~.workers.cuda_workers_per_gpu` CUDA workers (:mod:`.gpu`).
+    hooks : bool
+        Install the process hooks of :mod:`.hooks` (default True): the excepthook that
+        ends the job when an uncaught exception ends one rank (the collective shutdown
+        would wait forever), and the SIGINT handler of computations. False leaves the
+        process's handlers to the application. MPI is initialised either way when the
+        program has not.
 
+    Notes
+    -----
     The arguments are checked by :meth:`start`, collectively, before anything starts: a
-    bad value on one rank (an unknown scheduler, ``workers=0``, ``gpus`` this rank
-    cannot have, ``trace`` without FxT), or ``scheduler``, ``stats``, ``cache`` or
-    ``trace`` not the same on every rank, raises the same :class:`UsageError` on every
-    rank (``workers`` and ``gpus`` are per rank: they may differ).
-
-    Once started, ``kernel_blas`` names the BLAS/LAPACK the tile kernels call
-    (:mod:`starchol.runtime.kernel_blas`, ``STARCHOL_KERNEL_BLAS``).
+    bad value on one rank, or ``scheduler``, ``stats``, ``cache`` or ``trace`` not the
+    same on every rank, raises the same :class:`UsageError` on every rank (``workers``
+    and ``gpus`` are per rank). Once started, ``kernel_blas`` names the BLAS/LAPACK of
+    the tile kernels (:mod:`.kernel_blas`), and ``idle`` is the workers' sleep policy
+    (:class:`.idle.WorkerSleep`).
     """
 
     _live = None  # the started session of this process
 
     def __init__(self, comm=None, workers=None, scheduler=DEFAULT_SCHEDULER, stats=False,
-                 cache=True, trace=None, gpus=None):
+                 cache=True, trace=None, gpus=None, hooks=True):
         MPI = mpi()
         self._backend = binding()
         self.user_comm = MPI.COMM_WORLD if comm is None else comm
@@ -142,27 +93,15 @@ class Session:
                              f"{type(self.user_comm).__name__}", param="comm")
         # checked by start, collectively (a check failing here, on one rank, would leave
         # the other ranks waiting in start)
-        self.scheduler = scheduler
-        self.workers = workers
-        self.stats = stats
-        self.cache = cache
-        self.trace = trace
-        self.gpus = gpus
-        self.gpu_plan = None
-        self.kernel_blas = None   # the kernels' BLAS (runtime.kernel_blas), once started
+        self.scheduler, self.workers, self.stats, self.cache = scheduler, workers, stats, cache
+        self.trace, self.gpus, self.hooks = trace, gpus, bool(hooks)
+        self.gpu_plan = self.kernel_blas = self.idle = self._linger = None
         self.comm = None          # duplicate for the session's own collectives
         self._starpu_comm = None  # duplicate handed to StarPU-MPI
         self._handles = weakref.WeakSet()
         self._next_matrix = 0
-        self._active = 0
-        self._pause_idle = True
-        # the workers' pause state (StarPU counts pauses: one resume per pause) changes
-        # under this lock, from this thread or from a wait's helper thread
-        self._pause_lock = threading.Lock()
-        self._waits = 0             # wait_local calls: a helper pauses only for its own
-        self._trace_stopped = False
-        self.started = False
-        self.closed = False
+        self._blas = None         # the BLAS thread limit while the session runs
+        self.started = self.closed = self._trace_stopped = False
 
     # -- life cycle ---------------------------------------------------------------
     def start(self):
@@ -177,51 +116,32 @@ class Session:
         if self.started:
             return self
         MPI = mpi()
-        _initialize_mpi(MPI)
+        hooks.ensure_mpi(MPI)
         self._agree_arguments()
-        from ..collective import run_everywhere
-
         run_everywhere(self.user_comm, self._check_state)
-        self._check_environment()
-        # the BLAS/LAPACK of the kernels, before StarPU starts and before _limit_blas
+        # StarPU asserts (C backtrace, every rank) on bad STARPU_* values: refused first
+        run_everywhere(self.user_comm, check_environment, schedulers=available_schedulers())
+        # the BLAS/LAPACK of the kernels, before StarPU starts and before limit_threads
         # (which then limits that library to one thread too)
-        from . import kernel_blas
-
         self.kernel_blas = run_everywhere(self.user_comm, kernel_blas.activate)
         local = self.user_comm.Split_type(MPI.COMM_TYPE_SHARED)
         local_ranks = local.Get_size()
         mine = affinity_cores()
         sharing = sum(1 for a in local.allgather(mine) if a == mine)  # same cores as us
         local.Free()
-        from . import gpu
         # CUDA workers, codelets' CUDA variants and models, heteroprio (before the CPU
         # worker count: each CUDA worker keeps a core); the same verdict on every rank
         self.gpu_plan, extra = run_everywhere(self.user_comm, gpu.plan, self._backend,
                                               self.scheduler, self.gpus,
                                               rank_cores(sharing=sharing))
-        env = os.environ
-        if self.gpu_plan.ncuda:
-            # StarPU reads its CUDA workers per GPU only from the environment; the user's
-            # value is kept (the plan read it)
-            env["STARPU_NWORKER_PER_CUDA"] = str(self.gpu_plan.per_gpu)
         if self.workers is None:
             self.workers = default_workers(sharing, self.gpu_plan.ncuda)
-        env["STARPU_COMM_STATS"] = "1" if self.stats else "0"
-        env["STARPU_MPI_STATS"] = env["STARPU_COMM_STATS"]  # its StarPU 1.4 name
-        env["STARPU_MPI_CACHE"] = "1" if self.cache else "0"
-        env.setdefault("STARPU_SILENT", "1")
-        # a StarPU 1.3 built with FxT records traces unless told not to: only on request
+        set_start_variables(self.stats, self.cache, self.trace is not None, local_ranks > 1,
+                            self.gpu_plan.per_gpu if self.gpu_plan.ncuda else None)
         if self.trace is not None:
-            from .traces import prepare
-
             self.trace = run_everywhere(self.user_comm, prepare, self.trace,
                                         self.user_comm.Get_rank(), self.user_comm.Get_size())
-        else:
-            env["STARPU_FXT_TRACE"] = "0"
-        env.setdefault("STARPU_MPI_NOBIND", "1")
-        if local_ranks > 1:
-            env.setdefault("STARPU_WORKERS_NOBIND", "1")
-        self._limit_blas()
+        self._blas = kernel_blas.limit_threads()
         self.comm = self.user_comm.Dup()
         self._starpu_comm = self.user_comm.Dup()
         handle = self._starpu_comm.handle
@@ -235,16 +155,16 @@ class Session:
         self.started = True
         Session._live = self
         atexit.register(self.shutdown)
-        _end_job_on_uncaught_errors()
+        if self.hooks:
+            hooks.end_job_on_uncaught_errors(Session.current)
         # per-worker cuBLAS/cuSOLVER handles: runs on the CUDA workers, so before the pause
         gpu.after_start(self._backend, self.gpu_plan)
         # idle StarPU workers poll for tasks; keep them asleep between computations --
         # except with CUDA workers: their driver threads also move GPU data back to host
         # memory, which an unregistration outside a computation waits for
-        self._pause_idle = not self.gpu_plan.ncuda
-        if self._pause_idle:
-            self._backend.idle_pause()
-        self._active = 0
+        self.idle = WorkerSleep(self._backend, enabled=not self.gpu_plan.ncuda,
+                                linger=self._linger)
+        self.idle.sleep_now()
         self._backend.cache_set(self.cache)
         self.rank, self.size = self._backend.rank_size()
         got = self._backend.worker_count()
@@ -260,17 +180,13 @@ class Session:
 
         Returns the arguments that must be the same on every rank, by name (``trace`` as
         the normalised folder name the ranks compare)."""
-        from .gpu import check_gpus
-
         scheduler = check_scheduler(self.scheduler)
         workers = None if self.workers is None else check_workers(self.workers)
         trace = None
         if self.trace is not None:
-            from .traces import check_supported
-
-            trace = _path_text(self.trace, "trace")
-            check_supported()
-        check_gpus(self.gpus)
+            trace = check_supported(self.trace)
+        gpu.check_gpus(self.gpus)
+        self._linger = linger_seconds()
         self.scheduler, self.workers = scheduler, workers
         self.stats, self.cache = bool(self.stats), bool(self.cache)
         return {"scheduler": self.scheduler, "stats": self.stats, "cache": self.cache,
@@ -282,8 +198,6 @@ class Session:
         # starts). The values are compared only when every rank's checks passed, so a
         # failing rank sends none (its arguments may be anything); a passing rank's are
         # normalised by check_arguments.
-        from ..collective import agree
-
         error, same = None, {}
         try:
             same = self.check_arguments()
@@ -292,16 +206,7 @@ class Session:
         agree(self.user_comm, error, same=same)
 
     def _check_state(self):
-        MPI = mpi()
-        level = MPI.Query_thread()
-        if level < MPI.THREAD_SERIALIZED:
-            names = {MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE",
-                     MPI.THREAD_FUNNELED: "MPI_THREAD_FUNNELED"}
-            raise RuntimeUnavailableError(
-                f"StarPU-MPI needs MPI_THREAD_SERIALIZED or more (its communication thread "
-                f"calls MPI); MPI was initialised with {names.get(level, level)} "
-                f"(do not set mpi4py.rc.thread_level below 'serialized'; mpi4py's default, "
-                f"'multiple', is right)")
+        check_thread_level(mpi())
         live = Session._live
         if live is not None and live is not self:
             raise SessionError(
@@ -323,13 +228,12 @@ class Session:
             return
         self.closed = True
         try:
-            with self._pause_lock:
-                self._backend.idle_resume()
+            if self.idle is not None:
+                self.idle.close()
             self._backend.wait_tasks()
             for h in list(self._handles):
                 h.unregister()
             if self.gpu_plan is not None:
-                from . import gpu
                 gpu.before_shutdown(self._backend, self.gpu_plan)
             quiet = self.stats and os.environ.get("STARCHOL_SHOW_COMM_STATS") != "1"
             self._backend.shutdown(quiet)
@@ -344,26 +248,8 @@ class Session:
             except Exception:  # pragma: no cover
                 pass
 
-    def _check_environment(self):
-        # StarPU asserts (C backtrace, every rank) on bad STARPU_* values: refuse them
-        # first, on every rank alike (see starpu_env)
-        from ..collective import run_everywhere
-        from .starpu_env import check_environment
-
-        run_everywhere(self.user_comm, check_environment, schedulers=available_schedulers())
-
-    def _limit_blas(self):
-        # each StarPU worker calls BLAS; one BLAS thread per worker
-        self._blas = None
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover
-            log.warning("threadpoolctl is missing: BLAS inside tasks may be multi-threaded")
-            return
-        self._blas = threadpool_limits(limits=1, user_api="blas")
-
     def _restore_blas(self):
-        if getattr(self, "_blas", None) is not None:
+        if self._blas is not None:
             self._blas.restore_original_limits()
             self._blas = None
 
@@ -386,80 +272,9 @@ class Session:
         if exc is not None and self.started:
             # an error other ranks may not share must not reach the collective
             # starpu_mpi_shutdown (it would wait forever): abort the job instead
-            from ..faults import end_diverged
-
             end_diverged(exc, self.user_comm)
         self.shutdown()
         return False
-
-    # -- information -----------------------------------------------------------
-    @property
-    def version(self):
-        return starpu_version()
-
-    @property
-    def starpu_build(self):
-        """Which StarPU build this process loaded, in words
-        (:func:`starchol.runtime.starpu_build.label`)."""
-        from .starpu_build import label
-
-        return label()
-
-    def describe(self):
-        """Runtime facts for reports."""
-        out = {"scheduler": self.scheduler, "workers_per_rank": self.workers,
-               "starpu_version": self.version, "starpu_build": self.starpu_build,
-               "cache": self.cache, "stats": self.stats,
-               "kernel_blas": self.kernel_blas.describe() if self.kernel_blas else None}
-        p = self.gpu_plan
-        if p is not None:
-            out["gpus_per_rank"] = p.ncuda
-            out["cuda_workers_per_gpu"] = p.per_gpu
-            out["cuda_codelets"] = list(p.cuda_codelets)
-            out["perf_models"] = p.models
-            if p.heteroprio:
-                out["heteroprio"] = p.heteroprio
-        return out
-
-    # -- GPUs and per-kernel placement ------------------------------------------
-    @property
-    def cuda_workers(self):
-        """CUDA workers of this rank: its GPUs times the CUDA workers per GPU
-        (``STARPU_NWORKER_PER_CUDA``, or starchol's default: docs/gpu.md); 0 before the
-        start and without GPUs."""
-        p = self.gpu_plan
-        return p.cuda_workers if p is not None and self.started else 0
-
-    def pin_tiles(self, tiles):
-        """Page-lock host tiles (numpy arrays) for asynchronous copies to the GPUs; a
-        no-op without CUDA workers. They stay pinned until shutdown. Returns how many."""
-        self._require()
-        from . import gpu
-        return gpu.pin_tiles(self.gpu_plan, tiles)
-
-    def unpin_tiles(self, tiles):
-        """Undo :meth:`pin_tiles` for these tiles (before they are freed, e.g. between
-        problem sizes). Returns how many were unpinned."""
-        self._require()
-        from . import gpu
-        return gpu.unpin_tiles(self.gpu_plan, tiles)
-
-    def kernel_counts(self, reset=True):
-        """``{kernel: {"cpu": n, "cuda": m}}`` tasks this rank ran (since start or the last
-        reset), per kernel and kind of worker."""
-        self._require()
-        from . import gpu
-        out = gpu.kernel_counts(self._backend)
-        if reset:
-            gpu.reset_counts(self._backend)
-        return out
-
-    def device_bytes(self):
-        """Bytes StarPU copied between this rank's host and device memories since the last
-        call (not network bytes): ``host_to_device``, ``device_to_host``, ``device_to_device``."""
-        self._require()
-        from . import gpu
-        return gpu.bus_bytes()
 
     # -- data and tasks --------------------------------------------------------
     def register_tiles(self, owners, tiles, rows, cols=None, stored=None, lazy=False,
@@ -527,8 +342,7 @@ class Session:
         reduction of its own, as :func:`starchol.linalg.cholesky.cholesky` does)."""
         self._require()
         failed = None
-        self._waits += 1
-        this_wait = self._waits
+        this_wait = self.idle.begin_wait()
         done = threading.Event()
         tasks_done = threading.Event()
         status = []
@@ -537,16 +351,11 @@ class Session:
             try:
                 self._backend.wait_tasks()
                 tasks_done.set()
-                # this rank's tasks are done, yet one idle worker polls on (StarPU never
-                # lets the last awake worker sleep; starchol's build after a 200 µs
-                # poll, scripts/starpu-patches) and takes a core from the threads
-                # that finish the call: StarPU-MPI's progress thread then ran the final
-                # barrier a scheduler time slice late (4 ms here, in one call in three at
-                # N = 1024, benchmarks/small_sizes.py). Paused at once, from this thread.
-                # Only what needs no worker follows (the communications; host-memory
-                # tiles: ``_pause_idle`` excludes CUDA workers), and
-                # :meth:`wake_if_pending` resumes them where tasks remain (errors).
-                self._pause(wait=this_wait)
+                # this rank's tasks are done: the workers may sleep (runtime.idle: at
+                # once, or after the linger time). Only what needs no worker follows
+                # (the communications; host-memory tiles: CUDA workers never sleep),
+                # and wake_if_pending wakes them where tasks remain (errors)
+                self.idle.tasks_done(this_wait)
             except BaseException as exc:  # raised below, in the caller's thread
                 status.append(exc)
             finally:
@@ -563,13 +372,13 @@ class Session:
         # progress display and for Ctrl-C (a signal reaches Python in the main thread
         # only between bytecodes, never while it waits in C). Started before the
         # workers of a deferred computation wake: Thread.start() waits for the new
-        # thread to run, which took a core from busy workers (0.8 ms at N = 1024).
+        # thread to run, which took a core from busy workers (docs/engine.md).
         reporting = progress is not None and bool(total)
         waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
         waiter.start()
         # (workers already awake, e.g. in an outer running() block, may finish the
-        # tasks and the helper pause them before this line: then they stay paused)
-        self._wake(unless=tasks_done)
+        # tasks and the helper let them sleep before this line: then they stay asleep)
+        self.idle.wake(unless=tasks_done)
         while reporting and failed is None and not done.wait(interval):
             report(max(0, total - self._backend.tasks_pending()))
         done.wait()
@@ -585,154 +394,49 @@ class Session:
     def running(self, deferred=False):
         """Workers awake for the computations inside the block (nested blocks allowed).
 
-        Between computations StarPU's workers are paused (``starpu_pause``), so an idle
-        session uses no CPU; tasks may be submitted either way. :meth:`wait` pauses
-        them as soon as its tasks are done, inside the block too, and the next
-        :meth:`wait` wakes them. With ``deferred``, the
-        workers stay paused until :meth:`wake` (which :meth:`wait` calls): the
-        application thread registers and submits without sharing the cores with
-        workers that have nothing to run yet. Call :meth:`wake` before anything that
-        waits for tasks (an unregistration on an error path).
+        Between computations StarPU's workers sleep (``starpu_pause``), so an idle
+        session uses no CPU; tasks may be submitted either way. When a computation's
+        tasks are done (:meth:`wait`), inside the block too, the workers stay awake for
+        a short while (``STARCHOL_AWAKE_S``, :mod:`starchol.runtime.idle`), then sleep;
+        the next :meth:`wait` wakes them. With ``deferred``, sleeping workers stay
+        asleep until :meth:`wake` (which :meth:`wait` calls): the application thread
+        registers and submits without sharing the cores with workers that have nothing
+        to run yet. Call :meth:`wake` before anything that waits for tasks (an
+        unregistration on an error path).
         """
         self._require()
-        self._active += 1
-        previous = self._catch_interrupt() if self._active == 1 else None
-        if not deferred:
-            self.wake()
+        first = self.idle.depth == 0
+        previous = hooks.catch_interrupt(hooks.computation_interrupt(
+            self.user_comm, self._kernels().set_cancelled, self.idle.wake)) \
+            if first and self.hooks else None
+        self.idle.enter(deferred)
         try:
             yield self
         finally:
-            self._active -= 1
-            if self._active == 0:
-                self._release_interrupt(previous)
-            if self._active == 0 and self.started:
-                self._pause()
+            self.idle.leave()
+            if first:
+                self._kernels().set_cancelled(False)
+                hooks.release_interrupt(previous)
 
-    def _catch_interrupt(self):
-        """Install :meth:`_on_interrupt` as the SIGINT handler for a computation (main
-        thread, and only over Python's own handler: a program's or the command line's
-        stays). Returns the handler to restore, or None."""
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-            return None
-        signal.signal(signal.SIGINT, self._on_interrupt)
-        return signal.default_int_handler
-
-    def _release_interrupt(self, previous):
+    @staticmethod
+    def _kernels():
         from . import _kernels
 
-        _kernels.set_cancelled(False)
-        if previous is not None:
-            import signal
-
-            signal.signal(signal.SIGINT, previous)
-
-    def _on_interrupt(self, signum, frame):
-        """Ctrl-C (SIGINT) during a computation. With several ranks the others wait for
-        this rank's part of the same task graph, which can neither finish nor be
-        unwound on one rank: the job ends at once (``MPI_Abort``, one line; see
-        :func:`starchol.faults.end_diverged`). With one rank the computation is
-        abandoned: the kernels of the tasks still queued return without computing
-        (``_kernels.set_cancelled``), so the tasks drain in moments, and
-        ``KeyboardInterrupt`` is raised; the session stays usable (an in-place
-        ``overwrite_a`` leaves A's tiles half-factored)."""
-        from ..faults import end_diverged
-        from . import _kernels
-
-        end_diverged(KeyboardInterrupt(), self.user_comm)   # returns with one rank only
-        _kernels.set_cancelled(True)
-        # a deferred computation interrupted before its workers woke. Without waiting
-        # for the lock: this handler runs in the main thread, perhaps inside _wake, and
-        # the computations' finally blocks call wake_if_pending
-        self._wake(blocking=False)
-        raise KeyboardInterrupt
+        return _kernels
 
     def wake(self):
-        """Resume the workers of a ``running(deferred=True)`` block (no-op otherwise)."""
-        self._wake()
-
-    def _wake(self, unless=None, blocking=True):
-        """:meth:`wake`, unless the event ``unless`` is set (checked under the lock);
-        ``blocking=False``: not at all when another call holds the lock."""
-        if not self._pause_lock.acquire(blocking):
-            return
-        try:
-            if unless is not None and unless.is_set():
-                return
-            if self._active and self._pause_idle and not self.closed:
-                self._backend.idle_resume()
-        finally:
-            self._pause_lock.release()
-
-    def _pause(self, wait=None):
-        """Pause awake workers (a session without CUDA workers; not once shut down).
-
-        ``wait``: called from the helper thread of :meth:`wait_local` number ``wait``
-        once this rank's tasks are done; then only if no later wait has begun and no
-        task was submitted since (a helper whose wait an interrupt abandoned returns
-        late, perhaps during the next computation)."""
-        with self._pause_lock:
-            if self.closed or not (self._pause_idle and self._awake):
-                return
-            if wait is not None and (wait != self._waits or self._backend.tasks_pending()):
-                return
-            self._backend.idle_pause()
-
-    @property
-    def _awake(self):
-        """Whether the workers are awake as far as the session's pause goes: the
-        binding's flag (``_binding.idle_pause``), flipped in one compiled call with
-        StarPU's pause count, so Ctrl-C cannot come between the two. Always True with
-        CUDA workers (never paused by the session)."""
-        return self.started and not self._backend.idle_paused()
+        """Wake the workers of a ``running(deferred=True)`` block (no-op otherwise)."""
+        self.idle.wake()
 
     def wake_if_pending(self):
         """:meth:`wake`, when this rank still has tasks submitted and not completed: before
-        an unregistration, which waits for them (after an error or an interrupt). After a
-        complete :meth:`wait_local` the workers stay paused."""
-        if self._backend.tasks_pending():
-            self.wake()
+        an unregistration, which waits for them (after an error or an interrupt)."""
+        self.idle.wake_if_pending()
 
     @classmethod
     def current(cls):
         """The running session of this process, or None."""
         return cls._live
-
-    def stop_trace(self):
-        """Stop recording the FxT trace of this rank (``starpu_fxt_stop_profiling``): what
-        runs afterwards (a residual check, a gather) is left out of the trace. Local;
-        call it on every rank at the same point, once this rank's part of the traced work
-        is done (after :meth:`wait`: its tasks and transfers are complete). A no-op in a
-        session without ``trace`` or after an earlier call. The recording cannot restart.
-        """
-        self._require()
-        if self.trace is not None and not self._trace_stopped:
-            self._backend.fxt_stop()
-            self._trace_stopped = True
-
-    def bytes_sent(self):
-        """Bytes this rank has sent to each rank so far, int64 array (size,), or None
-        when statistics are off."""
-        self._require()
-        if not self.stats:
-            return None
-        return self._backend.comm_amounts().astype(np.int64)
-
-    def pause(self):
-        """Let StarPU's workers sleep (e.g. while another library computes inside a
-        :meth:`running` block); outside such blocks they already sleep. Pair with
-        :meth:`resume`."""
-        self._require()
-        self._backend.pause()
-
-    def resume(self):
-        """Undo one :meth:`pause`."""
-        self._require()
-        self._backend.resume()
 
     def _require(self):
         if not self.started:

@@ -1,10 +1,13 @@
-"""StarPU's environment variables, checked before StarPU starts.
+"""StarPU's environment variables: checked, and written, before StarPU starts.
 
 StarPU 1.3 reads its settings from the environment when it starts and reacts to bad
 values with an assertion and a C backtrace on every rank (``STARPU_NCPU=abc``), or by
 creating folders in odd places (``STARPU_HOME=/nonexistent/x``). :func:`check_environment`
 refuses such values with a message naming the variable and the fix; the session calls it
 collectively before ``starpu_mpi_init_conf``, and ``starchol run`` in its pre-flight.
+StarPU reads a few settings only from the environment when it starts: the session
+writes them with :func:`set_start_variables` (worker count and scheduler go in
+``starpu_conf`` and take precedence over ``STARPU_NCPU`` / ``STARPU_SCHED``).
 """
 import os
 
@@ -123,3 +126,30 @@ def check_environment(environ=None, schedulers=None):
     for name in ("STARPU_PERF_MODEL_DIR", "STARPU_FXT_PREFIX"):
         if name in env:
             _check_folder(name, env[name], creatable=True)
+
+
+def set_start_variables(stats, cache, traced, shared_node, cuda_per_gpu=None, environ=None):
+    """Write the ``STARPU_*`` settings StarPU reads when it starts.
+
+    ``STARPU_COMM_STATS`` (and its StarPU 1.4 name ``STARPU_MPI_STATS``) from ``stats``,
+    ``STARPU_MPI_CACHE`` from ``cache``; ``STARPU_FXT_TRACE=0`` unless ``traced`` (a
+    StarPU 1.3 built with FxT records traces unless told not to; a traced start sets its
+    own, :func:`starchol.runtime.traces.prepare`); ``STARPU_NWORKER_PER_CUDA`` when
+    ``cuda_per_gpu`` is given (StarPU reads it only from the environment; the GPU plan
+    kept the user's value). Unless already set: ``STARPU_SILENT=1``,
+    ``STARPU_MPI_NOBIND=1`` and, on a ``shared_node`` (several ranks of the job on this
+    node), ``STARPU_WORKERS_NOBIND=1`` (else every rank binds its workers to the same
+    first cores). ``environ``: default ``os.environ``.
+    """
+    env = os.environ if environ is None else environ
+    if cuda_per_gpu is not None:
+        env["STARPU_NWORKER_PER_CUDA"] = str(cuda_per_gpu)
+    env["STARPU_COMM_STATS"] = "1" if stats else "0"
+    env["STARPU_MPI_STATS"] = env["STARPU_COMM_STATS"]
+    env["STARPU_MPI_CACHE"] = "1" if cache else "0"
+    env.setdefault("STARPU_SILENT", "1")
+    if not traced:
+        env["STARPU_FXT_TRACE"] = "0"
+    env.setdefault("STARPU_MPI_NOBIND", "1")
+    if shared_node:
+        env.setdefault("STARPU_WORKERS_NOBIND", "1")

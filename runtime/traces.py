@@ -61,10 +61,17 @@ def fxt_tool(prefix=None):
     return path if os.access(path, os.X_OK) else None
 
 
-def check_supported():
-    """Raise :class:`UsageError` unless the loaded StarPU records FxT traces."""
+def check_supported(folder):
+    """``folder`` (the session's ``trace``) as the ranks compare it, normalised; raise
+    :class:`UsageError` when it is no folder name or the loaded StarPU records no FxT
+    traces."""
     from . import starpu_build
 
+    try:
+        folder = os.path.normpath(os.fspath(folder))
+    except TypeError:
+        raise UsageError(f"trace must be a folder name, got {folder!r}",
+                         param="trace") from None
     d = starpu_build.describe()
     if "STARPU_USE_FXT" not in d["config"]:
         raise UsageError(
@@ -74,6 +81,7 @@ def check_supported():
     if fxt_tool(d["prefix"]) is None:
         raise UsageError(f"trace needs starpu_fxt_tool, which is not in "
                          f"{d['prefix']}/bin", param="trace")
+    return folder
 
 
 def is_trace_file(name):
@@ -114,8 +122,7 @@ def prepare(folder, rank, size=None):
     traced run left there (:func:`clear_stale`), set ``STARPU_FXT_TRACE`` /
     ``STARPU_FXT_PREFIX``, and calibrate the bus if needed (under the start lock). Not
     collective (the session runs it on every rank before any starts)."""
-    check_supported()
-    folder = os.path.abspath(folder)
+    folder = os.path.abspath(check_supported(folder))
     os.makedirs(folder, exist_ok=True)
     clear_stale(folder, rank, size)
     env = os.environ

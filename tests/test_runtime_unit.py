@@ -283,7 +283,8 @@ while True:     # outside a computation SIGINT is Python's KeyboardInterrupt any
     except KeyboardInterrupt:
         pass
 F = cholesky(A, tm)
-print("after", np.abs(F.L.gather() - 2 * np.eye(512)).max(), rt._awake,
+time.sleep(rt.idle.linger + 0.2)
+print("after", np.abs(F.L.gather() - 2 * np.eye(512)).max(), rt.idle.awake,
       rt._backend.tasks_pending())
 print("counts", done, interrupted)
 rt.shutdown()
@@ -328,14 +329,14 @@ rt.shutdown()
         assert idle > 0.5, p.stdout
 
 
-def test_workers_pause_as_soon_as_the_tasks_are_done(starpu_home):
-    """A computation's wait pauses the workers once its tasks are done, also inside an
-    enclosing ``running()`` block (else one worker polls on, taking a core from the
-    communications' final barrier); the next computation in the block wakes them; the
-    helper of an older wait never pauses a newer computation's workers; and shutdown
-    leaves no pause behind (StarPU aborts on one)."""
+def test_workers_sleep_once_the_tasks_are_done(starpu_home, monkeypatch):
+    """A computation's wait lets the workers sleep once its tasks are done, also inside
+    an enclosing ``running()`` block: at once with ``STARCHOL_AWAKE_S=0``, else after
+    the linger time (runtime/idle.py); the next computation in the block wakes them; the
+    helper of an older wait never puts a newer computation's workers to sleep; and
+    shutdown leaves no pause behind (StarPU aborts on one)."""
     code = r"""
-import resource, time
+import os, resource, time
 import numpy as np
 from mpi4py import MPI
 from starchol import DistributedMatrix, Session, cholesky
@@ -345,29 +346,37 @@ cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 rt = Session(MPI.COMM_SELF, workers=2).start()
 A = DistributedMatrix.from_numpy(np.eye(512) * 4.0, 128, tm, comm=MPI.COMM_SELF)
 B = DistributedMatrix.from_numpy(np.ones((512, 3)), 128, tm, kind="rhs", comm=MPI.COMM_SELF)
+linger = float(os.environ.get("STARCHOL_AWAKE_S", "0.05"))
+assert rt.idle.linger == linger
 with rt.running():
     F = cholesky(A, tm)
-    print("awake after the factorization:", rt._awake)
+    print("awake after the factorization:", rt.idle.awake)
     c0 = cpu(); time.sleep(1.0); print("idle cpu", cpu() - c0)
+    print("asleep after the linger time:", not rt.idle.awake)
     X = F.solve(B)
-    print("solve:", np.abs(X.gather() - 1 / 4.0).max(), rt._awake)
+    time.sleep(linger + 0.2)
+    print("solve:", np.abs(X.gather() - 1 / 4.0).max(), rt.idle.awake)
     rt.wake()
-    rt._pause(wait=rt._waits - 1)
-    print("an older wait's pause:", rt._awake)
-    rt._pause(wait=rt._waits)
-    print("this wait's pause:", rt._awake)
+    rt.idle.linger = 0
+    rt.idle.tasks_done(rt.idle.waits - 1)
+    print("an older wait's sleep:", rt.idle.awake)
+    rt.idle.tasks_done(rt.idle.waits)
+    print("this wait's sleep:", rt.idle.awake)
 rt.shutdown()
 print("ok")
 """
-    p = _run_py(code, starpu_home)
-    assert p.returncode == 0, p.stderr
-    assert "awake after the factorization: False" in p.stdout
-    idle = float(p.stdout.split("idle cpu")[1].split()[0])
-    assert idle < 0.3, p.stdout
-    assert "solve: 0.0 False" in p.stdout
-    assert "an older wait's pause: True" in p.stdout
-    assert "this wait's pause: False" in p.stdout
-    assert p.stdout.rstrip().endswith("ok")
+    for linger in ("0", "0.5"):
+        monkeypatch.setenv("STARCHOL_AWAKE_S", linger)
+        p = _run_py(code, starpu_home)
+        assert p.returncode == 0, p.stderr
+        assert f"awake after the factorization: {linger != '0'}" in p.stdout
+        idle = float(p.stdout.split("idle cpu")[1].split()[0])
+        assert idle < 0.3, p.stdout
+        assert "asleep after the linger time: True" in p.stdout
+        assert "solve: 0.0 False" in p.stdout
+        assert "an older wait's sleep: True" in p.stdout
+        assert "this wait's sleep: False" in p.stdout
+        assert p.stdout.rstrip().endswith("ok")
 
 
 def test_panel_solve_and_deferred_wake(starpu_home):
