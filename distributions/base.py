@@ -25,10 +25,14 @@ def nodes_text(nodes):
 class TileMap:
     """Base class: subclasses implement :meth:`_slice_owner_map`.
 
-    Attributes:
-        name: the map's command-line name (``2dbc``, ``sbc``, ...).
-        nodes: total number of nodes P (all slices).
-        slices: number of slices c (1 for 2D maps).
+    Attributes
+    ----------
+    name : str
+        The map's command-line name (``2dbc``, ``sbc``, ...).
+    nodes : int
+        Total number of nodes P (all slices).
+    slices : int
+        Number of slices c (1 for 2D maps).
     """
 
     name = "map"

@@ -46,14 +46,22 @@ def task_counts(owners, nodes=None):
 def node_load(tile_map, nt, tile_bytes=None):
     """Tiles stored and flops (NB^3 units) per node for an nt x nt tiled Cholesky.
 
-    Args:
-        tile_bytes: optional (nt, nt) array of each tile's bytes; adds ``bytes``, the
-            tile storage per node (every slice's copies included).
+    Parameters
+    ----------
+    tile_map : TileMap
+    nt : int
+        Tile rows/columns NT.
+    tile_bytes : int array (nt, nt), optional
+        Each tile's bytes; adds ``bytes``, the tile storage per node (every slice's
+        copies included).
 
-    Returns a dict with ``tiles`` (int64 array, P), ``flops`` (float64 array, P),
-    ``tasks`` (int64 array, P: the tasks each node runs, see :func:`task_counts`),
-    ``tiles_max_over_avg`` and ``flops_max_over_avg`` (busiest node / average), and
-    ``bytes`` (int64 array, P) when ``tile_bytes`` is given.
+    Returns
+    -------
+    dict
+        ``tiles`` (int64 array, P), ``flops`` (float64 array, P, in NB^3 units),
+        ``tasks`` (int64 array, P: the tasks each node runs, see :func:`task_counts`),
+        ``tiles_max_over_avg`` and ``flops_max_over_avg`` (busiest node / average), and
+        ``bytes`` (int64 array, P) when ``tile_bytes`` is given.
     """
     p, c = tile_map.nodes, tile_map.slices
     m = np.arange(nt)[:, None]

@@ -104,16 +104,25 @@ def model_document(first, last, n, nb, slices="best", cache=True, progress=None,
                    dtype="float64"):
     """Predicted bytes of every map family for node counts ``first`` .. ``last``.
 
-    Args:
-        first, last: node count range, inclusive (2 <= first <= last).
-        n, nb: matrix order and tile size (elements).
-        slices: ``"best"`` (per P, the c >= 2 with the fewest bytes) or a list of c.
-        cache: StarPU-MPI receive cache on or off.
-        progress: optional callable(done, total) over node counts.
-        dtype: the entries' precision, float64 (default, 8 bytes) or float32 (4).
+    Parameters
+    ----------
+    first, last : int
+        Node count range, inclusive (2 <= first <= last).
+    n, nb : int
+        Matrix order and tile size (elements).
+    slices : "best" or list of int
+        ``"best"`` (per P, the c >= 2 with the fewest bytes) or a list of c.
+    cache : bool
+        StarPU-MPI receive cache on or off.
+    progress : callable(done, total), optional
+        Called over node counts.
+    dtype : str
+        The entries' precision, float64 (default, 8 bytes) or float32 (4).
 
-    Returns:
-        dict with ``kind, n, nb, nt, dtype, cache, slices, nodes_range, stored_tiles,
+    Returns
+    -------
+    dict
+        With ``kind, n, nb, nt, dtype, cache, slices, nodes_range, stored_tiles,
         stored_bytes, series`` (name -> list of points, see :func:`_point`; 2dbc points
         have ``degenerate`` true for a 1 x P grid) and ``sbc_vs_2dbc`` (one row per node
         count where both exist: both byte counts, their ratio, ``sbc_below``).

@@ -147,20 +147,28 @@ def _task_operand_counts(row_lab, col_lab, u, ks, i):
 def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=None):
     """Transfers between every pair of nodes, from owner arrays.
 
-    Args:
-        owners: int array (nt, nt) for a 2D map, or (slices, nt, nt) for a 2.5D map
-            (global node ids; only the lower triangle i >= j is read).
-        nodes: P; defaults to max owner + 1. ValueError if an owner of the lower
-            triangle is not a node 0 .. P-1.
-        cache: StarPU-MPI receive cache on (one transfer per tile version and
-            destination node) or off (one per task and remote operand).
-        row_weights: optional int array (nt, nt) ``w``: a transfer of tile (i, j) counts
-            ``w[i, j]`` (e.g. its bytes); default 1 (counts tiles).
-        progress: optional callable(rows_done, nt), called as tile rows are counted.
+    Parameters
+    ----------
+    owners : int array (nt, nt) or (slices, nt, nt)
+        A 2D map's owners, or a 2.5D map's per slice (global node ids; only the lower
+        triangle i >= j is read).
+    nodes : int, optional
+        P; defaults to max owner + 1. ValueError if an owner of the lower triangle is
+        not a node 0 .. P-1.
+    cache : bool
+        StarPU-MPI receive cache on (one transfer per tile version and destination
+        node) or off (one per task and remote operand).
+    row_weights : int array (nt, nt), optional
+        ``w``: a transfer of tile (i, j) counts ``w[i, j]`` (e.g. its bytes); default 1
+        (counts tiles).
+    progress : callable(rows_done, nt), optional
+        Called as tile rows are counted.
 
-    Returns:
-        int64 array (P, P): entry [a, b] is what node a sends to node b (tiles, or the
-        unit of ``row_weights``).
+    Returns
+    -------
+    int64 array (P, P)
+        Entry [a, b] is what node a sends to node b (tiles, or the unit of
+        ``row_weights``).
     """
     owners, p = _as_owner_stack(owners, nodes)
     c, nt, _ = owners.shape

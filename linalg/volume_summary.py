@@ -12,24 +12,35 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
                    itemsize=DOUBLE_BYTES):
     """Predicted transfers (tiles and bytes) and load of an nt x nt tiled Cholesky.
 
-    Args:
-        tile_map: a map from :mod:`starchol.distributions`.
-        nt: tile rows/columns NT.
-        nb: tile size NB (elements); a tile is NB*NB*itemsize bytes.
-        n: matrix order; if given and not NT*NB, the last tile row/column is smaller and
-            ``bytes`` is counted exactly per tile size.
-        cache: StarPU-MPI receive cache on or off.
-        with_pairs: include the node-pair matrix (default: when P <= 256).
-        itemsize: bytes per entry (8: float64, the default; 4: float32).
+    Parameters
+    ----------
+    tile_map : TileMap
+        A map from :mod:`starchol.distributions`.
+    nt : int
+        Tile rows/columns NT.
+    nb : int
+        Tile size NB (elements); a tile is NB*NB*itemsize bytes.
+    n : int, optional
+        Matrix order; if given and not NT*NB, the last tile row/column is smaller and
+        ``bytes`` is counted exactly per tile size.
+    cache : bool
+        StarPU-MPI receive cache on or off.
+    with_pairs : bool, optional
+        Include the node-pair matrix (default: when P <= 256).
+    progress : callable(rows_done, nt), optional
+        Called as tile rows are counted.
+    itemsize : int
+        Bytes per entry (8: float64, the default; 4: float32).
 
-    Returns:
-        dict with ``dist, nodes, slices, nt, nb, n, cache, stored_tiles, transfers_tiles,
-        bytes, ratio, leading_term_tiles, per_node{sent_tiles, received_tiles, sent_bytes,
+    Returns
+    -------
+    dict
+        ``dist, nodes, slices, nt, nb, n, cache, stored_tiles, transfers_tiles, bytes,
+        ratio, leading_term_tiles, per_node{sent_tiles, received_tiles, sent_bytes,
         received_bytes}, load{tiles, flops, flops_max_over_avg, tiles_max_over_avg}`` and
         ``pairs_tiles`` (sender row). Per-node bytes count each tile's own size, as
-        ``bytes`` does.
-        ``leading_term_tiles`` is None with the cache off: the leading terms count one
-        transfer per tile version and node, which only the cache gives.
+        ``bytes`` does. ``leading_term_tiles`` is None with the cache off: the leading
+        terms count one transfer per tile version and node, which only the cache gives.
     """
     n = nt * nb if n is None else int(n)
     owners = tile_map.owner_maps(nt)

@@ -9,10 +9,14 @@ from ..errors import StarcholError
 class StarPUError(StarcholError):
     """A StarPU / StarPU-MPI call returned a negative error code.
 
-    Attributes:
-        code: the C status (negative errno), e.g. -19.
-        errno_name: its symbolic name, e.g. ``"ENODEV"``.
-        call: the StarPU function that failed.
+    Attributes
+    ----------
+    code : int
+        The C status (negative errno), e.g. -19.
+    errno_name : str
+        Its symbolic name, e.g. ``"ENODEV"``.
+    call : str
+        The StarPU function that failed.
     """
 
     def __init__(self, code, call):
@@ -53,11 +57,16 @@ class CallbackError(StarcholError):
     rank where the callback raised, ``__cause__`` is the original exception (with its
     traceback); elsewhere only its description travels.
 
-    Attributes:
-        callback: the parameter that held the callback (``"progress"``).
-        name: the callback's qualified name (or repr).
-        rank: the rank where it raised (the lowest one if several did).
-        error: the original exception as text, ``"RuntimeError: boom"``.
+    Attributes
+    ----------
+    callback : str
+        The parameter that held the callback (``"progress"``).
+    name : str
+        The callback's qualified name (or repr).
+    rank : int
+        The rank where it raised (the lowest one if several did).
+    error : str
+        The original exception as text, ``"RuntimeError: boom"``.
     """
 
     def __init__(self, callback, name, rank, error):
