@@ -23,6 +23,7 @@ the ranks agree on the first failing global column with one reduction and all ra
 same :class:`~starchol.linalg.errors.NotPositiveDefiniteError` (a
 ``numpy.linalg.LinAlgError``).
 """
+import functools
 import time
 
 import numpy as np
@@ -393,11 +394,20 @@ class Factor:
                                X.frobenius_parts(), B.frobenius_parts())
 
 
+@functools.lru_cache(maxsize=4)
+def _strict_upper(n):
+    """A read-only bool (n, n) mask of the strict upper triangle (cached per tile size)."""
+    mask = np.triu(np.ones((n, n), dtype=bool), 1)
+    mask.flags.writeable = False
+    return mask
+
+
 def _symmetrized(t):
-    """A full symmetric copy of a diagonal tile from its lower triangle (Fortran order)."""
-    low = np.tril(t)
-    low += np.tril(t, -1).T
-    return np.asfortranarray(low)
+    """A full symmetric copy of a diagonal tile from its lower triangle (Fortran order):
+    one copy and one masked pass (three np.tril passes took 6 ms per 512 x 512 tile)."""
+    out = np.array(t, order="F", copy=True)
+    np.copyto(out, out.T, where=_strict_upper(out.shape[0]))
+    return out
 
 
 def symmetric_tiles(A):

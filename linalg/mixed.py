@@ -248,14 +248,9 @@ class _TileNorms:
     def __call__(self, key, t):
         from scipy.linalg.blas import snrm2
 
-        i, j = key
-        if i == j:
-            low = np.tril(t)
-            low += np.tril(t, -1).T
-            value, weight = float(snrm2(low.reshape(-1))), 1.0
-        else:
-            value, weight = float(snrm2(t.reshape(-1, order="F"))), 2.0
-        self.norms.append((value, weight))
+        value = float(snrm2(t.reshape(-1, order="F")))
+        if key[0] != key[1]:       # diagonal tiles: by both triangles, in parts()
+            self.norms.append((value, 2.0))
         if not np.isfinite(value):
             self.suspects.append(key)
 
@@ -264,9 +259,14 @@ class _TileNorms:
         return any(not np.isfinite(A32.tiles[k]).all() and np.isfinite(A.tiles[k]).all()
                    for k in self.suspects)
 
-    def parts(self, comm):
-        """(scale, ssq) of ||A||_F (float32's rounding of A: a relative 6e-8, nothing
-        for a stopping test). Collective."""
+    def parts(self, comm, tiles):
+        """(scale, ssq) of ||A||_F: the off-diagonal tiles' norms of float32's rounding
+        of A (a relative 6e-8, nothing for a stopping test), the diagonal ones from
+        ``tiles``, A's :func:`~starchol.linalg.cholesky.symmetric_tiles`. Collective."""
+        from scipy.linalg.blas import dnrm2
+
+        self.norms += [(float(dnrm2(t.reshape(-1, order="F"))), 1.0)
+                       for (i, j), t in tiles.items() if i == j and t.size]
         local = max((v for v, _ in self.norms), default=0.0)
         scale = allreduce_max(comm, local if np.isfinite(local) else np.inf)
         if not 0.0 < scale < np.inf:
@@ -361,7 +361,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
     if f32 is not None:
         t0 = time.perf_counter()
         a_tiles = symmetric_tiles(A)
-        a_parts, b_parts = norms.parts(comm), B.frobenius_parts()
+        a_parts, b_parts = norms.parts(comm, a_tiles), B.frobenius_parts()
         D, scale = _rhs32(B, b_parts[0])
         mark = session.bytes_sent()
         f32.solve(D, overwrite_b=True)
