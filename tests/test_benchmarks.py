@@ -69,6 +69,8 @@ def test_every_script_uses_common():
     ("gpu_vs_cusolver.py", ["--n", "0"], "argument --n: must be an integer >= 1, got '0'"),
     ("comm_bound.py", ["--bandwidth", ","], "--bandwidth ',' names no rate"),
     ("comm_bound.py", ["--repeat", "-2"], "argument --repeat: must be an integer >= 1"),
+    ("mixed.py", ["--n", "0"], "argument --n: must be an integer >= 1, got '0'"),
+    ("mixed.py", ["--n", "100", "--nb", "200"], "nb 200 is larger than n 100"),
 ])
 def test_bad_arguments_end_with_one_usage_error(tmp_path, name, args, message):
     (tmp_path / "rows.json").write_text(json.dumps([{"nodes": 2}]))
@@ -199,3 +201,18 @@ def test_engine_vs_debian_build_leaves_the_checkout_alone(tmp_path):
     engine_vs_debian.build_debian_copy(str(site), str(tmp_path))
     assert _snapshot(ROOT) == before
     assert "(system package)" in engine_vs_debian.library_of(str(site))
+
+
+def test_mixed_benchmark_runs_small(tmp_path):
+    """benchmarks/mixed.py end to end at a small size (no timing asserted): both answers
+    meet sqrt(N) 2^-53, the JSON holds every timing and the ratio of the medians."""
+    pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
+    out = tmp_path / "m.json"
+    p = _script("mixed.py", "--n", "512", "--nb", "128", "--repeat", "1", "--settle", "0",
+                "--workers", "1", "--json", out)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(out.read_text())
+    assert d["backward_error_mixed"] <= d["bound"] and d["backward_error_float64"] <= d["bound"]
+    assert len(d["mixed_s"]) == len(d["float64_s"]) == 1 and d["iterations"][0] >= 1
+    assert d["ratio"] == d["median_mixed_s"] / d["median_float64_s"]
+    assert "ratio mixed / float64" in p.stdout
