@@ -15,13 +15,16 @@ fraction) and, with ``--docs DIR``, writes ``DIR/simulation_paper.md`` (the tabl
 Usage: python benchmarks/simulate_paper.py [--nodes 28,66,120,210] [--tiles-per-node T]
                                            [--bandwidth 100Gbit,25Gbit] [--docs DIR] [--json FILE]
 """
-import argparse
 import json
 import math
 import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ArgumentParser, int_list, positive_int, run_main, write_json  # noqa: E402
+
+from starchol.errors import UsageError  # noqa: E402
 from starchol.linalg.platform import Platform, load_node, parse_bandwidth
 from starchol.linalg.simulate import simulate_cholesky, sweep_maps
 from starchol.units import format_bytes
@@ -32,18 +35,26 @@ NB = 500
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nodes", default="28,66,120,210")
-    ap.add_argument("--tiles-per-node", type=int, default=30)
-    ap.add_argument("--bandwidth", default="100Gbit,25Gbit")
-    ap.add_argument("--docs", metavar="DIR")
-    ap.add_argument("--json", metavar="FILE")
+    ap = ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=lambda t: int_list(t, low=2), default=[28, 66, 120, 210],
+                    help="node counts P, comma-separated (default 28,66,120,210)")
+    ap.add_argument("--tiles-per-node", type=positive_int, default=30,
+                    help="tiles of the 2D matrix per node (default 30)")
+    ap.add_argument("--bandwidth", default="100Gbit,25Gbit",
+                    help="link bandwidths, comma-separated (default 100Gbit,25Gbit)")
+    ap.add_argument("--docs", metavar="DIR", help="write the tables and figures into DIR")
+    ap.add_json("every simulated row")
     args = ap.parse_args(argv)
+    if args.docs and not os.path.isdir(args.docs):
+        ap.fail(f"--docs {args.docs}: folder does not exist")
+    try:
+        bandwidths = [(text, parse_bandwidth(text)) for text in args.bandwidth.split(",")]
+    except UsageError as exc:
+        ap.fail(f"--bandwidth {args.bandwidth}: {exc}")
     node = load_node(NODE)
     rows = []
-    for bw_text in args.bandwidth.split(","):
-        bw = parse_bandwidth(bw_text)
-        for p in [int(x) for x in args.nodes.split(",")]:
+    for bw_text, bw in bandwidths:
+        for p in args.nodes:
             nt = round(math.sqrt(2 * p * args.tiles_per_node))
             plat = Platform(node=node, nodes=p, bandwidth=bw, latency=node.latency or 0.0)
             for label, m in sweep_maps(p, nt):
@@ -60,14 +71,13 @@ def main(argv=None):
     text = tables(rows)
     print(text)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        write_json(args.json, rows)
     if args.docs:
         from starchol.jobs.simulate_figures import sweep_png
 
         with open(os.path.join(args.docs, "simulation_paper.md"), "w") as f:
             f.write(text + "\n")
-        for bw_text in args.bandwidth.split(","):
+        for bw_text, _ in bandwidths:
             sweep_png([r for r in rows if r["bandwidth"] == bw_text],
                       os.path.join(args.docs, f"simulation_paper_{bw_text}.png"),
                       f"simulated Cholesky, 36-core nodes, {bw_text} links, "
@@ -94,4 +104,4 @@ def tables(rows):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

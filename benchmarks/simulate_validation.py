@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from comm_bound import NODES, candidates, run_once, starchol_exe  # noqa: E402
-from common import ArgumentParser, positive_int  # noqa: E402
+from common import ArgumentParser, positive_int, run_main  # noqa: E402
 from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 
 from starchol.distributions import get_map  # noqa: E402
@@ -153,4 +153,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)
