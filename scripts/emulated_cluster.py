@@ -65,12 +65,20 @@ class EmulatedCluster:
         self.is_up = False
 
     # -- the script -----------------------------------------------------------------------
+    @staticmethod
+    def _env(env):
+        """The environment given to cluster.sh: ``env``, or Python's ``os.environ``. Always
+        passed explicitly: a process whose MPI runs as a singleton (mpi4py imported, no
+        mpirun) has PMIX_* / OMPI_MCA_ess=singleton in its C environment only, and an
+        mpirun that inherits them ends at once, silently, with status 1."""
+        return dict(os.environ if env is None else env)
+
     def script(self, *args, timeout=120, check=True, env=None):
         """Run ``cluster.sh --name NAME ARGS``; CompletedProcess (ClusterError if it fails)."""
         cmd = ["bash", str(SCRIPT), "--name", self.name, *map(str, args)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  env=env)
+                                  env=self._env(env))
         except subprocess.TimeoutExpired as exc:
             raise ClusterError(f"{' '.join(cmd)} took over {timeout} s:\n{exc.stderr}") from None
         if proc.returncode == 77:
@@ -168,7 +176,7 @@ class EmulatedCluster:
     def _run(self, args, timeout, env):
         cmd = ["bash", str(SCRIPT), "--name", self.name, *map(str, args)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
+                                text=True, env=self._env(env), start_new_session=True)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -196,7 +204,7 @@ class EmulatedCluster:
         cmd = ["bash", str(SCRIPT), "--name", self.name, "mpirun", *mpirun_args, "-np",
                str(np_), *map(str, argv)]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
+                                text=True, env=self._env(env), start_new_session=True)
 
     # -- observation ----------------------------------------------------------------------
     def counters(self):
