@@ -281,6 +281,20 @@ def factor_owners(tile_map, nt):
 SOLVE_PASSES = {"solve": "both", "forward_solve": "forward", "backward_solve": "backward"}
 
 
+def _rhs_graph(tile_map, n, nb, nrhs, itemsize):
+    """What the solve and its residual share: tile extents of the n rows and nrhs
+    columns, nodes P, d(i) = F[i, i] (where row tile i of B/X/R lives), and for every
+    strictly lower tile (i, j) of the factor's owners F: its owner, d(i), d(j) and its
+    size in bytes (``itemsize`` bytes per entry)."""
+    rows = tile_extents(n, nb)
+    cols = tile_extents(nrhs, nb)
+    f = factor_owners(tile_map, len(rows))
+    d = np.diag(f).copy()
+    i, j = np.tril_indices(len(rows), -1)
+    return (rows, cols, int(tile_map.nodes), d, f[i, j], d[i], d[j],
+            rows[i] * rows[j] * int(itemsize))
+
+
 def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES,
                                which="both"):
     """Bytes sent between every pair of nodes by the solve L L^T X = B (int64 (P, P)),
@@ -309,18 +323,10 @@ def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBL
     if which not in ("both", "forward", "backward"):
         raise ValueError(f"which must be 'both', 'forward' or 'backward', got {which!r}")
     forward, backward = which != "backward", which != "forward"
-    rows = tile_extents(n, nb)
-    nt = len(rows)
-    cols = tile_extents(nrhs, nb)
-    kt = len(cols)
-    p = int(tile_map.nodes)
-    f = factor_owners(tile_map, nt)
-    d = np.diag(f).copy()
+    rows, cols, p, d, src, to_i, to_j, tbytes = _rhs_graph(tile_map, n, nb, nrhs, itemsize)
+    nt, kt = len(rows), len(cols)
     pairs = np.zeros(p * p, dtype=np.int64)
-    i, j = np.tril_indices(nt, -1)
-    src = f[i, j]
-    lbytes = rows[i] * rows[j] * int(itemsize)
-    to_i, to_j = d[i], d[j]
+    lbytes = tbytes
     if cache:
         w_i = np.where(to_i != src, lbytes, 0)
         w_j = np.where((to_j != src) & ((to_j != to_i) | (not forward)), lbytes, 0)
@@ -356,18 +362,10 @@ def residual_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DO
     once per row tile i with d(i) != d(k). ``itemsize``: bytes per entry of A and X.
     """
     _check_count("nrhs", nrhs)
-    rows = tile_extents(n, nb)
-    nt = len(rows)
-    cols = tile_extents(nrhs, nb)
-    kt = len(cols)
-    p = int(tile_map.nodes)
-    f = factor_owners(tile_map, nt)
-    d = np.diag(f).copy()
+    rows, cols, p, d, src, to_i, to_j, tbytes = _rhs_graph(tile_map, n, nb, nrhs, itemsize)
+    nt, kt = len(rows), len(cols)
     pairs = np.zeros(p * p, dtype=np.int64)
-    i, j = np.tril_indices(nt, -1)
-    src = f[i, j]
-    abytes = rows[i] * rows[j] * int(itemsize) * (1 if cache else kt)
-    to_i, to_j = d[i], d[j]
+    abytes = tbytes * (1 if cache else kt)
     w_i = np.where(to_i != src, abytes, 0)
     w_j = np.where((to_j != src) & ((to_j != to_i) | (not cache)), abytes, 0)
     pairs += np.bincount(src * p + to_i, weights=w_i, minlength=p * p).astype(np.int64)
