@@ -129,7 +129,7 @@ def main(argv=None):
             ap.check_runtime(n=n, nb=nb)
     ap.check_runtime(scheduler=args.sched, workers=args.workers)
     if args.no_writeback:
-        importlib.import_module("starchol.linalg.cholesky").EAGER_WRITEBACK = False
+        importlib.import_module("starchol.runtime.computation").EAGER_WRITEBACK = False
 
     from mpi4py import MPI
 

@@ -24,7 +24,6 @@ same :class:`~starchol.linalg.errors.NotPositiveDefiniteError` (a
 ``numpy.linalg.LinAlgError``).
 """
 import functools
-import time
 
 import numpy as np
 
@@ -33,7 +32,7 @@ from ..collective import agree, allreduce_min
 from ..runtime.errors import SessionError, agree_callback_error
 from .errors import NotPositiveDefiniteError
 from .distributed import DistributedMatrix, check_map, map_key
-from .record import RunRecord, describe_job
+from .record import RunRecord, now_utc
 from .volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes
 
 
@@ -41,11 +40,6 @@ from .volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_byt
 #: wake (about 1 ms of submission); of a larger Cholesky, the first panel only, and a
 #: larger solve or residual graph is submitted to awake workers
 WAKE_AFTER_TASKS = 256
-
-#: with CUDA workers, send each final tile of L back to host memory as soon as its panel
-#: is done (``starpu_data_wont_use``) rather than all at the unregistration;
-#: ``benchmarks/gpu_vs_cusolver.py --no-writeback`` turns it off to measure what it gives
-EAGER_WRITEBACK = True
 
 
 def _small_graph(tasks, comm):
@@ -295,31 +289,22 @@ class Factor:
         check_operand(comm, B, "B", self.tile_map, "overwrite_b" if overwrite_b else None,
                        kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
         X = B if overwrite_b else B.copy()
-        before = session.bytes_sent()
-        comm.Barrier()
         count = solve_task_count(L.nt, X.kt, which)
-        with session.running(deferred=_small_graph(count, comm)):
-            t0 = time.perf_counter()
-            hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
-            hb = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
-                                        elemsize=X.itemsize)
-            try:
-                tasks = _graphs().solve(hl, hb, forward=which != "backward",
-                                        backward=which != "forward")
-                t_sub = time.perf_counter() - t0
-                session.wait_local()   # no callback: nothing to agree on
-            finally:
-                session.wake_if_pending()
-                hb.unregister()
-                hl.unregister()
-            elapsed = time.perf_counter() - t0
+        with session.computation(deferred=_small_graph(count, comm), measured=True) as c:
+            hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+            hb = c.register(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
+                            elemsize=X.itemsize)
+            tasks = _graphs().solve(hl, hb, forward=which != "backward",
+                                    backward=which != "forward")
+            c.submitted()
+            c.wait()   # no callback: nothing to agree on
         predicted = None
         if session.stats:
             predicted = solve_transfer_pairs_bytes(self.tile_map, L.n, L.nb, B.ncols,
                                                    cache=session.cache, itemsize=L.itemsize,
                                                    which=which)
-        self.solve_record = _record(session, operation, self.tile_map, L, elapsed, t_sub,
-                                    tasks, before, predicted, nrhs=B.ncols)
+        self.solve_record = _record(session, operation, self.tile_map, L, c, tasks,
+                                    predicted, nrhs=B.ncols)
         return X
 
     def residual(self, A):
@@ -335,16 +320,10 @@ class Factor:
         R = A.copy()
         amax_a, ssq_a = A.frobenius_parts()
         nt = L.nt
-        with session.running(deferred=_small_graph(task_count(nt), comm)):
-            hl = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
-            hr = session.register_tiles(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
-            try:
-                _graphs().llt_residual(hl, hr)
-                session.wait_local()   # no callback: nothing to agree on
-            finally:
-                session.wake_if_pending()
-                hr.unregister()
-                hl.unregister()
+        with session.computation(deferred=_small_graph(task_count(nt), comm)) as c:
+            _graphs().llt_residual(c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize),
+                                   c.register(R.owners, R.tiles, R.rows, elemsize=R.itemsize))
+            c.wait()   # no callback: nothing to agree on
         amax_r, ssq_r = R.frobenius_parts()
         if not 0.0 < amax_a < np.inf:      # A is zero, or holds NaN or Inf
             return float(amax_r * np.sqrt(ssq_r)) if amax_a == 0.0 else float("nan")
@@ -430,20 +409,15 @@ def rhs_residual(session, A, X, B, tiles=None):
     # the diagonal tiles with both triangles (A stores the lower one): local copies
     if tiles is None:
         tiles = symmetric_tiles(A)
-    with session.running(deferred=_small_graph(X.kt * A.nt * A.nt, session.comm)):
-        ha = session.register_tiles(A.owners, tiles, A.rows, elemsize=A.itemsize)
-        hx = session.register_tiles(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
-                                    elemsize=X.itemsize)
-        hr = session.register_tiles(R.owners, R.tiles, R.rows, R.cols, stored=R.stored,
-                                    elemsize=R.itemsize)
-        try:
-            _graphs().symm_residual(ha, hx, hr)
-            session.wait_local()   # no callback: nothing to agree on
-        finally:
-            session.wake_if_pending()
-            hr.unregister()
-            hx.unregister()
-            ha.unregister()
+    with session.computation(deferred=_small_graph(X.kt * A.nt * A.nt,
+                                                   session.comm)) as c:
+        ha = c.register(A.owners, tiles, A.rows, elemsize=A.itemsize)
+        hx = c.register(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
+                        elemsize=X.itemsize)
+        hr = c.register(R.owners, R.tiles, R.rows, R.cols, stored=R.stored,
+                        elemsize=R.itemsize)
+        _graphs().symm_residual(ha, hx, hr)
+        c.wait()   # no callback: nothing to agree on
     return R
 
 
@@ -564,9 +538,25 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     SessionError
         ``session`` is not running (never started, or shut down).
     """
-    comm = A.comm if isinstance(A, DistributedMatrix) else None
-    session = get_session(comm, session)
-    comm = session.comm
+    session = get_session(A.comm if isinstance(A, DistributedMatrix) else None, session)
+    so = _check_cholesky(session.comm, A, tile_map, overwrite_a, flush)
+    L = A if overwrite_a else A.copy()
+    info = np.zeros(L.nt, dtype=np.int64)
+    tasks, failed, c = _factor(session, L, so, info, flush, progress)
+    first, finite = _first_failure(L, info, session.comm, failed)
+    if first < L.n:
+        raise NotPositiveDefiniteError(first, L.n, finite=finite)
+    predicted = None
+    if session.stats:
+        predicted = transfer_pairs_bytes(tile_map, L.n, L.nb, cache=session.cache,
+                                         itemsize=L.itemsize)
+    return Factor(L, tile_map, session,
+                  _record(session, "cholesky", tile_map, L, c, tasks, predicted))
+
+
+def _check_cholesky(comm, A, tile_map, overwrite_a, flush):
+    """:func:`cholesky`'s checks: the same UsageError on every rank, else the slices'
+    owners (c, nt, nt), int64. Collective."""
     error, so = None, None
     try:
         check_map(tile_map, comm.Get_size())
@@ -586,55 +576,39 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     agree(comm, error, same={**signature,
                              "tile_map": map_key(tile_map, getattr(A, "nt", 0), so),
                              "flush": flush if isinstance(flush, bool) else repr(flush)})
+    return so
 
-    L = A if overwrite_a else A.copy()
-    nt = L.nt
-    c = so.shape[0]
-    info = np.zeros(nt, dtype=np.int64)
-    rank = comm.Get_rank()
-    before = session.bytes_sent()
-    comm.Barrier()
-    # the workers sleep while this thread registers the tiles and submits the first
-    # panel (the whole graph when it is small), then run it while the rest is
-    # submitted: workers woken earlier only compete with this thread for the cores
-    # (benchmarks/small_sizes.py)
-    split = nt if _small_graph(task_count(nt), comm) else 1
-    # with GPUs, final tiles are copied back while the factorization goes on
-    writeback = EAGER_WRITEBACK and session.cuda_workers > 0
-    with session.running(deferred=True):
-        t0 = time.perf_counter()
-        home = session.register_tiles(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
-        partials = [session.register_tiles(so[s], {}, L.rows, stored=partial_mask(nt, c, s),
-                                           lazy=True, elemsize=L.itemsize)
+
+def _factor(session, L, so, info, flush, progress):
+    """The Cholesky graph of L in place, over the slices whose owners are ``so`` (c, nt,
+    nt), POTRF failures in ``info``. Returns the tasks this rank submitted, this rank's
+    ``CallbackError`` or None (for the caller to agree on) and the
+    :class:`~starchol.runtime.computation.Computation` (its times and bytes). Collective.
+
+    The workers sleep while this thread registers the tiles and submits the first panel
+    (the whole graph when it is small), then run it while the rest is submitted: workers
+    woken earlier only compete with this thread for the cores
+    (benchmarks/small_sizes.py). With GPUs, final tiles are copied back while the
+    factorization goes on (``c.writeback``)."""
+    nt, c = L.nt, so.shape[0]
+    split = nt if _small_graph(task_count(nt), session.comm) else 1
+    graphs = _graphs()
+    with session.computation(deferred=True, measured=True) as comp:
+        home = comp.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+        partials = [comp.register(so[s], {}, L.rows, stored=partial_mask(nt, c, s),
+                                  lazy=True, elemsize=L.itemsize)
                     for s in range(c)] if c > 1 else []
-        try:
-            graphs = _graphs()
-            tasks = graphs.cholesky(home, partials, so, info, flush, 0, split, writeback)
-            if split < nt:
-                session.wake()
-                tasks += graphs.cholesky(home, partials, so, info, flush, split, nt,
-                                         writeback)
-            t_sub = time.perf_counter() - t0
-            failed = session.wait_local(progress,
-                                        local_task_count(so, rank) if progress else None)
-        finally:
-            session.wake_if_pending()
-            for h in partials:
-                h.unregister()
-            home.unregister()
-            # even when it failed or was interrupted: the tiles hold a (partial) factor
-            L.factor = True
-        elapsed = time.perf_counter() - t0
-    first, finite = _first_failure(L, info, comm, failed)
-    if first < L.n:
-        raise NotPositiveDefiniteError(first, L.n, finite=finite)
-    predicted = None
-    if session.stats:
-        predicted = transfer_pairs_bytes(tile_map, L.n, L.nb, cache=session.cache,
-                                         itemsize=L.itemsize)
-    record = _record(session, "cholesky", tile_map, L, elapsed, t_sub, tasks, before,
-                     predicted)
-    return Factor(L, tile_map, session, record)
+        # from here on, even when it fails or is interrupted, L holds a (partial) factor
+        L.factor = True
+        tasks = graphs.cholesky(home, partials, so, info, flush, 0, split, comp.writeback)
+        if split < nt:
+            comp.wake()
+            tasks += graphs.cholesky(home, partials, so, info, flush, split, nt,
+                                     comp.writeback)
+        comp.submitted()
+        failed = comp.wait(progress, local_task_count(so, session.comm.Get_rank())
+                           if progress else None)
+    return tasks, failed, comp
 
 
 def _first_failure(L, info, comm, failed=None):
@@ -674,22 +648,20 @@ def _first_failure(L, info, comm, failed=None):
     return first // 2, not first % 2
 
 
-def _record(session, operation, tile_map, L, elapsed, t_sub, tasks, before, predicted,
-            nrhs=0):
-    """The record of one computation, identical on every rank. Collective."""
-    from .record import now_utc
-
+def _record(session, operation, tile_map, L, computation, tasks, predicted, nrhs=0):
+    """The record of one ``measured`` computation (its times and bytes: a
+    :class:`~starchol.runtime.computation.Computation`), identical on every rank.
+    Collective."""
     comm = session.comm
-    after = session.bytes_sent()
+    after, before = session.bytes_sent(), computation.bytes_before
     row = None if after is None else (after - before).tolist()
     # one collective: every rank's bytes, tasks, clock and times
-    gathered = comm.allgather((row, int(tasks), now_utc(), float(elapsed), float(t_sub)))
+    gathered = comm.allgather((row, int(tasks), now_utc(), float(computation.elapsed),
+                               float(computation.submit_s)))
     elapsed = max(g[3] for g in gathered)
     t_sub = max(g[4] for g in gathered)
     measured = None if row is None else [g[0] for g in gathered]
-    job = session.__dict__.get("_job")
-    if job is None:
-        job = session._job = describe_job(session)
+    job = session.job_facts()
     return RunRecord(
         operation=operation, dist=tile_map.name, map=str(tile_map),
         nodes=int(tile_map.nodes), slices=int(tile_map.slices), n=L.n, nb=L.nb, nt=L.nt,

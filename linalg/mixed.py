@@ -55,7 +55,7 @@ from .cholesky import (backward_error, check_operand, cholesky, get_session, rhs
 from .distributed import DistributedMatrix, check_map, map_key
 from .errors import NotPositiveDefiniteError
 from .mixed_volume import FALLBACKS, mixed_phase_bytes
-from .record import RunRecord, describe_job, now_utc
+from .record import RunRecord, now_utc
 
 #: LAPACK's unit roundoff for float64 (``dlamch('E')``): 2^-53
 EPS64 = 2.0 ** -53
@@ -447,7 +447,7 @@ def _mixed_record(session, tile_map, A, B, first, phase, times, elapsed, iterati
                                   cache=session.cache)
         predicted_phases = {k: v.tolist() for k, v in model.items()}
         predicted = sum(model.values()).tolist()
-    job = describe_job(session)
+    job = session.job_facts()
     tasks = (f32.record.tasks if f32 is not None else 0) + \
         (factor.record.tasks if factor is not f32 else 0)
     mixed = {"iterations": int(iterations), "fallback": fallback,

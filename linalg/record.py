@@ -10,7 +10,6 @@ receiver column), tiles only where a name says so.
 import datetime
 import json
 import math
-import sys
 from dataclasses import asdict, dataclass, field, fields
 
 #: keys of the nested ``runtime`` object of the JSON document (kept for old readers)
@@ -209,30 +208,4 @@ def now_utc():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def describe_job(session):
-    """The runtime fields of a record (same on every rank). Collective.
-
-    Host names are gathered from every rank; ``ranks_per_host`` is the most ranks on one
-    host; ``command_line`` is rank 0's ``sys.argv``.
-    """
-    import socket
-
-    from ..version import VERSION
-    from ..runtime.kernel_blas import joined
-
-    comm = session.comm
-    hosts = comm.allgather(socket.gethostname())
-    # each rank chooses its kernels' BLAS itself (nodes may differ): every distinct one
-    blas = joined(comm.allgather(session.kernel_blas.describe() if session.kernel_blas
-                                 else ""))
-    # each rank loads its StarPU itself (nodes may differ): every distinct one
-    starpu = joined(comm.allgather(session.starpu_build))
-    argv = comm.bcast(list(sys.argv), root=0)
-    return dict(ranks=comm.Get_size(), hosts=hosts,
-                ranks_per_host=max(hosts.count(h) for h in set(hosts)),
-                workers=session.workers, scheduler=session.scheduler, cache=session.cache,
-                date=now_utc(), command_line=argv, starchol_version=VERSION,
-                starpu_version=session.version, starpu_build=starpu, kernel_blas=blas)
-
-
-__all__ = ["RunRecord", "describe_job", "now_utc"]
+__all__ = ["RunRecord", "now_utc"]

@@ -5,11 +5,11 @@
         ...
 
 The session keeps the life cycle (checks, start, shutdown), the registration of tiles
-and the waiting. Its helpers each have a module: loading the binding
-(:mod:`.backend`), worker counts (:mod:`.workers`), StarPU's environment
-(:mod:`.starpu_env`: the ``STARPU_*`` settings written before the start), the bus
-calibration lock (:mod:`.bus`), the process hooks (:mod:`.hooks`), the workers' sleep
-between computations (:mod:`.idle`), GPUs (:mod:`.gpu`) and traces (:mod:`.traces`).
+and the waiting. Its helpers each have a module: the binding (:mod:`.backend`), worker
+counts (:mod:`.workers`), ``STARPU_*`` settings (:mod:`.starpu_env`), the bus calibration
+lock (:mod:`.bus`), process hooks (:mod:`.hooks`), the workers' sleep (:mod:`.idle`),
+one computation's block (:mod:`.computation`), GPUs (:mod:`.gpu`), traces
+(:mod:`.traces`) and facts (:mod:`.session_facts`).
 
 StarPU-MPI can be started once per process. The session shuts it down (waiting for
 tasks, unregistering the tiles still registered) on ``__exit__``, on :meth:`shutdown`,
@@ -31,6 +31,7 @@ from . import gpu, hooks, kernel_blas
 from .backend import (DEFAULT_SCHEDULER, available_schedulers, binding, check_scheduler,
                       check_thread_level, mpi)
 from .bus import bus_calibration_lock
+from .computation import Computation
 from .errors import CallbackError, SessionError, agree_callback_error
 from .idle import WorkerSleep, linger_seconds
 from .session_facts import SessionFacts
@@ -354,7 +355,7 @@ class Session(SessionFacts):
                 # this rank's tasks are done: the workers may sleep (runtime.idle: at
                 # once, or after the linger time). Only what needs no worker follows
                 # (the communications; host-memory tiles: CUDA workers never sleep),
-                # and wake_if_pending wakes them where tasks remain (errors)
+                # and a computation's end wakes them where tasks remain (errors)
                 self.idle.tasks_done(this_wait)
             except BaseException as exc:  # raised below, in the caller's thread
                 status.append(exc)
@@ -401,8 +402,7 @@ class Session(SessionFacts):
         the next :meth:`wait` wakes them. With ``deferred``, sleeping workers stay
         asleep until :meth:`wake` (which :meth:`wait` calls): the application thread
         registers and submits without sharing the cores with workers that have nothing
-        to run yet. Call :meth:`wake` before anything that waits for tasks (an
-        unregistration on an error path).
+        to run yet. :meth:`computation` also registers and unregisters the tiles.
         """
         self._require()
         first = self.idle.depth == 0
@@ -418,6 +418,10 @@ class Session(SessionFacts):
                 self._kernels().set_cancelled(False)
                 hooks.release_interrupt(previous)
 
+    def computation(self, deferred=False, measured=False):
+        """A block for one computation: :class:`~.computation.Computation`."""
+        return Computation(self, deferred, measured)
+
     @staticmethod
     def _kernels():
         from . import _kernels
@@ -427,11 +431,6 @@ class Session(SessionFacts):
     def wake(self):
         """Wake the workers of a ``running(deferred=True)`` block (no-op otherwise)."""
         self.idle.wake()
-
-    def wake_if_pending(self):
-        """:meth:`wake`, when this rank still has tasks submitted and not completed: before
-        an unregistration, which waits for them (after an error or an interrupt)."""
-        self.idle.wake_if_pending()
 
     @classmethod
     def current(cls):

@@ -2,10 +2,15 @@
 the counters of its GPUs. A base class of :class:`~starchol.runtime.session.Session`,
 which keeps the life cycle, the registration and the waiting.
 """
+import socket
+import sys
+
 import numpy as np
 
+from ..version import VERSION
 from . import gpu
 from .backend import starpu_version
+from .kernel_blas import joined
 from .starpu_build import label
 
 
@@ -14,6 +19,34 @@ class SessionFacts:
     ``_require``, ``_backend``, ``gpu_plan``, ``trace`` and ``stats`` are read here)."""
 
     _trace_stopped = False
+    _job_facts = None
+
+    def job_facts(self):
+        """The runtime fields of a run record, the same on every rank (a new dict each
+        call). Collective on the first call (gathered once, then kept).
+
+        ``ranks``, ``hosts`` (every rank's host name), ``ranks_per_host`` (the most ranks
+        on one host), ``workers``, ``scheduler``, ``cache``, ``command_line`` (rank 0's
+        ``sys.argv``), ``starchol_version``, ``starpu_version``, and ``starpu_build`` and
+        ``kernel_blas`` (every distinct one of the ranks': nodes may differ). The record
+        adds its ``date``.
+        """
+        self._require()
+        if self._job_facts is None:
+            comm = self.comm
+            hosts = comm.allgather(socket.gethostname())
+            blas = comm.allgather(self.kernel_blas.describe() if self.kernel_blas else "")
+            starpu = comm.allgather(self.starpu_build)
+            argv = comm.bcast(list(sys.argv), root=0)
+            self._job_facts = dict(
+                ranks=comm.Get_size(), hosts=hosts,
+                ranks_per_host=max(hosts.count(h) for h in set(hosts)),
+                workers=self.workers, scheduler=self.scheduler, cache=self.cache,
+                command_line=argv, starchol_version=VERSION,
+                starpu_version=self.version, starpu_build=joined(starpu),
+                kernel_blas=joined(blas))
+        return {k: list(v) if isinstance(v, list) else v
+                for k, v in self._job_facts.items()}
 
     @property
     def version(self):

@@ -382,8 +382,8 @@ print("ok")
 def test_panel_solve_and_deferred_wake(starpu_home):
     """Tiles above 64 columns take the recursive panel solve (TRSM halves + GEMM): the
     factor matches numpy for ragged sizes in float64 and float32. Tasks submitted while
-    the workers are still paused (``running(deferred=True)``) run once they wake, and an
-    error between submission and wait does not hang the unregistration."""
+    the workers are still paused (``computation(deferred=True)``) run once they wake, and
+    an error between submission and wait does not hang the unregistration."""
     code = r"""
 import numpy as np
 from mpi4py import MPI
@@ -406,17 +406,17 @@ with Session(MPI.COMM_SELF, workers=2) as rt:
     A = DistributedMatrix.from_numpy(np.eye(512) * 4.0, 128, tm, comm=MPI.COMM_SELF)
     so = np.ascontiguousarray(tm.owner_maps(A.nt), dtype=np.int64)
     info = np.zeros(A.nt, dtype=np.int64)
+    # (session.computation wakes the workers and unregisters the tiles on the way out)
     try:
-        with rt.running(deferred=True):
-            h = rt.register_tiles(A.owners, A.tiles, A.rows, elemsize=8)
-            try:
-                assert _graphs.cholesky(h, [], so, info, True, 0, 2) > 0
-                raise KeyError("between submission and wait")
-            finally:
-                rt.wake()
-                h.unregister()
+        with rt.computation(deferred=True) as c:
+            h = c.register(A.owners, A.tiles, A.rows, elemsize=8)
+            assert _graphs.cholesky(h, [], so, info, True, 0, 2) > 0
+            raise KeyError("between submission and wait")
     except KeyError:
         pass
+    assert c.elapsed > 0
+    facts = rt.job_facts()      # gathered once; a new dict each call
+    assert facts == rt.job_facts() and facts is not rt.job_facts() and facts["ranks"] == 1
     assert np.allclose(np.diag(A.tiles[(0, 0)]), 2.0)
     try:
         _graphs.cholesky(h, [], so, info, True, 3, 2)

@@ -1,0 +1,113 @@
+"""One computation on a running session: register, submit, wait, unregister.
+
+    with session.computation(deferred=True, measured=True) as c:
+        hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+        tasks = graphs.cholesky(hl, ...)        # submit (the workers may still sleep)
+        c.submitted()
+        failed = c.wait(progress, total)        # wakes the workers, waits
+    c.elapsed, c.submit_s, c.bytes_before
+
+The block absorbs what every computation repeats: the workers' sleep (a
+:meth:`~starchol.runtime.session.Session.running` block, the deferred wake), the
+registration of the tiles and, on the way out (an error or an interrupt too), the wake
+of workers that still have tasks and the unregistration of every registered matrix in
+reverse order (which writes the tiles back to host memory). The task graphs themselves
+are the caller's (:mod:`starchol.runtime._graphs`).
+"""
+import time
+
+#: with CUDA workers, send each final tile of L back to host memory as soon as its panel
+#: is done (``starpu_data_wont_use``) rather than all at the unregistration;
+#: ``benchmarks/gpu_vs_cusolver.py --no-writeback`` turns it off to measure what it gives
+EAGER_WRITEBACK = True
+
+
+class Computation:
+    """A context manager for one computation of ``session``. Collective (the
+    registrations, the wait and the unregistrations are, in the same order on every
+    rank).
+
+    Parameters
+    ----------
+    session : Session
+        A running session.
+    deferred : bool
+        The sleeping workers stay asleep until :meth:`wake` or :meth:`wait`.
+    measured : bool
+        Before the block: this rank's bytes sent so far (:attr:`bytes_before`) and a
+        barrier, so that the record's times and bytes are of this computation alone.
+
+    Attributes
+    ----------
+    bytes_before : numpy.ndarray or None
+        Bytes sent by this rank before the block, per rank (None without statistics or
+        ``measured``).
+    submit_s, elapsed : float
+        Seconds from the block's start to :meth:`submitted`, and to the block's end
+        (after the unregistrations); 0 until then.
+    """
+
+    def __init__(self, session, deferred=False, measured=False):
+        self.session = session
+        self.deferred = bool(deferred)
+        self.measured = bool(measured)
+        self.bytes_before = None
+        self.submit_s = self.elapsed = 0.0
+        self._handles = []
+        self._running = None
+        self._t0 = None
+
+    @property
+    def writeback(self):
+        """Whether final tiles go back to host memory as soon as they are done: with CUDA
+        workers, unless :data:`EAGER_WRITEBACK` is off."""
+        return EAGER_WRITEBACK and self.session.cuda_workers > 0
+
+    def __enter__(self):
+        if self.measured:
+            self.bytes_before = self.session.bytes_sent()
+            self.session.comm.Barrier()
+        self._running = self.session.running(deferred=self.deferred)
+        self._running.__enter__()
+        self._t0 = time.perf_counter()
+        return self
+
+    def register(self, owners, tiles, rows, cols=None, stored=None, lazy=False,
+                 elemsize=8):
+        """:meth:`Session.register_tiles`, unregistered when the block ends. Collective.
+        Returns the ``TileHandles``."""
+        h = self.session.register_tiles(owners, tiles, rows, cols, stored=stored, lazy=lazy,
+                                        elemsize=elemsize)
+        self._handles.append(h)
+        return h
+
+    def submitted(self):
+        """Mark the end of the submission (:attr:`submit_s`)."""
+        self.submit_s = time.perf_counter() - self._t0
+
+    def wake(self):
+        """Wake the workers of a deferred block (the rest of a graph is submitted to
+        awake workers)."""
+        self.session.wake()
+
+    def wait(self, progress=None, total=None):
+        """:meth:`Session.wait_local`: wake the workers, wait for this rank's tasks and
+        all communications; returns this rank's ``CallbackError`` or None, for the
+        caller to agree on. Collective."""
+        return self.session.wait_local(progress, total)
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            try:
+                # an unregistration waits for the tiles' tasks: wake workers that have some
+                self.session.idle.wake_if_pending()
+            finally:
+                while self._handles:
+                    self._handles.pop().unregister()
+            self.elapsed = time.perf_counter() - self._t0
+        finally:
+            self._running.__exit__(exc_type, exc, tb)
+        return False
+
+
+__all__ = ["Computation", "EAGER_WRITEBACK"]
