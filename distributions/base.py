@@ -114,7 +114,18 @@ class TileMap:
         return None if not size else nt / size
 
     def params(self):
-        """Parameters that identify the map, as a dict for reports."""
+        """The parameters of :func:`.factory.get_map` that build this map again.
+
+        ``get_map(**m.params())`` gives a map equal to ``m`` (same class, description
+        and owners) for every map of the catalogue: ``dist`` and ``nodes`` always,
+        ``slices`` (c), and where they apply ``grid`` (``"PxQ"``, 2dbc and 2dbc25d),
+        ``path`` (custom) and ``nt`` (tile rows sym and sym25d were chosen for).
+        """
+        return {"dist": self.name, "nodes": self.nodes, "slices": self.slices}
+
+    def summary(self):
+        """What the map is, as a dict for reports: :meth:`params` plus the family's
+        shape (``r``, ``pattern``, ``slice_dist``, ``file``)."""
         return {"dist": self.name, "nodes": self.nodes, "slices": self.slices}
 
     def __str__(self):

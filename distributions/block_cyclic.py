@@ -35,5 +35,8 @@ class BlockCyclic2D(TileMap):
     def params(self):
         return {**super().params(), "grid": f"{self.p}x{self.q}"}
 
+    def summary(self):
+        return {**super().summary(), "grid": f"{self.p}x{self.q}"}
+
     def __str__(self):
         return f"2dbc {self.p}x{self.q} ({nodes_text(self.nodes)})"

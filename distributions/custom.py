@@ -62,7 +62,10 @@ class CustomMap(TileMap):
         return float(np.mean(sizes))
 
     def params(self):
-        return {**super().params(), "file": self.source}
+        return {**super().params(), "path": self.source}
+
+    def summary(self):
+        return {**super().summary(), "file": self.source}
 
     def __str__(self):
         m, n = self.pattern.shape

@@ -154,13 +154,16 @@ def _sym(nodes, nt, offset=0, what="nodes"):
     return symmetric_map(nodes, nt).with_offset(offset)
 
 
-def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
-    """Build the map called ``name`` for ``nodes`` nodes.
+def get_map(dist, nodes=None, grid=None, slices=1, path=None, nt=None):
+    """Build the map called ``dist`` for ``nodes`` nodes.
+
+    ``get_map(**m.params())`` builds a map equal to ``m`` again
+    (:meth:`.base.TileMap.params`).
 
     Parameters
     ----------
-    name : str
-        One of :data:`MAP_NAMES`.
+    dist : str
+        The map's name, one of :data:`MAP_NAMES`.
     nodes : int
         Total number of nodes P (all slices); optional for ``custom``.
     grid : str or (int, int)
@@ -171,7 +174,8 @@ def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
         Map file for ``custom`` (Chameleon text or ``.npy``).
     nt : int, optional
         Tile rows of the matrix, for ``sym``/``sym25d``: the pattern is chosen small enough
-        to balance the load over NT rows (see :func:`.symmetric.symmetric_map`).
+        to balance the load over NT rows (see :func:`.symmetric.symmetric_map`); the
+        other maps do not depend on it.
 
     Raises
     ------
@@ -179,6 +183,7 @@ def get_map(name, nodes=None, grid=None, slices=1, path=None, nt=None):
         The name, node count, grid or slice count does not fit; the message lists
         valid values near the one given and a map that fits, naming these parameters.
     """
+    name = dist
     if name not in MAP_NAMES:
         raise UsageError(f"unknown map {name!r}; choose one of {', '.join(MAP_NAMES)}")
     if name == "custom":

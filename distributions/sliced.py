@@ -97,7 +97,13 @@ class Sliced25D(TileMap):
         return self.base.pattern_size()
 
     def params(self):
-        p = self.base.params()
+        """``dist``, ``nodes``, ``slices`` and the slice's ``grid`` or ``nt`` where it has
+        one (see :meth:`TileMap.params`)."""
+        return {**super().params(), **{k: v for k, v in self.base.params().items()
+                                       if k in ("grid", "nt")}}
+
+    def summary(self):
+        p = self.base.summary()
         p.update(dist=self.name, nodes=self.nodes, slices=self.slices, slice_dist=p["dist"])
         return p
 

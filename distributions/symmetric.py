@@ -216,7 +216,9 @@ def symmetric_map(nodes, nt=None):
     nodes = int(nodes)
     if nodes < 2:
         raise ValueError(f"a symmetric map needs nodes >= 2, got {nodes}")
-    return _symmetric_map(nodes, pattern_limit(nodes, nt))
+    m = _symmetric_map(nodes, pattern_limit(nodes, nt))   # shared: a copy keeps its nt
+    return SymmetricPattern(m.cells, m.diagonal, nodes=m.nodes, name=m.name, label=m.label,
+                            reverse=m.reverse, offset=m.offset, nt=nt)
 
 
 @lru_cache(maxsize=64)

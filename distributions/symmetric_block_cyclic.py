@@ -92,8 +92,8 @@ class SymmetricBlockCyclic(TileMap):
     def pattern_size(self):
         return self.r
 
-    def params(self):
-        return {**super().params(), "r": self.r}
+    def summary(self):
+        return {**super().summary(), "r": self.r}
 
     def __str__(self):
         kind = "extended" if self.extended else "basic"

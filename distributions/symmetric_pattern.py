@@ -100,10 +100,13 @@ class SymmetricPattern(TileMap):
         Reverse the pattern indices in every other period (default True).
     offset : int
         Added to every node id (2.5D slices).
+    nt : int, optional
+        Tile rows of the matrix the pattern was chosen for (``sym``; None: any), kept
+        for :meth:`params`.
     """
 
     def __init__(self, cells, diagonal, nodes=None, name="sym", label="", reverse=True,
-                 offset=0):
+                 offset=0, nt=None):
         cells = np.asarray(cells, dtype=np.int64)
         diagonal = np.atleast_2d(np.asarray(diagonal, dtype=np.int64))
         r = cells.shape[0]
@@ -122,6 +125,7 @@ class SymmetricPattern(TileMap):
         self.label = label
         self.reverse = bool(reverse)
         self.offset = int(offset)
+        self.nt = None if nt is None else int(nt)
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -197,10 +201,16 @@ class SymmetricPattern(TileMap):
     def with_offset(self, offset):
         """The same pattern on node ids shifted by ``offset`` (a 2.5D slice)."""
         return SymmetricPattern(self.cells, self.diagonal, nodes=self.nodes, name=self.name,
-                                label=self.label, reverse=self.reverse, offset=offset)
+                                label=self.label, reverse=self.reverse, offset=offset,
+                                nt=self.nt)
 
     def params(self):
-        return {**super().params(), "r": self.r, "pattern": self.label}
+        """``dist`` and ``nodes``, and for ``sym`` the tile rows ``nt`` it was chosen for
+        (None: no limit; see :func:`.symmetric.symmetric_map`)."""
+        return {**super().params(), **({"nt": self.nt} if self.name == "sym" else {})}
+
+    def summary(self):
+        return {**super().summary(), "r": self.r, "pattern": self.label}
 
     def __str__(self):
         what = f"{self.label}, " if self.label else ""

@@ -50,7 +50,7 @@ def run(args):
                              itemsize=itemsize_from_args(args))
         lead = doc["leading_term_tiles"]
         rows.append({
-            "map": str(tile_map), **tile_map.params(),
+            "map": str(tile_map), **tile_map.summary(),
             "transfers_tiles": doc["transfers_tiles"], "bytes": doc["bytes"],
             "ratio": doc["ratio"],
             "leading_term_tiles": lead,

@@ -57,7 +57,7 @@ def _point(tile_map, n, nb, nt, cache, s_bytes, itemsize=DOUBLE_BYTES):
     return {
         "nodes": tile_map.nodes,
         "map": str(tile_map),
-        **{k: v for k, v in tile_map.params().items() if k in ("grid", "r", "slices")},
+        **{k: v for k, v in tile_map.summary().items() if k in ("grid", "r", "slices")},
         "transfers_tiles": tiles,
         "bytes": nbytes,
         "ratio": tiles / stored_tiles(nt),

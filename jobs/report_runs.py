@@ -21,7 +21,6 @@ disagrees is flagged), and a missing prediction is computed with the exact model
 import json
 import math
 import os
-import re
 
 import numpy as np
 
@@ -226,13 +225,17 @@ def file_stem(path, index):
 
 
 # -- the bytes of a run: match derived from the matrices, prediction from the model ------
-_GRID_RE = re.compile(r"\b2dbc (\d+)x(\d+) \(")
 _ITEMSIZE = {"float64": 8, "float32": 4}
 
 
 def document_map(run):
-    """The tile map a run document describes, rebuilt from ``dist, nodes, slices`` and
-    (2dbc, 2dbc25d) the grid, from the ``grid`` key or the ``map`` description.
+    """The tile map a run document describes.
+
+    A document of ``starchol run`` holds the map's parameters (``map_params``, see
+    :meth:`~starchol.distributions.base.TileMap.params`), and the map is
+    ``get_map(**map_params)``. An older document is rebuilt from its ``dist, nodes,
+    slices`` and (2dbc, 2dbc25d) its ``grid`` key or, without one, the grid whose map has
+    the document's ``map`` description.
 
     Returns ``(map, None)``, or ``(None, reason)`` saying what is missing. When the
     document has a ``map`` description, the rebuilt map must have the same one.
@@ -241,25 +244,44 @@ def document_map(run):
 
     dist, text = run["dist"], run.get("map")
     text = text.strip() if isinstance(text, str) else ""
-    if dist == "custom":
+    params = run.get("map_params")
+    if isinstance(params, dict):
+        build = dict(params)
+    elif dist == "custom":
         return None, "its map is a custom map, whose file the document does not hold"
-    grid = _grid_text(run.get("grid"))
-    if dist in ("2dbc", "2dbc25d") and not grid:
-        m = _GRID_RE.search(text)
-        if m is None:
-            return None, (f"its {dist} grid is unknown (no `grid` key, and no `map` "
-                          f"description naming it)")
-        grid = f"{m.group(1)}x{m.group(2)}"
-    slices = run.get("slices", 1)
+    else:
+        build = {"dist": dist, "nodes": run["nodes"], "slices": run.get("slices", 1),
+                 "nt": run["nt"]}
+        if dist in ("2dbc", "2dbc25d"):
+            build["grid"] = _grid_text(run.get("grid")) or _named_grid(build, text)
+            if not build["grid"]:
+                return None, (f"its {dist} grid is unknown (no `grid` key, and no `map` "
+                              f"description naming it)")
     try:
-        tile_map = get_map(dist, run["nodes"], grid=grid if dist in ("2dbc", "2dbc25d")
-                           else None, slices=slices, nt=run["nt"])
+        tile_map = get_map(**build)
     except (UsageError, ValueError, TypeError) as exc:
         return None, f"its map cannot be rebuilt ({exc})"
     if text and str(tile_map) != text:
         return None, (f"the map rebuilt from its keys, '{tile_map}', is not the one it "
                       f"names, '{text}'")
     return tile_map, None
+
+
+def _named_grid(build, text):
+    """The grid ``"PxQ"`` of the 2dbc or 2dbc25d map of ``build`` whose description is
+    ``text``, or None."""
+    from ..distributions import get_map
+
+    nodes, slices = build["nodes"], build["slices"]
+    if not text or not isinstance(slices, int) or slices < 1 or nodes % slices:
+        return None
+    per = nodes // slices
+    for p in range(1, per + 1):
+        if per % p == 0:
+            grid = f"{p}x{per // p}"
+            if str(get_map(**{**build, "grid": grid})) == text:
+                return grid
+    return None
 
 
 def model_pairs(run):

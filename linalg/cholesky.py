@@ -663,8 +663,7 @@ def _record(session, operation, tile_map, L, computation, tasks, predicted, nrhs
     measured = None if row is None else [g[0] for g in gathered]
     job = session.job_facts()
     return RunRecord(
-        operation=operation, dist=tile_map.name, map=str(tile_map),
-        nodes=int(tile_map.nodes), slices=int(tile_map.slices), n=L.n, nb=L.nb, nt=L.nt,
+        operation=operation, **RunRecord.map_fields(tile_map), n=L.n, nb=L.nb, nt=L.nt,
         nrhs=int(nrhs), dtype=str(L.dtype), time_s=elapsed, submit_s=t_sub,
         tasks=sum(g[1] for g in gathered), bytes_measured_pairs=measured,
         bytes_predicted_pairs=None if predicted is None else predicted.tolist(),

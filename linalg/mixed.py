@@ -458,8 +458,7 @@ def _mixed_record(session, tile_map, A, B, first, phase, times, elapsed, iterati
              "bytes_predicted_phase_pairs": predicted_phases,
              "factor_dtype": "float64" if fallback is not None else "float32"}
     record = RunRecord(
-        operation="solve_mixed", dist=tile_map.name, map=str(tile_map),
-        nodes=int(tile_map.nodes), slices=int(tile_map.slices), n=A.n, nb=A.nb, nt=A.nt,
+        operation="solve_mixed", **RunRecord.map_fields(tile_map), n=A.n, nb=A.nb, nt=A.nt,
         nrhs=int(B.ncols), dtype="mixed", time_s=slowest["total"], submit_s=0.0,
         tasks=int(tasks), bytes_measured_pairs=measured, bytes_predicted_pairs=predicted,
         extra={"mixed": mixed}, **{**job, "date": gathered[0][4]})

@@ -121,7 +121,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
     top = int(np.argmax(mem["total"]))
     memory = int(mem["total"][top])
     return {
-        "map": str(tile_map), **tile_map.params(),
+        "map": str(tile_map), **tile_map.summary(),
         "pattern_size": tile_map.pattern_size(), "periods": tile_map.periods(nt),
         "bytes": doc["bytes"], "ratio": doc["ratio"],
         "memory_per_node_bytes": memory,

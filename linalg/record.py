@@ -27,6 +27,10 @@ class RunRecord:
         ``"backward_solve"`` (L^T Y = B).
     dist, map : str
         The map's name (``sbc``) and its description (``sbc r=4 (extended, 6 nodes)``).
+    map_params : dict or None
+        The map's :meth:`~starchol.distributions.base.TileMap.params`:
+        ``get_map(**map_params)`` builds it again; None in documents from before it was
+        recorded.
     nodes, slices : int
         Nodes P of the map (one MPI rank each) and its slices c (1 for 2D maps).
     n, nb, nt : int
@@ -68,6 +72,7 @@ class RunRecord:
     operation: str = "cholesky"
     dist: str = ""
     map: str = ""
+    map_params: dict = None
     nodes: int = 1
     slices: int = 1
     n: int = 0
@@ -93,6 +98,13 @@ class RunRecord:
     starpu_build: str = ""
     kernel_blas: str = ""
     extra: dict = field(default_factory=dict)
+
+    @staticmethod
+    def map_fields(tile_map):
+        """The fields that describe ``tile_map`` (``dist``, ``map``, ``map_params``,
+        ``nodes``, ``slices``), as keyword arguments of the record."""
+        return dict(dist=tile_map.name, map=str(tile_map), map_params=tile_map.params(),
+                    nodes=int(tile_map.nodes), slices=int(tile_map.slices))
 
     # -- derived figures -------------------------------------------------------------
     @property
@@ -175,6 +187,10 @@ class RunRecord:
         for key in ("time_s", "submit_s"):
             if key in values and not _is_number(values[key]):
                 raise ValueError(f"key {key!r} must be a number, got {values[key]!r}")
+        if values.get("map_params") is not None and not isinstance(values["map_params"],
+                                                                    dict):
+            raise ValueError(f"key 'map_params' must be an object (the map's parameters) or "
+                             f"null, got {values['map_params']!r}")
         if "nt" not in values and values.get("n") and values.get("nb"):
             values["nt"] = math.ceil(values["n"] / values["nb"])
         return cls(**values, extra=extra)

@@ -61,7 +61,7 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
     lead = leading_term_tiles(tile_map, nt) if cache else None
     load = node_load(tile_map, nt)
     doc = {
-        **tile_map.params(),
+        **tile_map.summary(),
         "map": str(tile_map),
         "nt": int(nt), "nb": int(nb), "n": int(n), "cache": bool(cache),
         "stored_tiles": s,

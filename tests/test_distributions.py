@@ -274,7 +274,7 @@ def test_candidates_for_at_most_p_nodes():
     assert by[("pplane", 1)].nodes == 31 and by[("aplane", 1)].nodes == 30
     assert by[("sbc", 1)].nodes == 28 and by[("sym", 1)].nodes == 31
     assert all(m.nodes <= 31 for m in maps)
-    assert {g.params()["grid"] for g in maps if g.name == "2dbc"} == {"1x31", "31x1"}
+    assert {g.summary()["grid"] for g in maps if g.name == "2dbc"} == {"1x31", "31x1"}
 
 
 def test_a_tile_map_subclass_has_a_description():
@@ -291,3 +291,38 @@ def test_a_tile_map_subclass_has_a_description():
 
     m = Diagonal(3)
     assert str(m) == "diagonal (3 nodes)" and repr(m) == "<Diagonal diagonal (3 nodes)>"
+
+
+def _same_map(a, b, nts=(1, 7, 25)):
+    """Same class, description, parameters and owners at several NT."""
+    assert type(a) is type(b) and str(a) == str(b) and a.params() == b.params()
+    for nt in nts:
+        np.testing.assert_array_equal(a.owner_maps(nt), b.owner_maps(nt))
+
+
+@pytest.mark.parametrize("nodes, nt", [(1, None), (2, 30), (6, None), (7, 40), (8, 24),
+                                       (12, None), (13, 60), (20, 100)])
+def test_params_rebuild_every_catalogue_map(nodes, nt):
+    """``get_map(**m.params())`` gives an equal map for every catalogue map (2dbc grids,
+    sbc and sbc-basic, the planes, sym for NT, and the 2.5D maps), on P nodes or fewer."""
+    maps = candidate_maps(nodes, nt=nt)
+    assert maps
+    for m in maps:
+        params = m.params()
+        assert set(params) <= {"dist", "nodes", "slices", "grid", "path", "nt"}
+        _same_map(get_map(**params), m)
+
+
+def test_params_rebuild_a_custom_map_and_a_sym_map_for_nt(tmp_path):
+    path = tmp_path / "m.txt"
+    write_chameleon_text(str(path), [[0, 1], [1, 2]])
+    m = get_map("custom", 5, path=str(path))
+    assert m.params() == {"dist": "custom", "nodes": 5, "slices": 1, "path": str(path)}
+    _same_map(get_map(**m.params()), m)
+    small = get_map("sym", 31, nt=60)   # NT too small for PG(2,5): another pattern
+    assert small.params() == {"dist": "sym", "nodes": 31, "slices": 1, "nt": 60}
+    assert str(small) != str(get_map("sym", 31))
+    _same_map(get_map(**small.params()), small)
+    sliced = get_map("sym25d", 12, slices=2, nt=30)
+    assert sliced.params() == {"dist": "sym25d", "nodes": 12, "slices": 2, "nt": 30}
+    _same_map(get_map(**sliced.params()), sliced)

@@ -124,3 +124,23 @@ def test_trace_communications_in_decimal_units_with_exact_counts():
     assert "| 1 | 0 | 1 | 80.00 kB (80000 B) |" in md
     one = dict(trace, comms=comms[2:3], comm_bytes=512)
     assert "MPI communications: 1 transfer, 512 B in all." in "\n".join(trace_markdown(one, "t"))
+
+
+@pytest.mark.parametrize("dist, nodes, kw", [("2dbc", 6, {"grid": (3, 2)}),
+                                             ("2dbc25d", 8, {"slices": 2, "grid": "1x4"}),
+                                             ("sym", 7, {"nt": 10})])
+def test_the_map_is_rebuilt_from_its_recorded_params(tmp_path, dist, nodes, kw):
+    """A document of ``starchol run`` holds the map's params (RunRecord.map_fields):
+    the report rebuilds it with get_map(**map_params), no grid key needed."""
+    from starchol.jobs.report_runs import document_map
+    from starchol.linalg.record import RunRecord
+
+    m = get_map(dist, nodes, **kw)
+    doc = {**RunRecord.map_fields(m), "n": 1000, "nb": 100, "cache": True}
+    run, _ = _settled(tmp_path, doc)
+    rebuilt, reason = document_map(run)
+    assert reason is None and str(rebuilt) == str(m) and rebuilt.params() == m.params()
+    assert np.array_equal(run["bytes_predicted_pairs"], transfer_pairs_bytes(m, 1000, 100))
+    bad = dict(doc, map_params={**m.params(), "slices": 0})
+    assert document_map(_settled(tmp_path, bad, "bad.json")[0])[1].startswith(
+        "its map cannot be rebuilt (")
