@@ -1,17 +1,10 @@
 """Reading ``starchol run --json`` documents for ``starchol report``.
 
-Each document is read into the typed :class:`starchol.linalg.record.RunRecord` (the
-one reader of run documents, ``run["record"]``) after the checks below, which name the
-file and the key of anything damaged.
-
-A run document (written by rank 0) has the keys ``dist, nodes, n, nb, nt, time_s, gflops,
-residual, bytes_measured_pairs, bytes_predicted_pairs`` (P x P lists, sender row),
-``bytes_measured_total, bytes_predicted_total, match`` and ``runtime`` (``scheduler,
-workers_per_rank, starpu_version, starpu_build``), maybe ``grid`` and ``slices``, and
-``solve`` (null, or the solve's record: ``nrhs``, ``time_s``, ``tasks``, ``residual`` and
-the same byte keys). Only ``dist, nodes, n, nb`` are required here; every other key is optional and the report leaves out what it
-cannot draw. Keys that are present are checked (types, P x P shapes) so that a damaged
-document gives an error naming the file and the key, never a traceback.
+Each document is read into the typed :class:`starchol.linalg.record.RunRecord`
+(``run["record"]``), whose :meth:`~starchol.linalg.record.RunRecord.from_dict` is the
+one validator of run documents: a damaged document gives an error naming the file and
+the key, never a traceback. Only ``dist, nodes, n, nb`` are required; every other key is
+optional and the report leaves out what it cannot draw.
 
 :func:`settle_bytes` then makes the byte figures follow from the pair matrices: the
 totals are their sums, ``match`` is whether they are equal (a stored ``match`` that
@@ -19,7 +12,6 @@ disagrees is flagged), and a missing prediction is computed with the exact model
 (:func:`model_pairs`) when the document has what it needs; the same for the solve's.
 """
 import json
-import math
 import os
 
 import numpy as np
@@ -27,41 +19,24 @@ import numpy as np
 from ..distributions.base import nodes_text
 from ..errors import UsageError
 from ..files import special_kind
-from ..linalg.record import RUNTIME_KEYS  # the record's one list
-
-REQUIRED = ("dist", "nodes", "n", "nb")
-PAIR_KEYS = ("bytes_measured_pairs", "bytes_predicted_pairs")
-NUMBER_KEYS = ("time_s", "gflops", "residual", "bytes_measured_total", "bytes_predicted_total")
-
-
-def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _pairs(path, key, value, nodes):
-    try:
-        arr = np.array(value, dtype=float)
-    except (TypeError, ValueError):
-        raise UsageError(f"{path}: key {key!r} must be a {nodes} x {nodes} list of numbers "
-                         f"(bytes sent, sender row)") from None
-    if arr.shape != (nodes, nodes):
-        raise UsageError(f"{path}: key {key!r} must be {nodes} x {nodes} (nodes = {nodes}), "
-                         f"got shape {'x'.join(map(str, arr.shape)) or 'scalar'}")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise UsageError(f"{path}: key {key!r} has negative or non-finite byte counts")
-    return arr
+from ..linalg.record import PAIR_KEYS, RUNTIME_KEYS, RunRecord, pair_matrix
 
 
 def load_run(path):
     """Read and check one run document; return a normalised dict.
 
     The result has the document's keys plus ``path``, ``label`` (map, nodes, N, NB),
-    ``runtime`` as a dict (nested or dotted keys accepted), numpy arrays for the pair
-    matrices present, and ``nt`` (computed from N and NB when absent).
+    ``record`` (the :class:`~starchol.linalg.record.RunRecord`), ``runtime`` as a dict
+    (nested or dotted keys accepted), numpy arrays for the pair matrices present (None
+    for those absent, in the run and in its ``solve``), and ``nt`` (computed from N and
+    NB when absent).
 
-    Raises:
-        UsageError: the file is missing, not JSON, not an object, or a key is missing or
-            has the wrong type; the message names the file and the key.
+    Raises
+    ------
+    UsageError
+        The file is missing, not JSON, or not a run document
+        (:meth:`~starchol.linalg.record.RunRecord.from_dict` says why); the message names
+        the file and the key.
     """
     kind = special_kind(path)   # a FIFO or a device would block or never end
     if kind not in (None, "a folder"):
@@ -78,106 +53,29 @@ def load_run(path):
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not isinstance(doc, dict):
-        raise UsageError(f"{path}: a run document is a JSON object, got {type(doc).__name__}")
-    missing = [k for k in REQUIRED if k not in doc]
-    if missing:
-        raise UsageError(f"{path}: missing required key{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(repr(k) for k in missing)} (is this a `starchol run "
-                         f"--json` document?)")
-    run = dict(doc)
-    run["path"] = str(path)
-    if not isinstance(doc["dist"], str) or not doc["dist"]:
-        raise UsageError(f"{path}: key 'dist' must be a map name, got {doc['dist']!r}")
-    for key in ("nodes", "n", "nb"):
-        value = doc[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UsageError(f"{path}: key {key!r} must be a positive integer, got {value!r}")
-    nt = math.ceil(doc["n"] / doc["nb"])
-    if "nt" in doc and doc["nt"] != nt:
-        raise UsageError(f"{path}: key 'nt' is {doc['nt']!r} but N = {doc['n']} and "
-                         f"NB = {doc['nb']} give NT = {nt}")
-    run["nt"] = nt
-    for key in NUMBER_KEYS:
-        if doc.get(key) is not None and not _is_number(doc[key]):
-            raise UsageError(f"{path}: key {key!r} must be a number, got {doc[key]!r}")
-    if doc.get("match") is not None and not isinstance(doc["match"], bool):
-        raise UsageError(f"{path}: key 'match' must be true or false, got {doc['match']!r}")
-    for key in PAIR_KEYS:
-        if doc.get(key) is not None:
-            run[key] = _pairs(path, key, doc[key], doc["nodes"])
-        else:
-            run[key] = None
-    runtime = doc.get("runtime")
-    if runtime is not None and not isinstance(runtime, dict):
-        raise UsageError(f"{path}: key 'runtime' must be an object, got {runtime!r}")
-    runtime = dict(runtime or {})
+    try:  # the one validator, shared with `starchol run` (RunRecord.from_json's reader)
+        record = RunRecord.from_dict(doc)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    run = dict(doc, path=str(path), nt=record.nt, record=record)
+    _pair_arrays(run, doc, record.nodes)
+    runtime = dict(doc.get("runtime") or {})
     for key in RUNTIME_KEYS:
         if f"runtime.{key}" in doc and key not in runtime:
             runtime[key] = doc[f"runtime.{key}"]
     run["runtime"] = runtime
     run["label"] = run_label(run)
-    run["solve"] = _load_solve(path, doc)
-    run["mixed"] = _load_mixed(path, doc)
-    from ..linalg.record import RunRecord
-
-    try:  # the typed record shared with `starchol run` (RunRecord.from_json's reader)
-        run["record"] = RunRecord.from_dict(doc)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: {exc}") from None
+    run["solve"] = None if doc.get("solve") is None else \
+        _pair_arrays(dict(doc["solve"]), doc["solve"], record.nodes)
+    run["mixed"] = None if doc.get("mixed") is None else dict(doc["mixed"])
     return run
 
 
-def _load_mixed(path, doc):
-    """The document's ``mixed`` object (``starchol run --dtype mixed``), checked: its
-    ``iterations`` a count, ``fallback`` null or a reason of
-    :data:`~starchol.linalg.mixed_volume.FALLBACKS`, its figures numbers; or None."""
-    from ..linalg.mixed_volume import FALLBACKS
-
-    mixed = doc.get("mixed")
-    if mixed is None:
-        return None
-    if not isinstance(mixed, dict):
-        raise UsageError(f"{path}: key 'mixed' must be an object or null, got {mixed!r}")
-    it = mixed.get("iterations")
-    if not isinstance(it, int) or isinstance(it, bool) or it < 0:
-        raise UsageError(f"{path}: key 'mixed.iterations' must be an integer >= 0, got "
-                         f"{it!r}")
-    if mixed.get("fallback") is not None and mixed["fallback"] not in FALLBACKS:
-        raise UsageError(f"{path}: key 'mixed.fallback' must be null or one of "
-                         f"{', '.join(FALLBACKS)}, got {mixed['fallback']!r}")
-    for key in ("backward_error", "tolerance"):
-        if mixed.get(key) is not None and not _is_number(mixed[key]):
-            raise UsageError(f"{path}: key 'mixed.{key}' must be a number, got "
-                             f"{mixed[key]!r}")
-    times = mixed.get("time_s") or {}
-    if not isinstance(times, dict) or not all(_is_number(v) for v in times.values()):
-        raise UsageError(f"{path}: key 'mixed.time_s' must be an object of seconds, got "
-                         f"{times!r}")
-    return dict(mixed)
-
-
-def _load_solve(path, doc):
-    """The document's ``solve`` object, checked like the run's keys (the pair matrices
-    as arrays, None where absent), or None for a run without a solve."""
-    solve = doc.get("solve")
-    if solve is None:
-        return None
-    if not isinstance(solve, dict):
-        raise UsageError(f"{path}: key 'solve' must be an object or null, got {solve!r}")
-    nrhs = solve.get("nrhs")
-    if not isinstance(nrhs, int) or isinstance(nrhs, bool) or nrhs < 1:
-        raise UsageError(f"{path}: key 'solve.nrhs' must be a positive integer, got {nrhs!r}")
-    out = dict(solve)
-    for key in NUMBER_KEYS + ("tasks",):
-        if solve.get(key) is not None and not _is_number(solve[key]):
-            raise UsageError(f"{path}: key 'solve.{key}' must be a number, got {solve[key]!r}")
-    if solve.get("match") is not None and not isinstance(solve["match"], bool):
-        raise UsageError(f"{path}: key 'solve.match' must be true or false, got "
-                         f"{solve['match']!r}")
+def _pair_arrays(out, doc, nodes):
+    """Set ``out``'s byte matrices from ``doc``'s (already checked) as arrays, None where
+    absent; return ``out``."""
     for key in PAIR_KEYS:
-        out[key] = (None if solve.get(key) is None
-                    else _pairs(path, f"solve.{key}", solve[key], doc["nodes"]))
+        out[key] = None if doc.get(key) is None else pair_matrix(doc[key], nodes, key)
     return out
 
 

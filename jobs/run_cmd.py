@@ -507,9 +507,9 @@ def _run(args, comm, tile_map, spec):
                              check=args.check, gather=bool(args.gather),
                              itemsize=dtype.itemsize,
                              nrhs=0 if x is None else x.ncols, mixed=mixed)["total"]
-    doc = record.to_dict()
-    doc.update({
-        "nodes": int(tile_map.nodes), "seed": args.seed,
+    # the document is the record's (RunRecord.to_dict), with the rest of the run as extra
+    extra = {
+        "seed": args.seed,
         "matrix": args.input if args.input else str(spec),
         "input": input_info and {"file": args.input, **input_info},
         "output": args.output if appeared is None else f"{appeared.kept}:{args.writer.dataset}",
@@ -517,8 +517,6 @@ def _run(args, comm, tile_map, spec):
         "logdet": logdet,
         "solve": None if mixed else _solve_doc(args, fac.solve_record, solution_appeared,
                                                solve_res),
-        "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
-        "bytes_predicted_pairs": np.asarray(record.bytes_predicted_pairs),
         "memory": {"tile_bytes_per_node": storage,
                    "tile_bytes_max": int(storage.max()),
                    "peak_rss_bytes_per_rank": peak_rss,
@@ -527,34 +525,33 @@ def _run(args, comm, tile_map, spec):
                            "peak_rss: the process's peak resident memory over the run "
                            "(getrusage); model_peak: starchol.linalg.memory.node_memory, "
                            "what the pre-flight check and starchol plan use"},
-        "runtime": {"scheduler": info["scheduler"],
-                    "workers_per_rank": info["workers_per_rank"],
-                    "gpus_per_rank": info.get("gpus_per_rank", 0),
+        # the runtime's keys beyond the record's own (scheduler, workers, StarPU)
+        "runtime": {"gpus_per_rank": info.get("gpus_per_rank", 0),
                     "cuda_workers_per_gpu": info.get("cuda_workers_per_gpu", 0),
-                    "starpu_version": info["starpu_version"],
-                    "starpu_build": record.starpu_build,
                     "kernel_blas": record.kernel_blas,
                     **({"heteroprio": info["heteroprio"]} if info.get("heteroprio") else {})},
         "kernels": _kernel_table(kernels),
         "kernels_per_rank": kernels,
         "device_bytes_per_rank": device_bytes,
         "device_bytes": {k: int(sum(d[k] for d in device_bytes)) for k in device_bytes[0]},
-    })
+    }
     if mixed:
-        doc["mixed"] = {**doc["mixed"], "rhs": args.rhs or f"generated with seed {args.seed}",
-                        "logdet_exact": sol.logdet_exact,
-                        "solution": (None if not args.solution else args.solution
-                                     if solution_appeared is None else
-                                     f"{solution_appeared.kept}:"
-                                     f"{args.solution_writer.dataset}")}
+        extra["mixed"] = {**record.extra["mixed"],
+                          "rhs": args.rhs or f"generated with seed {args.seed}",
+                          "logdet_exact": sol.logdet_exact,
+                          "solution": (None if not args.solution else args.solution
+                                       if solution_appeared is None else
+                                       f"{solution_appeared.kept}:"
+                                       f"{args.solution_writer.dataset}")}
     if trace is not None:
-        doc["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
-                        "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
-                        "comm_bytes": trace["comm_bytes"]}
+        extra["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
+                          "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
+                          "comm_bytes": trace["comm_bytes"]}
         path = trace.get("critical_path")
         if path:
-            doc["trace"]["critical_path"] = {k: path[k] for k in (
+            extra["trace"]["critical_path"] = {k: path[k] for k in (
                 "makespan_ms", "length_ms", "split_ms", "kernels", "transfers")}
+    doc = record.with_extra(**extra).to_dict()
     _publish_rank0(args, doc, full, appeared)
     if trace is not None:  # the trace folder is a complete record for `starchol report DIR`
         write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")
@@ -588,16 +585,10 @@ def _solve_doc(args, record, appeared, residual=None):
     ||B - A X||_F / (||A||_F ||X||_F + ||B||_F), else None."""
     if record is None:
         return None
-    doc = record.to_dict()
-    doc.update({
-        "rhs": args.rhs or f"generated with seed {args.seed}",
-        "residual": residual,
-        "solution": (None if not args.solution else args.solution if appeared is None
-                     else f"{appeared.kept}:{args.solution_writer.dataset}"),
-        "bytes_measured_pairs": np.asarray(record.bytes_measured_pairs),
-        "bytes_predicted_pairs": np.asarray(record.bytes_predicted_pairs),
-    })
-    return doc
+    return record.with_extra(
+        rhs=args.rhs or f"generated with seed {args.seed}", residual=residual,
+        solution=(None if not args.solution else args.solution if appeared is None
+                  else f"{appeared.kept}:{args.solution_writer.dataset}")).to_dict()
 
 
 def _publish_rank0(args, doc, full, appeared):

@@ -10,10 +10,24 @@ receiver column), tiles only where a name says so.
 import datetime
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 #: keys of the nested ``runtime`` object of the JSON document (kept for old readers)
 RUNTIME_KEYS = ("scheduler", "workers_per_rank", "starpu_version", "starpu_build")
+
+#: keys every run document has (the others keep their defaults when absent)
+REQUIRED = ("dist", "nodes", "n", "nb")
+
+#: the P x P byte matrices of a document (sender row, receiver column)
+PAIR_KEYS = ("bytes_measured_pairs", "bytes_predicted_pairs")
+
+#: keys that are numbers (or null) in a document and in its ``solve`` object
+NUMBER_KEYS = ("time_s", "gflops", "residual", "bytes_measured_total",
+               "bytes_predicted_total")
+
+#: integer fields (counts and sizes)
+_INT_FIELDS = ("nodes", "slices", "n", "nb", "nt", "nrhs", "tasks", "ranks",
+               "ranks_per_host", "workers")
 
 
 @dataclass
@@ -66,7 +80,8 @@ class RunRecord:
         PATH)"``; no core in documents from before 2026-12-04); every distinct one, joined by "; ", when the ranks
         chose differently; ``""`` in documents from before it was recorded.
     extra : dict
-        Other keys of a JSON document (e.g. ``residual``, ``seed``), kept as they are.
+        Other keys of a JSON document (e.g. ``residual``, ``seed``), kept as they are;
+        an ``extra["runtime"]`` object adds its keys to the document's ``runtime``.
     """
 
     operation: str = "cholesky"
@@ -140,16 +155,25 @@ class RunRecord:
         return _as_lists(self.bytes_measured_pairs) == _as_lists(self.bytes_predicted_pairs)
 
     # -- JSON ------------------------------------------------------------------------
+    def with_extra(self, **keys):
+        """A copy of the record with ``keys`` added to :attr:`extra` (replacing those
+        already there): how ``starchol run`` adds the rest of its document (seed,
+        residual, memory, kernels, the solve's document, ...)."""
+        return replace(self, extra={**self.extra, **keys})
+
     def to_dict(self):
         """The JSON document: every field, the derived figures, and the nested
-        ``runtime`` object of older documents; ``extra`` keys at the top level."""
+        ``runtime`` object of older documents (with ``extra["runtime"]``'s keys);
+        ``extra`` keys at the top level."""
         doc = dict(self.extra)
         for f in fields(self):
             if f.name != "extra":
                 doc[f.name] = _plain(getattr(self, f.name))
+        more = self.extra.get("runtime")
         doc.update(flops=self.flops, gflops=self.gflops, bytes_measured_total=self.bytes_measured_total,
                    bytes_predicted_total=self.bytes_predicted_total, match=self.match,
-                   runtime={"scheduler": self.scheduler, "workers_per_rank": self.workers,
+                   runtime={**(more if isinstance(more, dict) else {}),
+                            "scheduler": self.scheduler, "workers_per_rank": self.workers,
                             "starpu_version": self.starpu_version,
                             "starpu_build": self.starpu_build})
         return doc
@@ -162,9 +186,20 @@ class RunRecord:
     def from_dict(cls, doc):
         """A record from a document of :meth:`to_dict` (or an older ``starchol run``
         document: missing fields keep their defaults, the nested ``runtime`` object is
-        read). Raises ValueError naming the key when a field has the wrong type."""
+        read); the one validator of run documents.
+
+        Raises
+        ------
+        ValueError
+            ``doc`` is not an object, lacks a key of :data:`REQUIRED`, or a key that is
+            present has the wrong type or shape (``nodes``, ``n``, ``nb`` positive
+            integers, ``nt`` = ceil(N / NB), the byte matrices P x P of finite
+            non-negative numbers, the ``solve`` and ``mixed`` objects checked alike); the
+            message names the key (``solve.nrhs`` for a nested one).
+        """
         if not isinstance(doc, dict):
-            raise ValueError(f"a run record is a JSON object, got {type(doc).__name__}")
+            raise ValueError(f"a run document is a JSON object, got {type(doc).__name__}")
+        check_document(doc)
         known = {f.name: f for f in fields(cls)}
         derived = {"flops", "gflops", "bytes_measured_total", "bytes_predicted_total", "match",
                    "runtime"}
@@ -175,23 +210,17 @@ class RunRecord:
             elif key not in derived and key != "extra":
                 extra[key] = value
         rt = doc.get("runtime") or {}
-        if isinstance(rt, dict):
-            values.setdefault("scheduler", rt.get("scheduler", ""))
-            values.setdefault("workers", rt.get("workers_per_rank", 1))
-            values.setdefault("starpu_version", rt.get("starpu_version", ""))
-            values.setdefault("starpu_build", rt.get("starpu_build", ""))
-        for key in ("nodes", "slices", "n", "nb", "nt", "nrhs", "tasks", "ranks",
-                    "ranks_per_host", "workers"):
+        values.setdefault("scheduler", rt.get("scheduler", ""))
+        values.setdefault("workers", rt.get("workers_per_rank", 1))
+        values.setdefault("starpu_version", rt.get("starpu_version", ""))
+        values.setdefault("starpu_build", rt.get("starpu_build", ""))
+        more = {k: v for k, v in rt.items() if k not in RUNTIME_KEYS}
+        if more:   # the runtime's other keys (GPUs, kernel_blas, ...) round-trip
+            extra["runtime"] = more
+        for key in _INT_FIELDS:
             if key in values and not _is_int(values[key]):
                 raise ValueError(f"key {key!r} must be an integer, got {values[key]!r}")
-        for key in ("time_s", "submit_s"):
-            if key in values and not _is_number(values[key]):
-                raise ValueError(f"key {key!r} must be a number, got {values[key]!r}")
-        if values.get("map_params") is not None and not isinstance(values["map_params"],
-                                                                    dict):
-            raise ValueError(f"key 'map_params' must be an object (the map's parameters) or "
-                             f"null, got {values['map_params']!r}")
-        if "nt" not in values and values.get("n") and values.get("nb"):
+        if "nt" not in values:
             values["nt"] = math.ceil(values["n"] / values["nb"])
         return cls(**values, extra=extra)
 
@@ -199,6 +228,101 @@ class RunRecord:
     def from_json(cls, text):
         """A record from JSON text (or an already parsed dict)."""
         return cls.from_dict(json.loads(text) if isinstance(text, (str, bytes)) else text)
+
+
+def check_document(doc):
+    """Check the keys of a run document (a dict) that :meth:`RunRecord.from_dict` reads;
+    raise ValueError naming the first wrong one (see there)."""
+    missing = [k for k in REQUIRED if k not in doc]
+    if missing:
+        raise ValueError(f"missing required key{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(repr(k) for k in missing)} (is this a `starchol run "
+                         f"--json` document?)")
+    if not isinstance(doc["dist"], str) or not doc["dist"]:
+        raise ValueError(f"key 'dist' must be a map name, got {doc['dist']!r}")
+    for key in ("nodes", "n", "nb"):
+        if not _is_int(doc[key]) or doc[key] < 1:
+            raise ValueError(f"key {key!r} must be a positive integer, got {doc[key]!r}")
+    nt = math.ceil(doc["n"] / doc["nb"])
+    if "nt" in doc and doc["nt"] != nt:
+        raise ValueError(f"key 'nt' is {doc['nt']!r} but N = {doc['n']} and NB = "
+                         f"{doc['nb']} give NT = {nt}")
+    for key in ("time_s", "submit_s"):
+        if key in doc and not _is_number(doc[key]):
+            raise ValueError(f"key {key!r} must be a number, got {doc[key]!r}")
+    _check_figures(doc, doc["nodes"], "")
+    runtime = doc.get("runtime")
+    if runtime is not None and not isinstance(runtime, dict):
+        raise ValueError(f"key 'runtime' must be an object, got {runtime!r}")
+    params = doc.get("map_params")
+    if params is not None and not isinstance(params, dict):
+        raise ValueError(f"key 'map_params' must be an object (the map's parameters) or "
+                         f"null, got {params!r}")
+    solve = doc.get("solve")
+    if solve is not None:
+        if not isinstance(solve, dict):
+            raise ValueError(f"key 'solve' must be an object or null, got {solve!r}")
+        nrhs = solve.get("nrhs")
+        if not _is_int(nrhs) or nrhs < 1:
+            raise ValueError(f"key 'solve.nrhs' must be a positive integer, got {nrhs!r}")
+        if solve.get("tasks") is not None and not _is_number(solve["tasks"]):
+            raise ValueError(f"key 'solve.tasks' must be a number, got {solve['tasks']!r}")
+        _check_figures(solve, doc["nodes"], "solve.")
+    _check_mixed(doc.get("mixed"))
+
+
+def _check_figures(doc, nodes, prefix):
+    """The numbers, ``match`` and byte matrices of a document or of its ``solve``."""
+    for key in NUMBER_KEYS:
+        if doc.get(key) is not None and not _is_number(doc[key]):
+            raise ValueError(f"key '{prefix}{key}' must be a number, got {doc[key]!r}")
+    if doc.get("match") is not None and not isinstance(doc["match"], bool):
+        raise ValueError(f"key '{prefix}match' must be true or false, got {doc['match']!r}")
+    for key in PAIR_KEYS:
+        if doc.get(key) is not None:
+            pair_matrix(doc[key], nodes, prefix + key)
+
+
+def pair_matrix(value, nodes, key="bytes_measured_pairs"):
+    """A document's P x P byte matrix (sender row) as a float64 array, checked: raise
+    ValueError naming ``key`` unless it is ``nodes`` x ``nodes`` finite numbers >= 0."""
+    import numpy as np
+
+    try:
+        arr = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"key {key!r} must be a {nodes} x {nodes} list of numbers "
+                         f"(bytes sent, sender row)") from None
+    if arr.shape != (nodes, nodes):
+        raise ValueError(f"key {key!r} must be {nodes} x {nodes} (nodes = {nodes}), got "
+                         f"shape {'x'.join(map(str, arr.shape)) or 'scalar'}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"key {key!r} has negative or non-finite byte counts")
+    return arr
+
+
+def _check_mixed(mixed):
+    """The ``mixed`` object of ``starchol run --dtype mixed`` (or None): ``iterations`` a
+    count, ``fallback`` null or one of :data:`~.mixed_volume.FALLBACKS`, its figures
+    numbers."""
+    from .mixed_volume import FALLBACKS
+
+    if mixed is None:
+        return
+    if not isinstance(mixed, dict):
+        raise ValueError(f"key 'mixed' must be an object or null, got {mixed!r}")
+    it = mixed.get("iterations")
+    if not _is_int(it) or it < 0:
+        raise ValueError(f"key 'mixed.iterations' must be an integer >= 0, got {it!r}")
+    if mixed.get("fallback") is not None and mixed["fallback"] not in FALLBACKS:
+        raise ValueError(f"key 'mixed.fallback' must be null or one of "
+                         f"{', '.join(FALLBACKS)}, got {mixed['fallback']!r}")
+    for key in ("backward_error", "tolerance"):
+        if mixed.get(key) is not None and not _is_number(mixed[key]):
+            raise ValueError(f"key 'mixed.{key}' must be a number, got {mixed[key]!r}")
+    times = mixed.get("time_s") or {}
+    if not isinstance(times, dict) or not all(_is_number(v) for v in times.values()):
+        raise ValueError(f"key 'mixed.time_s' must be an object of seconds, got {times!r}")
 
 
 def _is_int(v):
@@ -224,4 +348,5 @@ def now_utc():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-__all__ = ["RunRecord", "now_utc"]
+__all__ = ["NUMBER_KEYS", "PAIR_KEYS", "REQUIRED", "RUNTIME_KEYS", "RunRecord", "check_document",
+           "pair_matrix", "now_utc"]

@@ -1,6 +1,7 @@
 """Runtime layer and matrices without mpirun (fast)."""
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -91,7 +92,7 @@ def test_agreement_mismatch_is_said_field_by_field():
 
 def test_record_json_round_trip():
     from starchol.linalg.record import RunRecord
-    r = RunRecord(dist="sbc", map="sbc r=4", nodes=6, n=300, nb=64, nt=5, time_s=0.5,
+    r = RunRecord(dist="2dbc", map="2dbc 1x2", nodes=2, n=300, nb=64, nt=5, time_s=0.5,
                   tasks=56, bytes_measured_pairs=[[0, 8], [8, 0]],
                   bytes_predicted_pairs=[[0, 8], [8, 0]], scheduler="prio", workers=2,
                   hosts=["a", "a"], extra={"residual": 1e-16})
@@ -103,8 +104,49 @@ def test_record_json_round_trip():
     assert doc["residual"] == 1e-16
     back = RunRecord.from_json(r.to_json())
     assert back == r
-    with pytest.raises(ValueError, match="'n' must be an integer"):
-        RunRecord.from_dict({"n": "many"})
+    with pytest.raises(ValueError, match="key 'n' must be a positive integer, got 'many'"):
+        RunRecord.from_dict({"dist": "sbc", "nodes": 2, "n": "many", "nb": 64})
+
+
+def test_record_round_trips_the_run_document():
+    """``to_dict``/``from_dict`` round-trip a record with every field set, its extra keys
+    (``starchol run``'s: a solve's document, the runtime's GPU keys) included; the one
+    validator refuses a damaged copy, naming the key."""
+    import dataclasses
+
+    from starchol.distributions import get_map
+    from starchol.linalg.record import RunRecord
+
+    m = get_map("2dbc25d", 8, slices=2)
+    solve = RunRecord(operation="solve", **RunRecord.map_fields(m), n=300, nb=100, nt=3, nrhs=3,
+                      time_s=0.1, tasks=9).with_extra(rhs="generated", residual=None)
+    r = RunRecord(operation="cholesky", **RunRecord.map_fields(m), n=300, nb=100, nt=3,
+                  dtype="float32", time_s=0.5, submit_s=0.1, tasks=56,
+                  bytes_measured_pairs=[[0] * 8] * 8, bytes_predicted_pairs=[[0] * 8] * 8,
+                  cache=False, ranks=8, ranks_per_host=4, workers=2, scheduler="prio",
+                  hosts=["a"] * 4 + ["b"] * 4, date="2026-12-05T12:00:00Z",
+                  command_line=["starchol", "run"], starchol_version="1", starpu_version="1.3",
+                  starpu_build="StarPU 1.3", kernel_blas="OpenBLAS")
+    r = r.with_extra(seed=3, solve=solve.to_dict(),
+                     runtime={"gpus_per_rank": 0, "kernel_blas": "OpenBLAS"})
+    assert all(getattr(r, f.name) != f.default for f in dataclasses.fields(r)
+               if f.default is not dataclasses.MISSING and f.name not in ("nrhs", "operation"))
+    doc = r.to_dict()
+    assert doc["runtime"]["gpus_per_rank"] == 0 and doc["runtime"]["scheduler"] == "prio"
+    assert doc["map_params"] == {"dist": "2dbc25d", "nodes": 8, "slices": 2, "grid": "2x2"}
+    back = RunRecord.from_dict(doc)
+    assert back == r and back.to_dict() == doc
+    assert RunRecord.from_dict(doc["solve"]) == solve
+    for key, value, message in (
+            ("solve", {"nrhs": 0}, "key 'solve.nrhs' must be a positive integer, got 0"),
+            ("bytes_measured_pairs", [[0]], "key 'bytes_measured_pairs' must be 8 x 8"),
+            ("nt", 4, "key 'nt' is 4 but N = 300 and NB = 100 give NT = 3"),
+            ("map_params", "2dbc", "key 'map_params' must be an object"),
+            ("mixed", {"iterations": -1}, "key 'mixed.iterations' must be an integer >= 0")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            RunRecord.from_dict({**doc, key: value})
+    with pytest.raises(ValueError, match="missing required key 'nb'"):
+        RunRecord.from_dict({k: v for k, v in doc.items() if k != "nb"})
 
 
 def test_record_reads_documents_without_starpu_build():
