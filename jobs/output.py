@@ -14,6 +14,7 @@ import json
 import sys
 
 from ..files import write_atomic  # noqa: F401 - the one atomic-write helper
+from ..units import bytes_text  # noqa: F401 - its home is starchol.units
 
 
 def to_jsonable(obj):
@@ -38,14 +39,6 @@ def dumps(doc):
     return json.dumps(to_jsonable(doc), indent=1)
 
 
-def bytes_text(nbytes):
-    """Bytes in decimal units with the exact count beside when the units round it:
-    ``'1.48 MB (1480000 B)'``, ``'512 B'``."""
-    from ..units import format_bytes
-
-    nbytes = int(nbytes)
-    text = format_bytes(nbytes)
-    return text if abs(nbytes) < 1000 else f"{text} ({nbytes} B)"
 
 
 def add_json_arg(parser, what="the result document", overwrite=True):

@@ -132,7 +132,7 @@ def run(args):
 def run_model(args):
     from . import report_figures as figs
     from .report_markdown import model_figure_captions, model_markdown, sbc_statement
-    from .report_model import gains, model_document
+    from ..reports.model import gains, model_document
 
     first, last = parse_range(args.nodes_range)
     nt, n, nb = sizes_from_args(args)
@@ -218,9 +218,9 @@ def check_model_memory(first, last):
 
 # -- run report ----------------------------------------------------------------------------
 def run_runs(args):
-    from .report_runs import load_run
+    from ..reports.runs import load_run
 
-    from .report_trace import load_trace
+    from ..reports.trace import load_trace
 
     # a trace folder of `starchol run --trace DIR` holds its run document, DIR/run.json
     paths = [os.path.join(p, "run.json") if os.path.isdir(p) and
@@ -235,13 +235,21 @@ def run_runs(args):
     return 0
 
 
+def file_stem(path, index):
+    """A safe, unique stem for the figures of run number ``index`` (1-based)."""
+    base = os.path.splitext(os.path.basename(str(path)))[0]
+    safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in base)[:40]
+    return f"run{index}-{safe}" if safe else f"run{index}"
+
+
 def _write_run_report(runs, traces, loaded, folder):
     """Figures and report.md of the run report in ``folder`` (an :class:`OutputFolder`);
     returns the number of figures."""
     from . import report_figures as figs
     from .report_markdown import run_markdown
-    from .report_runs import file_stem, settle_bytes
-    from .report_trace import clipped_text, critical_path, gantt_figure, trace_markdown
+    from ..reports.settle import settle_bytes
+    from ..reports.trace import clipped_text, critical_path
+    from .report_trace import gantt_figure, trace_markdown
 
     sections = []
     for k, run in enumerate(runs, start=1):

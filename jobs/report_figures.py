@@ -1,7 +1,8 @@
 """PNG figures of ``starchol report`` (matplotlib, Agg backend), each written atomically.
 
-Every function takes the data (a run document from :mod:`.report_runs` or the model
-document from :mod:`.report_model`) and the output path, and returns the path written.
+Every function takes the data (a run document from :mod:`starchol.reports.runs` or the
+model document from :mod:`starchol.reports.model`) and the output path, and returns the
+path written.
 Bytes are shown in decimal units (kB, MB, GB, TB), as :func:`format_bytes` prints them.
 """
 import os

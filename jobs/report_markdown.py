@@ -5,7 +5,7 @@
 import numpy as np
 
 from ..units import format_bytes
-from .report_runs import map_label
+from ..reports.runs import map_label
 
 
 def _cell(value):

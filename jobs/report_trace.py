@@ -1,7 +1,7 @@
 """The execution-trace part of ``starchol report``: a Gantt chart and its tables.
 
-Reads ``trace.json`` (written by ``starchol run --trace DIR``, see
-:mod:`starchol.runtime.traces`) and draws one row per StarPU worker (idle ones too),
+From ``trace.json`` (written by ``starchol run --trace DIR``, read by
+:mod:`starchol.reports.trace`) it draws one row per StarPU worker (idle ones too),
 grouped by rank and host, tasks coloured by kernel, the MPI communications as lines from
 the sending rank to the receiving one, and the idle time of each worker beside it. Times
 are in milliseconds from the first task's start; the time axis spans the tasks, and
@@ -12,66 +12,14 @@ The critical path (:mod:`starchol.runtime.critical_path`: the chain of tasks and
 transfers that ends last) is drawn over the chart and tabled: its length against the
 makespan, its time in kernels, transfers, reductions and waiting, its tasks per kernel.
 """
-import json
-import os
-
 from ..distributions.base import count_text
-from ..errors import UsageError
+from ..reports.trace import clipped_text
 
 #: kernel colours (others get the next colours of matplotlib's tab10)
 KERNEL_COLORS = {"potrf": "#d62728", "trsm": "#1f77b4", "syrk": "#2ca02c", "gemm": "#ff7f0e",
                  "add": "#9467bd", "tril": "#8c564b",
                  # 2.5D's first updates of a partial copy (W mode): lighter than the others
                  "gemm0": "#ffbb78", "syrk0": "#98df8a"}
-
-
-def load_trace(folder):
-    """The ``trace.json`` of a trace folder, checked (UsageError naming the file)."""
-    path = os.path.join(folder, "trace.json")
-    try:
-        with open(path) as f:
-            trace = json.load(f)
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no trace summary (made by `starchol run --trace "
-                         f"{folder}`)") from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read the trace summary ({exc})") from None
-    for key in ("tasks", "workers", "comms", "kernels", "span_ms"):
-        if key not in trace:
-            raise UsageError(f"{path}: missing key {key!r} (not a starchol trace summary)")
-    return trace
-
-
-def clipped(trace):
-    """What the Gantt chart's time axis (0 to ``span_ms``: the tasks' extent) cuts: a
-    dict with the ``tasks`` and ``comms`` (MPI transfers) that reach outside it and how
-    far, ``before_ms`` and ``after_ms`` (0.0 when nothing does). Transfers can: each
-    starts on the sender's clock and ends on the receiver's."""
-    span = max(trace["span_ms"], 1e-3)
-    out = {"tasks": 0, "comms": 0, "before_ms": 0.0, "after_ms": 0.0}
-    for kind, rows in (("tasks", [t[3:5] for t in trace["tasks"]]),
-                       ("comms", [c[2:4] for c in trace["comms"]])):
-        for start, end in rows:
-            lo, hi = min(start, end), max(start, end)
-            if lo < 0 or hi > span:
-                out[kind] += 1
-                out["before_ms"] = max(out["before_ms"], -lo)
-                out["after_ms"] = max(out["after_ms"], hi - span)
-    return out
-
-
-def clipped_text(trace):
-    """One sentence saying what the chart's time axis cuts (:func:`clipped`), or ""."""
-    c = clipped(trace)
-    if not c["tasks"] and not c["comms"]:
-        return ""
-    what = [f"{c[k]} of {len(trace[k])} {name}" for k, name in
-            (("tasks", "tasks"), ("comms", "MPI transfers")) if c[k]]
-    beyond = [f"{c['before_ms']:.3f} ms before its start" if c["before_ms"] > 0 else "",
-              f"{c['after_ms']:.3f} ms after its end" if c["after_ms"] > 0 else ""]
-    return (f"the Gantt chart's time axis (0 to {trace['span_ms']:.3f} ms, the tasks' "
-            f"extent) cuts {' and '.join(what)}, which reach up to "
-            f"{' and '.join(b for b in beyond if b)}; the tables count them in full")
 
 
 def _colors(kernels):
@@ -85,17 +33,6 @@ def _colors(kernels):
     for k in sorted(kernels):
         out[k] = KERNEL_COLORS.get(k) or next(extra)
     return out
-
-
-def critical_path(trace, folder=None):
-    """The critical path of a trace: ``trace.json``'s own, else recomputed from the
-    tool's outputs in ``folder`` (a trace made before the path was recorded), else None."""
-    path = trace.get("critical_path")
-    if path is None and folder is not None:
-        from ..runtime.traces import critical_path_of_folder
-
-        path = critical_path_of_folder(folder, int(trace.get("ranks") or 1))
-    return path
 
 
 #: the colour of the critical path on the Gantt chart
@@ -247,7 +184,7 @@ def _step_text(el, nt):
 def trace_markdown(trace, folder, critical=None, nt=None):
     """Markdown lines: tasks per kernel, idle time per worker, communications, and the
     critical path when given (``nt``: tiles per side, to name the tiles)."""
-    from .output import bytes_text
+    from ..units import bytes_text
     from .report_markdown import table
 
     lines = [f"Execution trace from `{folder}` (StarPU FxT, converted by starpu_fxt_tool): "

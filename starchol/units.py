@@ -12,6 +12,14 @@ def format_bytes(nbytes):
     return f"{value} B"
 
 
+def bytes_text(nbytes):
+    """Bytes in decimal units with the exact count beside when the units round it:
+    ``'1.48 MB (1480000 B)'``, ``'512 B'``."""
+    nbytes = int(nbytes)
+    text = format_bytes(nbytes)
+    return text if abs(nbytes) < 1000 else f"{text} ({nbytes} B)"
+
+
 def format_seconds(seconds):
     """Human-readable seconds with three significant digits: ``'12.3 s'``, ``'45.6 ms'``,
     ``'7.89 us'`` (``'0 s'`` for zero), so that small estimates do not print as 0.0."""

@@ -1,6 +1,7 @@
 """The layers point one way, with no import cycle, and no module takes another's private names.
 
-    core (starchol/*.py) <- distributions <- runtime (+ pyx/) <- linalg <- command line
+    core (starchol/*.py) <- distributions <- runtime (+ pyx/) <- linalg <- reports
+    <- command line
 
 The source folders are mapped into ``starchol.*`` by ``setup.py``'s ``package_dir``
 (``PACKAGE_DIRS``), which this test reads; every import counts, at module level or inside
@@ -17,7 +18,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: the layers, lowest first; a module may import its own layer and those below
-LAYERS = ("core", "distributions", "runtime", "linalg", "command line")
+LAYERS = ("core", "distributions", "runtime", "linalg", "reports", "command line")
 
 #: modules of the root folder that belong to the command line (the rest are core)
 COMMAND_LINE_ROOT = ("starchol", "starchol.cli", "starchol.__main__")
@@ -38,7 +39,7 @@ def layer_of(module):
     """The index in :data:`LAYERS` of a ``starchol.*`` module."""
     if module in COMMAND_LINE_ROOT or module.startswith("starchol.jobs"):
         return LAYERS.index("command line")
-    for name in ("distributions", "runtime", "linalg"):
+    for name in ("distributions", "runtime", "linalg", "reports"):
         if module == f"starchol.{name}" or module.startswith(f"starchol.{name}."):
             return LAYERS.index(name)
     return LAYERS.index("core")
@@ -174,6 +175,7 @@ def test_every_mapped_folder_is_read():
     mods = modules(ROOT)
     assert {"starchol.distributions.factory", "starchol.runtime.session",
             "starchol.linalg.cholesky", "starchol.jobs.run_cmd", "starchol.collective",
+            "starchol.reports.model",
             "starchol.runtime._graphs"} <= set(mods)
     assert layer_of("starchol.runtime._binding") == LAYERS.index("runtime")
 

@@ -377,7 +377,8 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     assert 0 < doc["solve"]["residual"] < 1e-15
     # the same real document without its prediction: the report computes it from the
     # document's map, N, NB and cache setting, and it matches what StarPU-MPI measured
-    from starchol.jobs.report_runs import load_run, settle_bytes
+    from starchol.reports.runs import load_run
+    from starchol.reports.settle import settle_bytes
 
     for key in ("bytes_predicted_pairs", "bytes_predicted_total", "match"):
         del doc[key]

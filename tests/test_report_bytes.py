@@ -5,7 +5,8 @@ import pytest
 
 from starchol.cli import main
 from starchol.distributions import get_map
-from starchol.jobs.report_runs import load_run, model_pairs, settle_bytes
+from starchol.reports.runs import load_run
+from starchol.reports.settle import model_pairs, settle_bytes
 from starchol.linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from starchol.units import format_bytes
 
@@ -132,7 +133,7 @@ def test_trace_communications_in_decimal_units_with_exact_counts():
 def test_the_map_is_rebuilt_from_its_recorded_params(tmp_path, dist, nodes, kw):
     """A document of ``starchol run`` holds the map's params (RunRecord.map_fields):
     the report rebuilds it with get_map(**map_params), no grid key needed."""
-    from starchol.jobs.report_runs import document_map
+    from starchol.reports.settle import document_map
     from starchol.linalg.record import RunRecord
 
     m = get_map(dist, nodes, **kw)

@@ -34,9 +34,6 @@ FAMILIES = ("2dbc", "sbc", "sbc-basic", "sym", "2dbc25d", "sbc25d")
 BEST_C_MARGIN = 1.0
 
 
-from .preflight import model_memory_bytes  # noqa: E402,F401 - its home is preflight
-
-
 def stored_bytes(n, nb, itemsize=DOUBLE_BYTES):
     """Bytes of the stored lower triangle (tiles i >= j) of an n x n matrix of
     ``itemsize``-byte entries (8: float64)."""
