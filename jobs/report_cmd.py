@@ -21,9 +21,8 @@ from ..distributions.base import count_text
 from ..errors import UsageError
 from .options import add_cache_arg, add_dtype_arg, add_size_args, sizes_from_args
 from .volume_cmd import BYTES_DTYPE_HELP
-from ..files import OutputFolder  # noqa: F401 - its home is starchol.files
-from .output import dumps, write_atomic
-from .preflight import max_nodes_in_memory  # noqa: F401 - its home is preflight
+from ..files import OutputFolder, write_atomic
+from .output import dumps
 from .progress import Progress
 from ..units import format_bytes
 

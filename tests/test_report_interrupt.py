@@ -12,8 +12,8 @@ from conftest import _starchol_exe
 from starchol.cli import main
 from starchol.errors import UsageError
 from starchol.jobs.preflight import memory_available
-from starchol.jobs.report_cmd import OutputFolder, max_nodes_in_memory
-from starchol.jobs.preflight import model_memory_bytes
+from starchol.files import OutputFolder
+from starchol.jobs.preflight import max_nodes_in_memory, model_memory_bytes
 
 
 def test_sigterm_of_a_long_model_report(tmp_path):
