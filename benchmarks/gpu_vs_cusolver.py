@@ -150,9 +150,9 @@ def main(argv=None):
         nb = args.nb[0]
         if len(args.nb) > 1:
             # a tile size's first runs calibrate its models, and dmdas then sends tasks to
-            # the CPU workers on purpose (a 2048^2 POTRF there takes about 80x the GPU's): one
-            # timed run right after one warm-up picked NB 1024 on the H200 when 2048 was
-            # 1.6x faster. Each candidate gets 2 warm-ups, then the best of 2 timed runs.
+            # the CPU workers on purpose: one warm-up is not enough to choose (docs/gpu.md,
+            # "NB matters most"). Each candidate gets 2 warm-ups, then the best of 2 timed
+            # runs.
             trial = {}
             for cand in args.nb:
                 t, _ = _starchol_runs(rt, args.n[0], cand, 2, warmups=2)
@@ -171,7 +171,7 @@ def main(argv=None):
             if args.cupy:
                 # with CUDA workers the session never pauses StarPU by itself (its
                 # workers poll between factorizations): pause it so that cuSOLVER's
-                # host thread has the cores to itself (the H200 figures of 2026-11-30
+                # host thread has the cores to itself (docs/gpu.md says which figures
                 # were taken before this pause)
                 rt.pause()
                 try:

@@ -83,8 +83,8 @@ def bench(n, nb, repeat, session, cores, settle, dtype=np.float64):
         with threadpool_limits(limits=cores, user_api="blas"):
             time.sleep(settle)
             t1 = time.perf_counter()
-            # clean=0: the factorization alone. SciPy's default clean=1 then zeroes the
-            # other triangle: at N = 4096, medians of 8, 348 against 296 ms (AMD EPYC VM).
+            # clean=0: the factorization alone (SciPy's default clean=1 then zeroes the
+            # other triangle, which costs time: docs/engine.md, "Small sizes")
             _, info = potrf(c, lower=1, clean=0, overwrite_a=1)
             tl = time.perf_counter() - t1
         assert info == 0

@@ -8,9 +8,9 @@ use :func:`node_memory`. A node's peak, in bytes:
   task graph at once, and StarPU-MPI keeps each received copy until the end of the
   factorization: measured peak RSS minus the other parts equals the model's received
   bytes (cache on) for 2D maps. With the cache off a copy is received per task and most
-  are freed early; the count of all of them is an upper bound (measured: 15-32 % of it
-  alive). For 2.5D maps the partial sums are freed after their ADD, so the sum is an upper
-  bound there too (measured: 13-22 % above the peak RSS);
+  are freed early; the count of all of them is an upper bound. For 2.5D maps the partial
+  sums are freed after their ADD, so the sum is an upper bound there too (how far above
+  the peak RSS, measured: docs/volume-model.md, "Memory per node");
 - ``tile handles``: :data:`HANDLE_BYTES` for each tile handle, which every rank registers
   for every stored tile of every copy (StarPU's handle structures);
 - ``tasks``: :data:`TASK_BYTES` for each task the node runs (all are submitted before most
@@ -44,12 +44,13 @@ from ..distributions.load import slice_task_weights
 from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile_extents,
                      transfer_pairs)
 
-#: bytes per registered tile handle (measured 20.5 kB with StarPU 1.3.10, MAXCPUS 256)
+#: bytes per registered tile handle (the measured figure: docs/volume-model.md, "Memory
+#: per node")
 HANDLE_BYTES = 20_000
-#: bytes per task of the node (measured 0.93 kB; the whole graph is submitted at once)
+#: bytes per task of the node (measured, as above; the whole graph is submitted at once)
 TASK_BYTES = 1_000
-#: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured 83-95 MB,
-#: the same with 1, 4 and 8 workers)
+#: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured, as
+#: above, with 1, 4 and 8 workers)
 PROCESS_BASE_BYTES = 100 * 10**6
 #: owner tables up to this size are built for the exact per-node figures; above it
 #: (NT above about 11,000) the parts are the balanced means (:func:`node_memory`)

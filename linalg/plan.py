@@ -29,12 +29,9 @@ times the tiles of a 2D map on the same nodes; the footprint decides only betwee
 of equal estimate and equal bytes: at an equal estimate the map moving fewer bytes,
 often the 2.5D one, wins).
 
-(An earlier rule ranked every map whose pattern appears fewer than 6 times in NT after
-all others. ``benchmarks/plan_balance.py`` found it a poor proxy over P = 2..16, 21, 28,
-31, 32, 45, 57 and NT = 3..200: the flops max/avg of the maps it set aside had a first
-quartile of 1.24, while maps it kept reached 3.69 (16 slices of 2 nodes at NT = 12, where
-iteration k runs on slice k mod 16); it changed the pick in 288 of 864 cases, to one with
-an estimate up to 2.75x larger. See docs/volume-model.md, "How plan ranks the maps".)
+(An earlier rule, which set aside maps whose pattern appears fewer than 6 times in NT,
+was a poor proxy for the balance: ``benchmarks/plan_balance.py`` measured it, see
+docs/volume-model.md, "How plan ranks the maps".)
 """
 import numpy as np
 
@@ -47,9 +44,8 @@ from .volume_summary import volume_summary
 #: message and one small task; the partial tiles' bytes are in the transfer time): the
 #: default
 STEP_LATENCY_S = 50e-6
-#: the same, measured on the emulated cluster (docs/cluster.md, "Where 2.5D loses time":
-#: 6 ranks sharing 2 cores, 1 gbit/s links; 114 ms of reductions over 23 steps on the
-#: critical path of sbc25d c=2 at N = 3072, NB = 128)
+#: the same, measured on the emulated cluster (6 ranks sharing 2 cores, 1 gbit/s links;
+#: the traced runs: docs/cluster.md, "Where 2.5D loses time")
 MEASURED_STEP_LATENCY_S = 5e-3
 #: the 2D map whose slices a 2.5D family uses
 SLICE_FAMILY = {"sbc25d": "sbc", "2dbc25d": "2dbc", "sym25d": "sym"}

@@ -71,8 +71,8 @@ def reserve_mpi_core(environ=None):
 
 #: CUDA workers per GPU when ``STARPU_NWORKER_PER_CUDA`` is unset (StarPU's own default
 #: is 1). Each is a driver thread with its own stream, so POTRF and TRSM on the critical
-#: path overlap the GEMMs: on the project's H200 (docs/gpu.md), N = 49152, NB = 4096 took
-#: 0.736 s with 4 against 0.819 s with 1, and NB = 1024 1.07 s against 1.53 s.
+#: path overlap the GEMMs (measured on the project's GPU machine: docs/gpu.md, "Results
+#: on the GPU machine").
 DEFAULT_CUDA_WORKERS_PER_GPU = 4
 
 

@@ -3,7 +3,7 @@
 # no network): builds StarPU with CUDA and starchol from sources and packages carried in
 # the working tree, runs the GPU tests, then the benchmark against cuSOLVER.
 #
-# Run on the H200 on 2026-11-30 and 2026-12-04 (docs/gpu.md, "Results on the GPU machine").
+# Its runs and their results: docs/gpu.md, "Results on the GPU machine".
 #
 # Two phases:
 #
@@ -84,7 +84,7 @@ if [ "${1:-}" = "--prepare" ]; then
     fi
     (cd "$DEV/debs" && apt-get download "${DEBS[@]}")
     # set-up's virtual environment where there is one: pip reads mpi4py's metadata with
-    # the setuptools it has (Debian's python3 failed to, 2026-12-04)
+    # the setuptools it has (Debian's python3 could not)
     PREP_PY=python3; [ -x "$ROOT/.venv/bin/python" ] && PREP_PY=$ROOT/.venv/bin/python
     "$PREP_PY" -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
