@@ -13,7 +13,7 @@ transfers that ends last) is drawn over the chart and tabled: its length against
 makespan, its time in kernels, transfers, reductions and waiting, its tasks per kernel.
 """
 from ..distributions.base import count_text
-from ..reports.trace import clipped_text
+from ..reports.trace import clipped_text, comm_pairs
 
 #: kernel colours (others get the next colours of matplotlib's tab10)
 KERNEL_COLORS = {"potrf": "#d62728", "trsm": "#1f77b4", "syrk": "#2ca02c", "gemm": "#ff7f0e",
@@ -202,12 +202,7 @@ def trace_markdown(trace, folder, critical=None, nt=None):
     lines.append(table(["rank", "host", "worker", "busy (ms)", "idle (ms)", "idle"], rows))
     lines.append("")
     if trace["comms"]:
-        pairs = {}
-        for src, dst, _, _, size in trace["comms"]:
-            p = pairs.setdefault((src, dst), [0, 0])
-            p[0] += 1
-            p[1] += size
-        rows = [[s, d, c, bytes_text(b)] for (s, d), (c, b) in sorted(pairs.items())]
+        rows = [[s, d, c, bytes_text(b)] for (s, d), (c, b) in comm_pairs(trace).items()]
         lines.append(f"MPI communications: {count_text(len(trace['comms']), 'transfer')}, "
                      f"{bytes_text(trace.get('comm_bytes', 0))} in all. A transfer starts on the "
                      f"sender's clock and ends on the receiver's; StarPU aligns the ranks' "

@@ -66,3 +66,13 @@ def critical_path(trace, folder=None):
 
         path = critical_path_of_folder(folder, int(trace.get("ranks") or 1))
     return path
+
+
+def comm_pairs(trace):
+    """The MPI transfers of a trace per pair of ranks: ``{(sender, receiver): (transfers,
+    bytes)}``, sorted by sender then receiver."""
+    pairs = {}
+    for src, dst, _, _, size in trace["comms"]:
+        count, nbytes = pairs.get((src, dst), (0, 0))
+        pairs[(src, dst)] = (count + 1, nbytes + size)
+    return dict(sorted(pairs.items()))
