@@ -19,7 +19,6 @@ import atexit
 import contextlib
 import logging
 import os
-import threading
 import weakref
 
 import numpy as np
@@ -37,6 +36,7 @@ from .idle import WorkerSleep, linger_seconds
 from .session_facts import SessionFacts
 from .starpu_env import check_environment, set_start_variables
 from .traces import check_supported, prepare
+from .waiting import TaskWaiter
 from .workers import affinity_cores, check_workers, default_workers, rank_cores
 
 log = logging.getLogger("starchol.runtime")
@@ -100,6 +100,7 @@ class Session(SessionFacts):
         self.comm = None          # duplicate for the session's own collectives
         self._starpu_comm = None  # duplicate handed to StarPU-MPI
         self._handles = weakref.WeakSet()
+        self._waiter = None       # the helper thread of waits (runtime.waiting)
         self._next_matrix = 0
         self._blas = None         # the BLAS thread limit while the session runs
         self.started = self.closed = self._trace_stopped = False
@@ -166,6 +167,8 @@ class Session(SessionFacts):
         self.idle = WorkerSleep(self._backend, enabled=not self.gpu_plan.ncuda,
                                 linger=self._linger)
         self.idle.sleep_now()
+        self._waiter = TaskWaiter(self._backend.wait_tasks)
+        self._waiter.start()
         self._backend.cache_set(self.cache)
         self.rank, self.size = self._backend.rank_size()
         got = self._backend.worker_count()
@@ -232,6 +235,8 @@ class Session(SessionFacts):
             if self.idle is not None:
                 self.idle.close()
             self._backend.wait_tasks()
+            if self._waiter is not None:    # its waits end with the tasks
+                self._waiter.close(timeout=10.0)
             for h in list(self._handles):
                 h.unregister()
             if self.gpu_plan is not None:
@@ -344,23 +349,11 @@ class Session(SessionFacts):
         self._require()
         failed = None
         this_wait = self.idle.begin_wait()
-        done = threading.Event()
-        tasks_done = threading.Event()
-        status = []
-
-        def wait_tasks():
-            try:
-                self._backend.wait_tasks()
-                tasks_done.set()
-                # this rank's tasks are done: the workers may sleep (runtime.idle: at
-                # once, or after the linger time). Only what needs no worker follows
-                # (the communications; host-memory tiles: CUDA workers never sleep),
-                # and a computation's end wakes them where tasks remain (errors)
-                self.idle.tasks_done(this_wait)
-            except BaseException as exc:  # raised below, in the caller's thread
-                status.append(exc)
-            finally:
-                done.set()
+        # this rank's tasks are done: the workers may sleep (runtime.idle: at once, or
+        # after the linger time). Only what needs no worker follows (the
+        # communications; host-memory tiles: CUDA workers never sleep), and a
+        # computation's end wakes them where tasks remain (errors)
+        request = self._waiter.submit(lambda: self.idle.tasks_done(this_wait))
 
         def report(count):
             nonlocal failed
@@ -369,23 +362,17 @@ class Session(SessionFacts):
             except Exception as exc:  # noqa: BLE001 - the user's code: any type
                 failed = CallbackError.wrap("progress", progress, exc, self.rank)
 
-        # the wait blocks in StarPU on a helper thread: this thread stays free for the
-        # progress display and for Ctrl-C (a signal reaches Python in the main thread
-        # only between bytecodes, never while it waits in C). Started before the
-        # workers of a deferred computation wake: Thread.start() waits for the new
-        # thread to run, which took a core from busy workers (docs/engine.md).
+        # the wait blocks in StarPU on the session's helper thread (runtime.waiting):
+        # this thread stays free for the progress display and for Ctrl-C (a signal
+        # reaches Python in the main thread only between bytecodes, never while it
+        # waits in C). Workers already awake (the linger time, or an outer running()
+        # block) may finish the tasks and the helper let them sleep before this line:
+        # then they stay asleep
         reporting = progress is not None and bool(total)
-        waiter = threading.Thread(target=wait_tasks, name="starchol-wait", daemon=True)
-        waiter.start()
-        # (workers already awake, e.g. in an outer running() block, may finish the
-        # tasks and the helper let them sleep before this line: then they stay asleep)
-        self.idle.wake(unless=tasks_done)
-        while reporting and failed is None and not done.wait(interval):
+        self.idle.wake(unless=request.tasks_done)
+        while reporting and failed is None and not request.done.wait(interval):
             report(max(0, total - self._backend.tasks_pending()))
-        done.wait()
-        waiter.join()
-        if status:
-            raise status[0]
+        request.result()
         if reporting and failed is None:
             report(total)
         self._backend.wait_mpi()
