@@ -1,5 +1,16 @@
 """Kernel speeds of this machine, measured, for the simulator's node descriptions.
 
+Two ways, both giving a node description (:mod:`.platform`) with ``gflops_by_nb``:
+
+- :func:`calibrate_runtime` (``starchol calibrate``'s default): a real factorization
+  with the runtime's own codelets and BLAS (``starchol run --trace``, one rank and W
+  workers, or R ranks under ``mpirun``), and each kernel's speed from the tasks of its
+  FxT trace: the kernel's flops over the total time its tasks took (a flop-weighted mean
+  of the task durations, so the slow calls count as much as the run spent in them).
+- :func:`calibrate` (``--method fork``): the first way below, SciPy's BLAS called from
+  forked processes; kept for a StarPU without FxT, and used for ADD when the traced run
+  has no ADD tasks (a 2D graph on one rank).
+
 ``calibrate(nbs, dtypes, workers)`` times the tile kernels the task graphs run (POTRF,
 TRSM, SYRK, GEMM of NB x NB tiles, and the 2.5D ADD) with ``workers`` processes calling
 the same kernel at once, each with one BLAS thread, as the run's StarPU workers do: the
@@ -13,14 +24,19 @@ kernel's flop count (POTRF NB^3/3, TRSM and SYRK NB^3, GEMM 2 NB^3, ADD NB^2).
 The result is a node description (:mod:`.platform`) with ``gflops_by_nb`` per dtype and
 NB, and ``gflops`` per dtype at the largest NB measured (for other tile sizes).
 """
+import json
 import multiprocessing
 import os
 import platform as _platform
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
 
-from .task_graph import KERNELS
+from .task_graph import KERNEL_OF, KERNELS
 
 #: each worker's figure: this quantile of its call times (the median: a low quantile
 #: would pick the calls made while the other workers were descheduled, on a shared
@@ -149,5 +165,131 @@ def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
                    f"worker(s), SciPy BLAS/LAPACK, one thread each, "
                    f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"),
         "calibration": {"seconds": seconds, "cpus": os.cpu_count(),
+                        "processor": _platform.processor() or _platform.machine()},
+    }
+
+
+#: tiles per side of a calibration run (N = NT x NB): at least RUNTIME_MIN_NT, more for
+#: small NB so that N reaches RUNTIME_MIN_N, at most RUNTIME_MAX_NT (5,984 tasks)
+RUNTIME_MIN_NT, RUNTIME_MAX_NT = 8, 32
+RUNTIME_MIN_N = 4096
+
+
+def runtime_n(nb):
+    """Matrix order of the calibration run for tile size ``nb`` (entries): a whole
+    number of tiles (see :data:`RUNTIME_MIN_NT`)."""
+    return nb * max(RUNTIME_MIN_NT, min(RUNTIME_MAX_NT, -(-RUNTIME_MIN_N // nb)))
+
+
+def speeds_from_trace(summary, nb):
+    """``{kernel: GFlop/s of one worker}`` from a trace summary (``trace.json`` of
+    ``starchol run --trace``) of a run on whole NB x NB tiles: for each kernel of
+    :data:`~starchol.linalg.task_graph.KERNELS`, its tasks' flops over their total
+    duration (codelets mapped to kernels as the simulator does: ``gemm0`` is GEMM, ...).
+    Kernels without tasks are left out. ValueError on a summary without tasks."""
+    fields = summary.get("task_fields", ["kernel", "rank", "worker", "start_ms", "end_ms"])
+    k_i, s_i, e_i = fields.index("kernel"), fields.index("start_ms"), fields.index("end_ms")
+    seconds, count = {}, {}
+    for row in summary.get("tasks", []):
+        kernel = KERNEL_OF.get(row[k_i])
+        if kernel is None:
+            continue
+        seconds[kernel] = seconds.get(kernel, 0.0) + (row[e_i] - row[s_i]) / 1e3
+        count[kernel] = count.get(kernel, 0) + 1
+    if not count:
+        raise ValueError("the trace has no tasks of the Cholesky's kernels")
+    return {k: float(f"{count[k] * FLOPS[k](nb) / seconds[k] / 1e9:.6g}")
+            for k in KERNELS if k in count and seconds[k] > 0}
+
+
+def _runtime_map(ranks):
+    """``starchol run`` map arguments for a calibration on ``ranks`` ranks: a 2.5D map
+    when there is one (its graph has ADD tasks), else 2DBC."""
+    from ..distributions import get_map
+    from ..errors import UsageError
+
+    if ranks >= 2 and ranks % 2 == 0:
+        for name in ("sbc25d", "2dbc25d"):
+            try:
+                get_map(name, ranks, slices=2)
+                return ["--dist", name, "--slices", "2"]
+            except UsageError:
+                continue
+    return ["--dist", "2dbc"]
+
+
+def traced_run(nb, dtype, workers, ranks=1, folder=None, timeout=900, launcher=None):
+    """Run one traced factorization (``starchol run --trace``) of order
+    :func:`runtime_n` in NB x NB tiles with ``workers`` workers per rank on ``ranks``
+    ranks (``mpirun -np R --oversubscribe --bind-to none`` unless ``launcher`` gives
+    the command prefix); returns the trace summary. RuntimeError with the run's error
+    output when it fails."""
+    own = folder is None
+    folder = folder or tempfile.mkdtemp(prefix="starchol-calibrate-")
+    try:
+        trace = os.path.join(folder, "trace")
+        cmd = [sys.executable, "-m", "starchol", "run", *_runtime_map(ranks), "--n",
+               str(runtime_n(nb)), "--nb", str(nb), "--dtype", dtype, "--workers",
+               str(workers), "--quiet", "--trace", trace]
+        if launcher is not None:
+            cmd = [*launcher, *cmd]
+        elif ranks > 1:
+            cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), *cmd]
+        env = dict(os.environ, STARPU_SILENT="1", STARPU_WORKERS_NOBIND="1",
+                   STARPU_MPI_NOBIND="1")
+        env.setdefault("STARPU_HOME", folder)
+        if os.geteuid() == 0:
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the calibration run failed ({proc.returncode}): "
+                               f"{' '.join(cmd)}\n{(proc.stderr or proc.stdout)[-2000:]}")
+        with open(os.path.join(trace, "trace.json")) as f:
+            return json.load(f)
+    finally:
+        if own:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def calibrate_runtime(nbs, dtypes=("float64",), workers=1, ranks=1, progress=None,
+                      launcher=None):
+    """Kernel speeds from traced factorizations (:func:`traced_run`, one per NB and
+    dtype) with the runtime's codelets and BLAS, ``workers`` workers on each of
+    ``ranks`` ranks sharing this machine (as the run to be simulated has them);
+    returns the node description (``workers`` = W). ADD, which only 2.5D graphs run,
+    is timed as :func:`calibrate` does when the run had none. ``progress(done, total)``
+    after each run."""
+    nbs = [int(nb) for nb in nbs]
+    total, done = len(nbs) * len(dtypes), 0
+    by_nb, spans = {}, {}
+    for dtype in dtypes:
+        by_nb[dtype], spans[dtype] = {}, {}
+        for nb in nbs:
+            summary = traced_run(nb, dtype, workers, ranks, launcher=launcher)
+            speeds = speeds_from_trace(summary, nb)
+            if "add" not in speeds:
+                t = time_kernel("add", nb, dtype, max(1, workers * ranks), repeats_for(nb))
+                speeds["add"] = round(FLOPS["add"](nb) / t / 1e9, 4)
+            missing = [k for k in KERNELS if k not in speeds]
+            if missing:
+                raise RuntimeError(f"the calibration run (NB = {nb}) has no "
+                                   f"{', '.join(missing)} tasks")
+            by_nb[dtype][str(nb)] = {k: speeds[k] for k in KERNELS}
+            spans[dtype][str(nb)] = round(summary.get("span_ms", 0.0) / 1e3, 4)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    top = str(max(nbs))
+    return {
+        "name": f"{_platform.node()} (calibrated)",
+        "workers": int(workers),
+        "gflops": {dt: dict(by_nb[dt][top]) for dt in dtypes},
+        "gflops_by_nb": by_nb,
+        "source": (f"starchol calibrate on {_platform.node()}: traced factorizations "
+                   f"(N = NT x NB, NT >= {RUNTIME_MIN_NT}) with the runtime's kernels, "
+                   f"{ranks} rank(s) x {workers} worker(s) on this machine, "
+                   f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"),
+        "calibration": {"method": "runtime", "ranks": int(ranks), "run_seconds": spans,
+                        "cpus": os.cpu_count(),
                         "processor": _platform.processor() or _platform.machine()},
     }

@@ -261,7 +261,8 @@ def test_calibrate_writes_a_node_description(capsys, tmp_path):
     from starchol.cli import main
 
     out = tmp_path / "here.json"
-    assert main(["calibrate", "--nb", "32", "64", "--workers", "1", "--repeats", "3",
+    assert main(["calibrate", "--method", "fork", "--nb", "32", "64", "--workers", "1",
+                 "--repeats", "3",
                  "--bandwidth", "1gbit", "-o", str(out), "--quiet"]) == 0
     node = load_node(out)
     assert node.workers == 1 and node.bandwidth == 1.25e8
@@ -269,6 +270,41 @@ def test_calibrate_writes_a_node_description(capsys, tmp_path):
     assert node.kernel_gflops("float64", 64) == node.gflops["float64"]
     assert all(v > 0 for v in node.gflops["float64"].values())
     assert "float64 NB = 32:" in capsys.readouterr().out
+
+
+def test_speeds_from_trace_weigh_kernels_by_their_time():
+    """A kernel's speed is its tasks' flops over their total time; 2.5D's gemm0 and
+    syrk0 count as GEMM and SYRK; kernels without tasks are left out."""
+    from starchol.linalg.calibrate import speeds_from_trace
+
+    nb = 100                                   # GEMM 2e6 flops, POTRF 1e6 / 3
+    summary = {"task_fields": ["kernel", "rank", "worker", "start_ms", "end_ms"],
+               "tasks": [["gemm", 0, 0, 0.0, 1.0], ["gemm0", 0, 1, 0.0, 3.0],
+                         ["potrf", 0, 0, 1.0, 2.0], ["starpu_data_unregister", 0, 0, 2, 9]]}
+    got = speeds_from_trace(summary, nb)
+    assert got == {"gemm": pytest.approx(2 * 2e6 / 4e-3 / 1e9),
+                   "potrf": pytest.approx(1e6 / 3 / 1e-3 / 1e9)}
+    with pytest.raises(ValueError, match="no tasks"):
+        speeds_from_trace({"tasks": []}, nb)
+
+
+def test_calibrate_runtime_from_a_traced_run(capsys, tmp_path):
+    """The default method: a traced factorization with the runtime's kernels; every
+    kernel gets a speed (ADD from the fork timing: a 2D run on one rank has none)."""
+    from starchol.cli import main
+    from starchol.runtime import starpu_build
+
+    if "STARPU_USE_FXT" not in starpu_build.describe()["config"]:
+        pytest.skip("the loaded StarPU has no FxT")
+    out = tmp_path / "here.json"
+    assert main(["calibrate", "--nb", "32", "--workers", "2", "-o", str(out),
+                 "--quiet"]) == 0
+    node = load_node(out)
+    assert node.workers == 2
+    assert set(node.gflops_by_nb["float64"]["32"]) == {"potrf", "trsm", "syrk", "gemm",
+                                                        "add"}
+    assert all(v > 0 for v in node.gflops["float64"].values())
+    assert "(2 workers x 1 rank(s), runtime)" in capsys.readouterr().out
 
 
 def test_example_nodes_load():
