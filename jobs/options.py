@@ -3,7 +3,7 @@ receive cache; validators shared with ``starchol slurm``."""
 import argparse
 import math
 
-from ..distributions import MAP_NAMES, candidate_maps, get_map
+from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
 from ..errors import UsageError
 from ..linalg.distributed import DTYPES
 
@@ -101,21 +101,46 @@ def add_map_args(parser):
                    help="custom map: Chameleon text ('M N' then M rows) or .npy int array")
 
 
-def cli_message(exc):
+def cli_message(exc, flags=None):
     """A library :class:`UsageError` with its parameters written as flags
-    (``"use nodes=15 or dist=sym"`` -> ``"use --nodes 15 or --dist sym"``); the one
-    translation is :func:`starchol.cli.flag_text`."""
+    (``"use nodes=15 or dist=sym"`` -> ``"use --nodes 15 or --dist sym"``; ``flags``:
+    the command's own names, ``{"nodes": "mpirun -np"}``); the one translation is
+    :func:`starchol.cli.flag_text`."""
     from ..cli import flag_message
 
-    return UsageError(flag_message(exc))
+    return UsageError(flag_message(exc, flags))
 
 
-def build_map(name, nodes=None, **kwargs):
-    """:func:`starchol.distributions.get_map` with its errors in command-line terms."""
+def check_map_options(dist, grid=None, slices=None, map_file=None):
+    """The map options that do not fit ``--dist`` (a :class:`UsageError` naming the
+    flags): a custom map without ``--map-file`` or a ``--map-file`` of another map,
+    ``--grid`` of a map without a grid, ``--slices`` (None: not given) of a 2D map or
+    below 1. Local; the one home of these checks (``run``, ``slurm`` and the commands
+    of :func:`add_map_args`)."""
+    if dist == "custom" and not map_file:
+        raise UsageError("--dist custom needs --map-file FILE")
+    if map_file and dist != "custom":
+        raise UsageError(f"--map-file applies to --dist custom, not {dist}")
+    if grid and dist not in ("2dbc", "2dbc25d"):
+        raise UsageError(f"--grid applies to 2dbc and 2dbc25d only, not {dist}")
+    if slices is not None and dist not in MAPS_25D:
+        raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
+                         f"not {dist}")
+    if slices is not None and slices < 1:
+        raise UsageError(f"--slices must be >= 1, got {slices}")
+
+
+def build_map(name, nodes=None, flags=None, context=None, **kwargs):
+    """:func:`starchol.distributions.get_map` with its errors in command-line terms.
+
+    ``flags``: the command's own names of parameters that are not ``--name`` flags
+    (:func:`starchol.cli.flag_text`); ``context``: a sentence added to a message, in
+    parentheses."""
     try:
         return get_map(name, nodes, **kwargs)
     except UsageError as exc:
-        raise cli_message(exc) from None
+        error = cli_message(exc, flags)
+        raise (UsageError(f"{error} ({context})") if context else error) from None
 
 
 def candidates_for(nodes, nt=None):
@@ -131,10 +156,7 @@ def map_from_args(args, nt=None):
 
     ``nt``: the matrix's tile rows, which the ``sym`` maps need (default ``args.nt``).
     """
-    if args.dist == "custom" and not args.map_file:
-        raise UsageError("--dist custom needs --map-file FILE")
-    if args.map_file and args.dist != "custom":
-        raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
+    check_map_options(args.dist, map_file=args.map_file)
     if nt is None:
         nt = getattr(args, "nt", None)
     return build_map(args.dist, args.nodes, grid=args.grid, slices=args.slices,

@@ -10,8 +10,9 @@
 Without mpirun it is a 1-rank job. The command is parse -> pre-flight -> library ->
 format:
 
-- :func:`preflight` checks every path, file, size and setting on every rank before
-  anything is allocated (outputs distinct from the input and from each other, folders
+- :func:`~starchol.jobs.run_plan.preflight` checks every path, file, size and setting
+  on every rank before anything is allocated and returns the typed
+  :class:`~starchol.jobs.run_plan.RunPlan` (the options are never modified) (outputs distinct from the input and from each other, folders
   writable, the input readable by HDF5, memory per rank, disk space, StarPU's
   environment); every rank raises the same error (:func:`starchol.collective.run_everywhere`).
 - the work runs under :mod:`starchol.faults`: an error or a signal on one rank aborts
@@ -28,24 +29,21 @@ format:
   :func:`starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`.
 """
 import logging
-import math
 import os
-import types
 
 import numpy as np
 
 from ..collective import run_everywhere
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
-from ..distributions.base import count_text, nodes_text
-from ..errors import StarcholError, UsageError
+from ..distributions.base import count_text
+from ..errors import StarcholError
 from ..units import format_bytes
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
-from .options import (add_cache_arg, add_dtype_arg, add_seed_arg, build_map,
-                      cache_from_args, check_input_order, is_mixed, itemsize_from_args)
-from .output import (add_json_arg, bytes_text, check_json_file, dumps, json_path,
-                     publish_json, text_stream, write_atomic)
+from .options import add_cache_arg, add_dtype_arg, add_seed_arg, cache_from_args, is_mixed
+from .output import add_json_arg, bytes_text, dumps, publish_json, text_stream, write_atomic
 from .progress import Progress
+from .run_plan import preflight
 
 log = logging.getLogger("starchol.run")
 
@@ -157,205 +155,6 @@ def ranks_on_host(comm):
         local.Free()
 
 
-def validate(args, nranks):
-    """The flags and the map; identical on all ranks. Returns ``(tile_map, spec)``."""
-    from ..linalg.matrices import parse_matrix_spec
-    from ..linalg.tiled import check_sizes
-    from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler
-    from ..runtime.workers import check_workers
-
-    check_sizes(args.n, args.nb)
-    cache_from_args(args)           # --cache on with --no-cache: refused
-    spec = parse_matrix_spec(args.matrix, args.n)
-    args.sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
-    if args.workers is not None:
-        check_workers(args.workers)
-    from ..runtime.gpu import check_gpus
-    check_gpus(args.gpus)
-    if args.dist == "custom" and not args.map_file:
-        raise UsageError("--dist custom needs --map-file FILE")
-    if args.map_file and args.dist != "custom":
-        raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
-    if args.grid and args.dist not in ("2dbc", "2dbc25d"):
-        raise UsageError(f"--grid applies to 2dbc and 2dbc25d only, not {args.dist}")
-    if args.slices is not None and args.dist not in MAPS_25D:
-        raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
-                         f"not {args.dist}")
-    if args.slices is not None and args.slices < 1:
-        raise UsageError(f"--slices must be >= 1, got {args.slices}")
-    try:
-        tile_map = build_map(args.dist, nranks, grid=args.grid, path=args.map_file,
-                             slices=1 if args.slices is None else args.slices,
-                             nt=-(-args.n // args.nb))
-    except UsageError as exc:
-        raise UsageError(_run_words(f"{exc} (the run has {count_text(nranks, 'MPI rank')}: one per map "
-                                    f"node; change mpirun -np or the map)")) from None
-    if tile_map.nodes != nranks:
-        raise UsageError(f"the map {tile_map} has {nodes_text(tile_map.nodes)} but the run has "
-                         f"{count_text(nranks, 'MPI rank')}; launch mpirun -np {tile_map.nodes}")
-    return tile_map, spec
-
-
-def _run_words(message):
-    """``run`` has no --nodes: its node count is mpirun's -np (library/map messages speak
-    of --nodes P)."""
-    return (message.replace("--nodes / --slices", "ranks / --slices")
-            .replace("use --nodes ", "use mpirun -np ").replace("--nodes", "mpirun -np"))
-
-
-def _gather_name(path):
-    return path if path.endswith(".npy") else path + ".npy"
-
-
-def preflight(args, rank, size, host_ranks):
-    """Check every path, file, size and setting on this rank; return the plan. Local.
-
-    Run under :func:`starchol.collective.run_everywhere` so that every rank raises the same
-    error. Nothing is allocated here beyond the map tables of the memory estimate.
-    """
-    from ..files import (check_disk_space, check_distinct, check_folder_writable,
-                         check_hdf5_output_space, fingerprint, parse_target)
-    from ..linalg.hdf5_io import SYMMETRY_TOL, check_output, look
-    from ..runtime.backend import available_schedulers
-    from ..runtime import kernel_blas
-    from ..runtime.starpu_env import check_environment
-    from .preflight import check_rank_memory, dense_file_bytes
-
-    check_environment(schedulers=available_schedulers())
-    kernel_blas.activate()          # STARCHOL_KERNEL_BLAS: the library the kernels call
-    plan = types.SimpleNamespace(input_path=None, input_dataset=None, input_dtype=None,
-                                 output_path=None, output_dataset=None, memory=None,
-                                 rhs_path=None, rhs_dataset=None, nrhs=0,
-                                 solution_path=None, solution_dataset=None,
-                                 input_key=None, rhs_key=None, json_before=None)
-    tol = SYMMETRY_TOL if args.symmetry_tol is None else args.symmetry_tol
-    if not math.isfinite(tol) or tol < 0:
-        raise UsageError(f"--symmetry-tol must be a finite number >= 0, got {tol}")
-    args.symmetry_tol = tol
-    if args.overwrite and not (args.output or args.gather or args.solution or
-                               json_path(args)):
-        raise UsageError("--overwrite applies to --output, --solution, --gather and --json")
-    if args.output:
-        plan.output_path, plan.output_dataset = parse_target(args.output, "--output")
-    if args.rhs and args.nrhs is not None:
-        raise UsageError("give the right-hand sides once: --rhs FILE.h5:/DATASET or "
-                         "--nrhs K")
-    if args.nrhs is not None and args.nrhs < 1:
-        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
-    if args.solution and not (args.rhs or args.nrhs):
-        raise UsageError("--solution writes X of A X = B: give the right-hand sides, "
-                         "--rhs FILE.h5:/DATASET or --nrhs K")
-    if is_mixed(args):
-        if not (args.rhs or args.nrhs):
-            raise UsageError("--dtype mixed solves A X = B to float64 accuracy from a "
-                             "float32 factorization: give the right-hand sides, --rhs "
-                             "FILE.h5:/DATASET or --nrhs K")
-        for flag, given in (("--output", args.output), ("--gather", args.gather)):
-            if given:
-                raise UsageError(f"{flag} writes the factor L, and --dtype mixed gives a "
-                                 f"solution (its factor is float32, or float64 after a "
-                                 f"fallback): use --solution FILE.h5:/X, or --dtype "
-                                 f"float64|float32 for the factor")
-    if args.solution:
-        plan.solution_path, plan.solution_dataset = parse_target(args.solution,
-                                                                 "--solution")
-    if args.gather:
-        args.gather = _gather_name(args.gather)
-    if not args.input:
-        if args.n is None:
-            raise UsageError("give the matrix: --n N (generated test matrix) or "
-                             "--input FILE.h5:/DATASET")
-    else:
-        if args.matrix != "spd":
-            raise UsageError("--matrix generates a test matrix; it cannot be combined with "
-                             "--input")
-        plan.input_path, plan.input_dataset = parse_target(args.input, "--input")
-        _, (n, _), plan.input_dtype, plan.input_key = look(
-            plan.input_path, plan.input_dataset, "symmetric", "--input")
-        check_input_order(args.n, n)
-        args.n = n
-    if args.rhs:
-        plan.rhs_path, plan.rhs_dataset = parse_target(args.rhs, "--rhs")
-        _, (rows, plan.nrhs), _, plan.rhs_key = look(plan.rhs_path, plan.rhs_dataset,
-                                                     "rhs", "--rhs")
-        if rows != args.n:
-            raise UsageError(f"--rhs {args.rhs} has {rows} rows but the matrix has "
-                             f"{args.n}: B must be N x K")
-    elif args.nrhs:
-        plan.nrhs = args.nrhs
-    tile_map, spec = validate(args, size)
-    json_out = json_path(args)
-    check_distinct([("--input", plan.input_path), ("--map-file", args.map_file),
-                    ("--rhs", plan.rhs_path), ("--output", plan.output_path),
-                    ("--solution", plan.solution_path), ("--json", json_out),
-                    ("--gather", args.gather), ("--trace", args.trace)])
-    if args.gather:
-        check_folder_writable(args.gather, "--gather")
-    if json_out:
-        plan.json_before = check_json_file(json_out, args.overwrite)
-    if getattr(args, "trace", None):
-        _check_trace_dir(args.trace, [("--input", plan.input_path),
-                                      ("--map-file", args.map_file),
-                                      ("--rhs", plan.rhs_path),
-                                      ("--output", plan.output_path),
-                                      ("--solution", plan.solution_path),
-                                      ("--json", json_out), ("--gather", args.gather)])
-    if args.output:
-        problem = check_output(plan.output_path, plan.output_dataset, args.overwrite,
-                               plan.input_path, role="--output")
-        if problem:
-            raise problem
-    if args.solution:
-        problem = check_output(plan.solution_path, plan.solution_dataset, args.overwrite,
-                               plan.input_path, role="--solution")
-        if problem:
-            raise problem
-    itemsize = itemsize_from_args(args)
-    plan.memory = check_rank_memory(tile_map, args.n, args.nb, rank, host_ranks,
-                                    check=args.check, gather=bool(args.gather),
-                                    cache=cache_from_args(args), itemsize=itemsize,
-                                    nrhs=plan.nrhs, mixed=is_mixed(args))
-    if rank == 0:
-        for role, path, ncols in (("--output", plan.output_path, args.n),
-                                  ("--solution", plan.solution_path, plan.nrhs)):
-            if path:
-                check_hdf5_output_space(path, dense_file_bytes(
-                    args.n, 8 if is_mixed(args) else itemsize, ncols), role)
-        if args.gather:
-            args.gather_before = fingerprint(args.gather)
-            if args.gather_before is not None and not args.overwrite:
-                raise UsageError(f"--gather {args.gather} exists; pass --overwrite to "
-                                 f"replace it")
-            check_disk_space(args.gather, dense_file_bytes(args.n, itemsize),
-                             "--gather")
-    plan.tile_map, plan.spec = tile_map, spec
-    return plan
-
-
-def _check_trace_dir(folder, files):
-    """--trace DIR: a folder (existing, or creatable in a writable parent) where none of
-    the run's files has a name the trace writes (``traces.TRACE_FILES``)."""
-    import os
-
-    from ..files import check_folder_writable, resolve
-    from ..runtime.traces import is_trace_file
-
-    target = resolve(folder)
-    if os.path.exists(target) and not os.path.isdir(target):
-        raise UsageError(f"--trace {folder} exists and is not a folder")
-    if not os.path.isdir(target):
-        check_folder_writable(target, "--trace")
-    elif not os.access(target, os.W_OK | os.X_OK):
-        raise UsageError(f"--trace {folder} is not writable")
-    for role, path in files:
-        if not path:
-            continue
-        where, name = os.path.split(resolve(path))
-        if where == target and is_trace_file(name):
-            raise UsageError(f"{role} {path}: the trace writes a file of that name in "
-                             f"--trace {folder}; choose another name or folder")
-
-
 # -- the command --------------------------------------------------------------------------
 def run(args):
     try:
@@ -373,27 +172,23 @@ def run(args):
     plan = run_everywhere(comm, preflight, args, rank, size, ranks_on_host(comm))
     # the ranks must read the same data, whatever the file is called on each
     agree(comm, None, same={"input": plan.input_key, "rhs": plan.rhs_key})
-    args.json_before = plan.json_before
     log.info("pre-flight passed on %d rank(s): %s, N = %d, NB = %d; rank %d needs about %s",
-             size, plan.tile_map, args.n, args.nb, rank, format_bytes(plan.memory))
-    args.input_path, args.input_dataset = plan.input_path, plan.input_dataset
-    args.input_dtype = plan.input_dtype
-    args.rhs_path, args.rhs_dataset = plan.rhs_path, plan.rhs_dataset
-    args.writer = args.solution_writer = None
+             size, plan.tile_map, plan.n, args.nb, rank, format_bytes(plan.memory))
     try:
         from ..linalg.hdf5_io import FactorWriter
 
+        writer = solution_writer = None
         if args.output:
-            args.writer = FactorWriter(plan.output_path, plan.output_dataset, args.n, comm,
-                                       overwrite=args.overwrite, input_path=plan.input_path,
-                                       nb=args.nb, role="--output", dtype=args.dtype)
+            writer = FactorWriter(plan.output_path, plan.output_dataset, plan.n, comm,
+                                  overwrite=args.overwrite, input_path=plan.input_path,
+                                  nb=args.nb, role="--output", dtype=args.dtype)
         if args.solution:
-            args.solution_writer = FactorWriter(
-                plan.solution_path, plan.solution_dataset, args.n, comm,
+            solution_writer = FactorWriter(
+                plan.solution_path, plan.solution_dataset, plan.n, comm,
                 overwrite=args.overwrite, input_path=plan.input_path, nb=args.nb,
                 role="--solution", dtype="float64" if is_mixed(args) else args.dtype,
                 ncols=plan.nrhs)
-        return _run(args, comm, plan.tile_map, plan.spec)
+        return _run(args, plan, comm, writer, solution_writer)
     except StarcholError:
         raise  # raised identically on every rank (agreed or validated)
     except BaseException as exc:
@@ -401,7 +196,7 @@ def run(args):
         raise
 
 
-def _run(args, comm, tile_map, spec):
+def _run(args, plan, comm, writer, solution_writer):
     from ..distributions import node_load
     from ..linalg import DistributedMatrix, cholesky, matrices, solve_mixed
     from ..linalg.memory import node_memory
@@ -409,25 +204,26 @@ def _run(args, comm, tile_map, spec):
     from ..runtime import Session
 
     rank = comm.Get_rank()
+    tile_map, spec, n = plan.tile_map, plan.spec, plan.n
     cache = cache_from_args(args)
     mixed = is_mixed(args)
     dtype = np.dtype("float64" if mixed else args.dtype)   # mixed: A, B and X in float64
     sol = None
-    with Session(comm, workers=args.workers, scheduler=args.sched, stats=True,
+    with Session(comm, workers=args.workers, scheduler=plan.sched, stats=True,
                  cache=cache, trace=args.trace, gpus=args.gpus) as rt:
-        nt = -(-args.n // args.nb)
+        nt = -(-n // args.nb)
         if args.input:
-            a = DistributedMatrix.from_hdf5(args.input_path, args.input_dataset, args.nb,
+            a = DistributedMatrix.from_hdf5(plan.input_path, plan.input_dataset, args.nb,
                                             tile_map, dtype=dtype, comm=comm,
-                                            symmetry_tol=args.symmetry_tol)
+                                            symmetry_tol=plan.symmetry_tol)
             input_info = a.input_info
         else:
-            n, seed = args.n, args.seed
+            seed = args.seed
             a = DistributedMatrix.from_function(
                 lambda r0, r1, c0, c1: matrices.block(spec, n, seed, r0, r1, c0, c1),
                 (n, n), args.nb, tile_map, dtype=dtype, comm=comm)
             input_info = None
-        rhs = _right_hand_sides(args, tile_map, dtype, comm)
+        rhs = _right_hand_sides(args, plan, dtype, comm)
         orig = a.copy() if args.check and not mixed else None
         orig_b = rhs.copy() if args.check and rhs is not None else None
         rt.pin_tiles(a.tiles.values())   # GPUs: page-locked host tiles (async copies)
@@ -459,7 +255,7 @@ def _run(args, comm, tile_map, spec):
             x = fac.solve(rhs, overwrite_b=True) if rhs is not None else None
             solve_res = fac.solve_residual(orig, x, orig_b) if orig_b is not None else None
         logdet = fac.logdet()
-        full = fac.L.gather() if args.gather else None
+        full = fac.L.gather() if plan.gather else None
         peak_rss = comm.gather(_peak_rss_bytes(), root=0)   # the whole run's, as modelled
         info = rt.describe()
     record = sol.record if mixed else fac.record
@@ -470,26 +266,26 @@ def _run(args, comm, tile_map, spec):
 
         trace = finish(comm, args.trace)
     appeared = None
-    if args.writer is not None:
+    if writer is not None:
         from ..version import VERSION
         from ..linalg.hdf5_io import OutputAppeared, now_iso
 
-        attrs = {"map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
+        attrs = {"map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                  "residual": np.nan if res is None else res,
                  "starchol_version": VERSION, "date": now_iso(),
                  "source": args.input or f"generated {spec} seed {args.seed}"}
         try:
-            args.writer.write(a, attrs)
+            writer.write(a, attrs)
         except OutputAppeared as exc:  # raised on every rank: the factor is kept aside
             appeared = exc
     solution_appeared = None
-    if args.solution_writer is not None:
+    if solution_writer is not None:
         from ..version import VERSION
         from ..linalg.hdf5_io import OutputAppeared, now_iso
 
         try:
-            args.solution_writer.write(x, {
-                "map": str(tile_map), "dist": tile_map.name, "n": args.n, "nb": args.nb,
+            solution_writer.write(x, {
+                "map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                 "nrhs": x.ncols, "residual": np.nan if solve_res is None else solve_res,
                 "starchol_version": VERSION, "date": now_iso(),
                 "source": f"solve of {args.input or f'generated {spec} seed {args.seed}'}"
@@ -502,9 +298,9 @@ def _run(args, comm, tile_map, spec):
                 raise exc
         return 0
     storage = node_load(tile_map, nt, tile_bytes=tile_bytes(
-        args.n, args.nb, 4 if mixed else dtype.itemsize))["bytes"]
-    model_peak = node_memory(tile_map, args.n, args.nb, cache=cache_from_args(args),
-                             check=args.check, gather=bool(args.gather),
+        n, args.nb, 4 if mixed else dtype.itemsize))["bytes"]
+    model_peak = node_memory(tile_map, n, args.nb, cache=cache_from_args(args),
+                             check=args.check, gather=bool(plan.gather),
                              itemsize=dtype.itemsize,
                              nrhs=0 if x is None else x.ncols, mixed=mixed)["total"]
     # the document is the record's (RunRecord.to_dict), with the rest of the run as extra
@@ -512,11 +308,11 @@ def _run(args, comm, tile_map, spec):
         "seed": args.seed,
         "matrix": args.input if args.input else str(spec),
         "input": input_info and {"file": args.input, **input_info},
-        "output": args.output if appeared is None else f"{appeared.kept}:{args.writer.dataset}",
+        "output": args.output if appeared is None else f"{appeared.kept}:{writer.dataset}",
         "residual": res,
         "logdet": logdet,
         "solve": None if mixed else _solve_doc(args, fac.solve_record, solution_appeared,
-                                               solve_res),
+                                               solve_res, solution_writer),
         "memory": {"tile_bytes_per_node": storage,
                    "tile_bytes_max": int(storage.max()),
                    "peak_rss_bytes_per_rank": peak_rss,
@@ -542,7 +338,7 @@ def _run(args, comm, tile_map, spec):
                           "solution": (None if not args.solution else args.solution
                                        if solution_appeared is None else
                                        f"{solution_appeared.kept}:"
-                                       f"{args.solution_writer.dataset}")}
+                                       f"{solution_writer.dataset}")}
     if trace is not None:
         extra["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
                           "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
@@ -552,7 +348,7 @@ def _run(args, comm, tile_map, spec):
             extra["trace"]["critical_path"] = {k: path[k] for k in (
                 "makespan_ms", "length_ms", "split_ms", "kernels", "transfers")}
     doc = record.with_extra(**extra).to_dict()
-    _publish_rank0(args, doc, full, appeared)
+    _publish_rank0(args, plan, doc, full, appeared)
     if trace is not None:  # the trace folder is a complete record for `starchol report DIR`
         write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")
     for exc in (appeared, solution_appeared):
@@ -561,24 +357,25 @@ def _run(args, comm, tile_map, spec):
     return 0
 
 
-def _right_hand_sides(args, tile_map, dtype, comm):
+def _right_hand_sides(args, plan, dtype, comm):
     """B of ``--rhs`` (read, converted to ``dtype``) or ``--nrhs`` (generated), laid out
     by the map (row tile i with L's diagonal tile (i, i)); None without either.
     Collective."""
     from ..linalg import DistributedMatrix, matrices
 
+    tile_map = plan.tile_map
     if args.rhs:
-        return DistributedMatrix.from_hdf5(args.rhs_path, args.rhs_dataset, args.nb,
+        return DistributedMatrix.from_hdf5(plan.rhs_path, plan.rhs_dataset, args.nb,
                                            tile_map, dtype=dtype, comm=comm, kind="rhs")
     if args.nrhs:
         seed = args.seed
         return DistributedMatrix.from_function(
             lambda r0, r1, c0, c1: matrices.rhs_block(seed, r0, r1, c0, c1),
-            (args.n, args.nrhs), args.nb, tile_map, kind="rhs", dtype=dtype, comm=comm)
+            (plan.n, args.nrhs), args.nb, tile_map, kind="rhs", dtype=dtype, comm=comm)
     return None
 
 
-def _solve_doc(args, record, appeared, residual=None):
+def _solve_doc(args, record, appeared, residual=None, solution_writer=None):
     """The ``solve`` object of the run document (None without right-hand sides): the
     solve's record (time, tasks, bytes measured and predicted per pair), its right-hand
     sides, where X went and (``--check``) the backward error ``residual`` =
@@ -588,10 +385,10 @@ def _solve_doc(args, record, appeared, residual=None):
     return record.with_extra(
         rhs=args.rhs or f"generated with seed {args.seed}", residual=residual,
         solution=(None if not args.solution else args.solution if appeared is None
-                  else f"{appeared.kept}:{args.solution_writer.dataset}")).to_dict()
+                  else f"{appeared.kept}:{solution_writer.dataset}")).to_dict()
 
 
-def _publish_rank0(args, doc, full, appeared):
+def _publish_rank0(args, plan, doc, full, appeared):
     """Rank 0 after the collective part: the JSON first (so a later failure keeps it),
     then the gathered factor, then the summary. Failures here are rank 0's alone but no
     rank waits any more, so they are plain errors (rc 1)."""
@@ -602,7 +399,7 @@ def _publish_rank0(args, doc, full, appeared):
         try:
             # a run whose factor was kept aside keeps its document aside too: the
             # other run, which published the factor, owns the names
-            publish_json(args.json, doc, args.json_before, args.overwrite,
+            publish_json(args.json, doc, plan.json_before, args.overwrite,
                          aside=appeared and "this run's --output was kept aside (another "
                                             "run published it)")
         except OSError as exc:
@@ -612,13 +409,13 @@ def _publish_rank0(args, doc, full, appeared):
     if full is not None:
         tmp = None
         try:
-            tmp = new_temporary(args.gather)
+            tmp = new_temporary(plan.gather)
             with open(tmp, "wb") as fh:
                 np.save(fh, full)
-            publish(tmp, args.gather, args.gather_before, args.overwrite, what="--gather",
+            publish(tmp, plan.gather, plan.gather_before, args.overwrite, what="--gather",
                     suffix=".npy")
         except OSError as exc:
-            errors.append(f"cannot write --gather {args.gather}: {exc.strerror or exc}")
+            errors.append(f"cannot write --gather {plan.gather}: {exc.strerror or exc}")
         except OutputAppeared as exc:
             errors.append(str(exc))
         finally:
@@ -627,8 +424,8 @@ def _publish_rank0(args, doc, full, appeared):
     print(summary(doc), file=out)
     if args.output and appeared is None:
         print(f"  factor L written to {args.output}", file=out)
-    if args.gather and full is not None and not errors:
-        print(f"  factor L gathered to {args.gather}", file=out)
+    if plan.gather and full is not None and not errors:
+        print(f"  factor L gathered to {plan.gather}", file=out)
     if errors:   # with the factor's own "kept aside" first: one line names every file
         raise StarcholError("; ".join([str(appeared)] * (appeared is not None) + errors))
 

@@ -115,32 +115,36 @@ FLAG_NAMES = {"scheduler": "--sched", "tile_map": "--dist", "slices": "--slices"
 MAP_PARAMS = ("dist", "nodes", "grid", "slices", "path", "nt")
 
 
-def _flag(param):
+def _flag(param, flags=None):
+    if flags and param in flags:
+        return flags[param]
     return FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
 
 
-def flag_text(text, params=()):
+def flag_text(text, params=(), flags=None):
     """The one translation of library wording into this command line's flags.
 
     ``name=value`` (the map library's wording: ``use nodes=15 or dist=sym``) becomes
     ``--name value``; the bare parameter names listed in ``params`` (a
     :class:`UsageError`'s ``params``: ``n must be positive``) become their flags, and
     ``name=True`` of a switch among them (``pass overwrite=True``) the bare flag. A name
-    inside a file name (``/data/output/x.h5``, ``trace.h5``) is left alone.
+    inside a file name (``/data/output/x.h5``, ``trace.h5``) is left alone. ``flags``
+    names the parameters a command spells otherwise (``{"nodes": "mpirun -np"}``: ``run``
+    has no ``--nodes``).
     """
     names = "|".join(MAP_PARAMS)
-    text = re.sub(rf"\b({names})=(?=\S)", lambda m: _flag(m.group(1)) + " ", text)
-    text = re.sub(rf"\b({names})=", lambda m: _flag(m.group(1)), text)
+    text = re.sub(rf"\b({names})=(?=\S)", lambda m: _flag(m.group(1), flags) + " ", text)
+    text = re.sub(rf"\b({names})=", lambda m: _flag(m.group(1), flags), text)
     for param in params or ():
         word = rf"(?<![\w/.-]){re.escape(param)}"
-        text = re.sub(rf"{word}=True\b", _flag(param), text)
-        text = re.sub(rf"{word}(?![\w/-]|\.\w)", _flag(param), text)
+        text = re.sub(rf"{word}=True\b", _flag(param, flags), text)
+        text = re.sub(rf"{word}(?![\w/-]|\.\w)", _flag(param, flags), text)
     return text
 
 
-def flag_message(exc):
+def flag_message(exc, flags=None):
     """The message of a library :class:`UsageError` in flags (see :func:`flag_text`)."""
-    return flag_text(str(exc), getattr(exc, "params", ()))
+    return flag_text(str(exc), getattr(exc, "params", ()), flags)
 
 
 def command_parser(name):

@@ -274,7 +274,7 @@ def test_validators():
 
 def test_run_names_the_slice_count_that_fits():
     from starchol.cli import build_parser, flag_message
-    from starchol.jobs.run_cmd import validate
+    from starchol.jobs.run_plan import validate
 
     args = build_parser().parse_args(["run", "--dist", "sbc25d", "--n", "400", "--nb", "100"])
     with pytest.raises(UsageError) as exc:
