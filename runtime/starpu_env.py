@@ -26,10 +26,23 @@ INTEGER_VARIABLES = (
     "STARPU_MAX_WORKERSIZE", "STARPU_MIN_WORKERSIZE", "STARPU_NMAXBUFS",
     "STARPU_BACKOFF_MIN", "STARPU_BACKOFF_MAX", "STARPU_MPI_NDETACHED_SEND",
     "STARPU_MPI_NREADY_PROCESS", "STARPU_MPI_PRIORITIES",
-    # starchol's StarPU patches (scripts/starpu-patches): microseconds an idle worker
-    # polls; 0 keeps the last awake worker of a context polling (StarPU's own rule)
-    "STARPU_IDLE_SPIN_US", "STARPU_IDLE_LAST_SLEEPS",
 )
+
+#: starchol's tuning patches to StarPU (scripts/starpu-patches) and the variable each
+#: reads when StarPU starts, with the value that switches it off (StarPU's own behaviour):
+#: microseconds an idle worker polls before it sleeps (default 200); whether the last
+#: awake worker of a context sleeps too (default 1); whether StarPU-MPI's progress thread
+#: yields its core at each polling round (default 1). Non-negative integers; in
+#: starchol's name space, not StarPU's
+PATCH_SWITCHES = {
+    "starpu-1.3.10-idle-spin.patch": ("STARCHOL_IDLE_SPIN_US", "0"),
+    "starpu-1.3.10-last-worker.patch": ("STARCHOL_IDLE_LAST_SLEEPS", "0"),
+    "starpu-1.3.10-mpi-yield.patch": ("STARCHOL_MPI_YIELD", "0"),
+}
+
+#: the patch variables' former names, inside StarPU's name space: refused with the new name
+RENAMED_VARIABLES = {"STARPU_IDLE_SPIN_US": "STARCHOL_IDLE_SPIN_US",
+                     "STARPU_IDLE_LAST_SLEEPS": "STARCHOL_IDLE_LAST_SLEEPS"}
 
 #: of :data:`INTEGER_VARIABLES`, those for which 0 would stall StarPU-MPI (no send ever
 #: leaves, or the ready requests are never processed) or abort StarPU (CUDA workers per
@@ -98,15 +111,21 @@ def _check_folder(name, path, creatable=False):
 def check_environment(environ=None, schedulers=None):
     """Raise :class:`UsageError` for a StarPU setting StarPU would crash on.
 
-    Checks: the integer variables of :data:`INTEGER_VARIABLES` parse as integers >= 0
-    (>= 1 for :data:`POSITIVE_VARIABLES`);
+    Checks: the integer variables of :data:`INTEGER_VARIABLES` and of
+    :data:`PATCH_SWITCHES` parse as integers >= 0 (>= 1 for :data:`POSITIVE_VARIABLES`);
+    none of :data:`RENAMED_VARIABLES` is set;
     ``STARPU_SCHED`` names a policy of ``schedulers`` (when given); ``STARPU_HOME``
     (or ``HOME`` when it is unset; StarPU falls back to /tmp when both are unset) is an
     existing writable folder; ``STARPU_PERF_MODEL_DIR``
     and ``STARPU_FXT_PREFIX`` exist or can be created. Local (no communication).
     """
     env = os.environ if environ is None else environ
-    for name in INTEGER_VARIABLES:
+    for old, name in RENAMED_VARIABLES.items():
+        if old in env:
+            raise UsageError(f"environment variable {old} is now called {name} (starchol's "
+                             f"StarPU patches read their settings in starchol's name space); "
+                             f"set {name}={env[old]} instead and unset {old}")
+    for name in INTEGER_VARIABLES + tuple(name for name, _ in PATCH_SWITCHES.values()):
         if name in env:
             _check_integer(name, env[name])
     sched = env.get("STARPU_SCHED")

@@ -236,8 +236,12 @@ def test_map_refusals(tmp_path, capsys):
 @pytest.mark.parametrize("env, words", [
     ({"STARPU_NCPU": "-1"}, "STARPU_NCPU='-1' must be >= 0"),
     ({"STARPU_NCPU": "abc"}, "must be a non-negative integer"),
-    ({"STARPU_IDLE_SPIN_US": "2e2"}, "STARPU_IDLE_SPIN_US='2e2' must be a non-negative"),
-    ({"STARPU_IDLE_LAST_SLEEPS": "yes"}, "STARPU_IDLE_LAST_SLEEPS='yes' must be a non-neg"),
+    ({"STARCHOL_IDLE_SPIN_US": "2e2"}, "STARCHOL_IDLE_SPIN_US='2e2' must be a non-negative"),
+    ({"STARCHOL_IDLE_LAST_SLEEPS": "yes"}, "STARCHOL_IDLE_LAST_SLEEPS='yes' must be a non-neg"),
+    ({"STARCHOL_MPI_YIELD": "-1"}, "STARCHOL_MPI_YIELD='-1' must be >= 0"),
+    # the patch variables' former names, in StarPU's name space, are no longer read
+    ({"STARPU_IDLE_SPIN_US": "0"}, "STARPU_IDLE_SPIN_US is now called STARCHOL_IDLE_SPIN_US"),
+    ({"STARPU_IDLE_LAST_SLEEPS": "0"}, "set STARCHOL_IDLE_LAST_SLEEPS=0 instead"),
     # 0 sends in flight: StarPU-MPI would never send (the job would hang)
     ({"STARPU_MPI_NDETACHED_SEND": "0"}, "STARPU_MPI_NDETACHED_SEND='0' must be >= 1"),
     ({"STARPU_MPI_NREADY_PROCESS": "x"}, "STARPU_MPI_NREADY_PROCESS='x' must be a positive"),

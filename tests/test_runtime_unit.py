@@ -344,7 +344,7 @@ print("ok")
 def test_the_last_idle_worker_sleeps_too(starpu_home, last_sleeps, monkeypatch):
     """Inside a ``running()`` block with nothing to run, starchol's StarPU lets every
     worker sleep after its short poll, the last awake one too
-    (starpu-1.3.10-last-worker.patch); ``STARPU_IDLE_LAST_SLEEPS=0`` restores StarPU's
+    (starpu-1.3.10-last-worker.patch); ``STARCHOL_IDLE_LAST_SLEEPS=0`` restores StarPU's
     rule, under which that worker polls for the whole block (about one core)."""
     code = r"""
 import resource, time
@@ -359,7 +359,7 @@ with rt.running():
     c0 = cpu(); time.sleep(1.0); print("awake idle cpu", cpu() - c0)
 rt.shutdown()
 """
-    monkeypatch.setenv("STARPU_IDLE_LAST_SLEEPS", last_sleeps)
+    monkeypatch.setenv("STARCHOL_IDLE_LAST_SLEEPS", last_sleeps)
     p = _run_py(code, starpu_home)
     assert p.returncode == 0, p.stderr
     if "kind starchol build" not in p.stdout:

@@ -1,0 +1,187 @@
+"""starchol's tuning patches to StarPU, each switched off through its variable, against
+all of them on, alternating in the same run.
+
+``scripts/starpu-patches`` holds three tuning patches, each read through a variable of
+starchol's (``starchol.runtime.starpu_env.PATCH_SWITCHES``): the idle spin
+(``STARCHOL_IDLE_SPIN_US=0``: an idle worker sleeps at once), the last worker that sleeps
+(``STARCHOL_IDLE_LAST_SLEEPS=0``: StarPU's rule, the last awake worker of a context polls)
+and the MPI thread's yield (``STARCHOL_MPI_YIELD=0``: StarPU-MPI's progress thread polls
+without pause). Every round runs each variant once (all on, then each patch off; the
+order turns by one variant per round), and every variant runs three programs, each in
+fresh processes with the variable in its environment:
+
+- ``benchmarks/small_sizes.py`` in the present mode (``--sizes``, ``--repeat`` pairs, 1
+  rank): starchol/LAPACK ratio per size, measured inside that process;
+- ``benchmarks/small_sizes.py --back-to-back`` (``--b2b-size``, ``--calls`` x
+  ``--blocks``): the same ratio for calls in a row;
+- the README's main job, ``mpirun --oversubscribe -np NP starchol run --dist sbc --n N
+  --nb NB --check``: the factorization's time (``time_s`` of its run document) and the
+  wall time of the whole mpirun.
+
+The table gives, per variant, the median over the rounds of each figure; a patch pays
+where the "all on" row is better (higher ratio, shorter time) than its own "off" row.
+Timings on a shared machine are noisy: compare rows of one run only.
+
+Usage: python benchmarks/patch_policy.py [--rounds R] [--sizes 1024,2048,4096]
+                                         [--repeat K] [--b2b-size N] [--calls C]
+                                         [--blocks B] [--np P] [--n N] [--nb NB]
+                                         [--json FILE]
+
+The loaded StarPU must be starchol's own build with the patches that read these
+variables (checked before any run, from ``starchol info --json`` and the libraries'
+text); ``--json`` is written whole or not at all, Ctrl-C stops with exit status 130
+(benchmarks/common.py).
+"""
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from common import ArgumentParser, int_list, positive_int, run_main, write_json
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: seconds one program of one variant may take before the run is abandoned
+TIMEOUT = 300
+
+
+def variants():
+    """``[(label, {variable: value})]``: all patches on, then each tuning patch off."""
+    from starchol.runtime.starpu_env import PATCH_SWITCHES
+
+    out = [("all on", {})]
+    for patch, (name, off) in PATCH_SWITCHES.items():
+        out.append((f"{patch.split('-', 2)[2].rsplit('.', 1)[0]} off", {name: off}))
+    return out
+
+
+def starchol_exe():
+    exe = os.path.join(os.path.dirname(sys.executable), "starchol")
+    return exe if os.path.isfile(exe) else shutil.which("starchol")
+
+
+def check_build():
+    """None when the loaded StarPU reads every patch variable, else the reason it does
+    not (a system StarPU, or a build of older patches)."""
+    from starchol.runtime.starpu_env import PATCH_SWITCHES
+
+    p = subprocess.run([starchol_exe(), "info", "--json"], capture_output=True, text=True,
+                       timeout=120)
+    if p.returncode:
+        return f"starchol info failed: {p.stderr.strip()[-300:]}"
+    starpu = json.loads(p.stdout)["starpu"]
+    if starpu.get("kind") != "starchol build":
+        return f"starchol runs on a {starpu.get('kind') or 'foreign'} StarPU, not its own build"
+    text = b""
+    for key in ("library", "mpi_library"):
+        with open(starpu[key], "rb") as f:
+            text += f.read()
+    missing = [name for name, _ in PATCH_SWITCHES.values() if name.encode() not in text]
+    if missing:
+        return (f"the loaded StarPU ({starpu['prefix']}) does not read {', '.join(missing)}: "
+                f"rebuild it (bash scripts/setup.sh)")
+    return None
+
+
+def run(cmd, env, what):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    wall = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"patch_policy.py: {what} failed (exit status {p.returncode}):\n"
+                         f"{p.stderr.strip()[-2000:]}")
+    return wall
+
+
+def measure(settings, args, tmp):
+    """One variant once: ``{figure: value}``."""
+    env = dict(os.environ, **settings)
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    env.setdefault("STARPU_SILENT", "1")
+    out = {}
+    small = os.path.join(HERE, "small_sizes.py")
+    doc = os.path.join(tmp, "small.json")
+    run([sys.executable, small, "--sizes", ",".join(map(str, args.sizes)), "--repeat",
+         str(args.repeat), "--json", doc], env, "small_sizes.py")
+    with open(doc) as f:
+        for row in json.load(f)["results"]:
+            out[f"present {row['n']}"] = row["ratio"]
+    run([sys.executable, small, "--back-to-back", "--sizes", str(args.b2b_size), "--calls",
+         str(args.calls), "--blocks", str(args.blocks), "--json", doc], env,
+        "small_sizes.py --back-to-back")
+    with open(doc) as f:
+        out[f"b2b {args.b2b_size}"] = json.load(f)["results"][0]["ratio"]
+    doc = os.path.join(tmp, "run.json")
+    forward = [w for name in settings for w in ("-x", name)]
+    wall = run(["mpirun", "--oversubscribe", "-np", str(args.np), *forward, starchol_exe(),
+                "run", "--dist", "sbc", "--n", str(args.n), "--nb", str(args.nb), "--check",
+                "--json", doc, "--overwrite"], env, "the main job")
+    with open(doc) as f:
+        out["main factor s"] = json.load(f)["time_s"]
+    out["main wall s"] = wall
+    return out
+
+
+def main(argv=None):
+    p = ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=positive_int, default=5,
+                   help="rounds; each runs every variant once (default 5)")
+    p.add_argument("--sizes", type=int_list, default=int_list("1024,2048,4096"),
+                   help="small_sizes.py present mode: orders N (default 1024,2048,4096)")
+    p.add_argument("--repeat", type=positive_int, default=3,
+                   help="small_sizes.py --repeat: timed pairs per size (default 3)")
+    p.add_argument("--b2b-size", type=positive_int, default=1024,
+                   help="small_sizes.py --back-to-back: the order N (default 1024)")
+    p.add_argument("--calls", type=positive_int, default=20,
+                   help="small_sizes.py --back-to-back --calls (default 20)")
+    p.add_argument("--blocks", type=positive_int, default=2,
+                   help="small_sizes.py --back-to-back --blocks (default 2)")
+    p.add_argument("--np", type=positive_int, default=6, help="main job: ranks (default 6)")
+    p.add_argument("--n", type=positive_int, default=3000, help="main job: N (default 3000)")
+    p.add_argument("--nb", type=positive_int, default=200, help="main job: NB (default 200)")
+    p.add_json("every round's figures and the medians")
+    args = p.parse_args(argv)
+    if min(args.sizes + [args.b2b_size]) < 256:
+        p.fail("--sizes and --b2b-size must be at least small_sizes.py's NB, 256")
+    p.check_runtime(n=args.n, nb=args.nb)
+    if shutil.which("mpirun") is None or starchol_exe() is None:
+        p.fail("mpirun and starchol must be on PATH (or beside this Python)")
+    reason = check_build()
+    if reason:
+        p.fail(reason)
+
+    cases = variants()
+    rows = {label: [] for label, _ in cases}
+    print(f"patch policy: {args.rounds} rounds; small_sizes.py --sizes "
+          f"{','.join(map(str, args.sizes))} --repeat {args.repeat}; --back-to-back "
+          f"--sizes {args.b2b_size} --calls {args.calls} --blocks {args.blocks}; mpirun -np "
+          f"{args.np} starchol run --dist sbc --n {args.n} --nb {args.nb} --check", flush=True)
+    with tempfile.TemporaryDirectory(prefix="starchol-patch-policy-") as tmp:
+        for r in range(args.rounds):
+            for k in range(len(cases)):
+                label, settings = cases[(k + r) % len(cases)]
+                figures = measure(settings, args, tmp)
+                rows[label].append(figures)
+                print(f"round {r + 1} {label:>16}: " + ", ".join(
+                    f"{key} {value:.3f}" for key, value in figures.items()), flush=True)
+    keys = list(rows[cases[0][0]][0])
+    medians = {label: {key: statistics.median(f[key] for f in rows[label]) for key in keys}
+               for label, _ in cases}
+    print(f"\nmedians of {args.rounds} (ratios: starchol/LAPACK, higher is better; "
+          f"times in s, lower is better)")
+    print(f"{'variant':>16} " + " ".join(f"{key:>14}" for key in keys))
+    for label, _ in cases:
+        print(f"{label:>16} " + " ".join(f"{medians[label][key]:>14.3f}" for key in keys))
+    if args.json:
+        write_json(args.json, {"args": vars(args),
+                               "variants": {label: s for label, s in cases},
+                               "rounds": rows, "medians": medians})
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
