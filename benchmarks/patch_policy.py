@@ -28,8 +28,7 @@ Usage: python benchmarks/patch_policy.py [--rounds R] [--sizes 1024,2048,4096]
                                          [--json FILE]
 
 The loaded StarPU must be starchol's own build with the patches that read these
-variables (checked before any run, from ``starchol info --json`` and the libraries'
-text); ``--json`` is written whole or not at all, Ctrl-C stops with exit status 130
+variables (checked before any run: ``starchol.runtime.starpu_build.variables_read``); ``--json`` is written whole or not at all, Ctrl-C stops with exit status 130
 (benchmarks/common.py).
 """
 import json
@@ -64,25 +63,25 @@ def starchol_exe():
 
 
 def check_build():
-    """None when the loaded StarPU reads every patch variable, else the reason it does
-    not (a system StarPU, or a build of older patches)."""
-    from starchol.runtime.starpu_env import PATCH_SWITCHES
-
-    p = subprocess.run([starchol_exe(), "info", "--json"], capture_output=True, text=True,
+    """None when the loaded StarPU is starchol's build and reads every patch variable,
+    else the reason it does not (a system StarPU, or a build of older patches)."""
+    code = ("import json; from starchol.runtime import starpu_build as b; "
+            "from starchol.runtime.starpu_env import PATCH_SWITCHES as S; d = b.describe(); "
+            "print(json.dumps([d['kind'], d['prefix'], "
+            "b.variables_read([n for n, _ in S.values()], d)]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120)
     if p.returncode:
-        return f"starchol info failed: {p.stderr.strip()[-300:]}"
-    starpu = json.loads(p.stdout)["starpu"]
-    if starpu.get("kind") != "starchol build":
-        return f"starchol runs on a {starpu.get('kind') or 'foreign'} StarPU, not its own build"
-    text = b""
-    for key in ("library", "mpi_library"):
-        with open(starpu[key], "rb") as f:
-            text += f.read()
-    missing = [name for name, _ in PATCH_SWITCHES.values() if name.encode() not in text]
+        return f"cannot inspect the loaded StarPU: {p.stderr.strip()[-300:]}"
+    kind, prefix, read = json.loads(p.stdout)
+    from starchol.runtime.starpu_env import PATCH_SWITCHES
+
+    missing = [name for name, _ in PATCH_SWITCHES.values() if name not in read]
+    if kind != "starchol build":
+        return f"starchol runs on a {kind or 'foreign'} StarPU ({prefix}), not its own build"
     if missing:
-        return (f"the loaded StarPU ({starpu['prefix']}) does not read {', '.join(missing)}: "
-                f"rebuild it (bash scripts/setup.sh)")
+        return (f"the loaded StarPU ({prefix}) does not read {', '.join(missing)}: rebuild "
+                f"it (bash scripts/setup.sh)")
     return None
 
 

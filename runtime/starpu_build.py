@@ -101,3 +101,19 @@ def label(d=None):
     if d.get("kind"):
         return f"{text} ({d['kind']}, {d['prefix']})"
     return text
+
+
+def variables_read(names, d=None):
+    """The names of ``names`` (environment variables) that the loaded StarPU's libraries
+    (``libstarpu`` and ``libstarpumpi``) contain as text, in the order given: a build of
+    starchol's current patches reads every variable of
+    :data:`starchol.runtime.starpu_env.PATCH_SWITCHES`, a system StarPU or a build of
+    older patches none or some. ``d`` is :func:`describe`'s dict (default: the loaded
+    StarPU's). Local; reads the library files (a few MB)."""
+    d = describe() if d is None else d
+    text = b""
+    for key in ("library", "mpi_library"):
+        if d.get(key):
+            with open(d[key], "rb") as f:
+                text += f.read()
+    return [name for name in names if name.encode() in text]

@@ -71,6 +71,10 @@ def test_every_script_uses_common():
     ("comm_bound.py", ["--repeat", "-2"], "argument --repeat: must be an integer >= 1"),
     ("mixed.py", ["--n", "0"], "argument --n: must be an integer >= 1, got '0'"),
     ("mixed.py", ["--n", "100", "--nb", "200"], "nb 200 is larger than n 100"),
+    ("patch_policy.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
+    ("patch_policy.py", ["--b2b-size", "128"],
+     "--sizes and --b2b-size must be at least small_sizes.py's NB, 256"),
+    ("patch_policy.py", ["--n", "100", "--nb", "200"], "nb 200 is larger than n 100"),
 ])
 def test_bad_arguments_end_with_one_usage_error(tmp_path, name, args, message):
     (tmp_path / "rows.json").write_text(json.dumps([{"nodes": 2}]))

@@ -90,6 +90,38 @@ def test_build_key_follows_the_patches(monkeypatch, tmp_path):
     assert build_flags.starpu_build_key(["--x"]) != a
 
 
+def test_patch_variables_are_starchols_and_read_by_their_patch():
+    """Each tuning patch reads its switch (starpu_env.PATCH_SWITCHES, the one home of the
+    names) in starchol's name space, and no patch reads a new variable in StarPU's."""
+    import re
+
+    from starchol.runtime.starpu_env import INTEGER_VARIABLES, PATCH_SWITCHES
+
+    texts = {os.path.basename(p): open(p).read() for p in build_flags.starpu_patches()}
+    for patch, (name, off) in PATCH_SWITCHES.items():
+        assert name.startswith("STARCHOL_") and off == "0"
+        assert f'starpu_get_env_number_default("{name}"' in texts[patch], patch
+    read = {m for t in texts.values() for m in re.findall(r'env_number\w*\("(\w+)"', t)}
+    assert read == {name for name, _ in PATCH_SWITCHES.values()}
+    assert not read & set(INTEGER_VARIABLES)
+
+
+def test_loaded_build_reads_the_patch_variables():
+    """starchol's own build of the current patches reads every patch variable (a stale
+    build, made from older patches, is skipped: rebuild it with scripts/setup.sh)."""
+    from starchol.runtime.starpu_build import describe, variables_read
+    from starchol.runtime.starpu_env import PATCH_SWITCHES
+
+    names = [name for name, _ in PATCH_SWITCHES.values()]
+    d = describe()
+    if d["kind"] != "starchol build":
+        pytest.skip(f"starchol uses a {d['kind']}, not its own build")
+    if os.path.basename(d["prefix"]) != os.path.basename(build_flags.starpu_build_prefix()):
+        pytest.skip(f"the loaded build {d['prefix']} is not of the current patches")
+    assert variables_read(names, d) == names
+    assert variables_read(["STARPU_IDLE_SPIN_US", "STARCHOL_NO_SUCH"], d) == []
+
+
 def test_project_starpu_has_the_patches():
     """The loaded StarPU, when it is starchol's own build, was built with every patch of
     scripts/starpu-patches (its stamp lists them; `starchol info` prints them), among

@@ -350,9 +350,9 @@ def test_the_last_idle_worker_sleeps_too(starpu_home, last_sleeps, monkeypatch):
 import resource, time
 from mpi4py import MPI
 from starchol.runtime import Session
-from starchol.runtime.starpu_build import describe
+from starchol.runtime.starpu_build import describe, variables_read
 rt = Session(MPI.COMM_SELF, workers=2).start()
-print("kind", describe()["kind"])
+print("kind", describe()["kind"], variables_read(["STARCHOL_IDLE_LAST_SLEEPS"]))
 cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 with rt.running():
     time.sleep(0.2)
@@ -362,8 +362,9 @@ rt.shutdown()
     monkeypatch.setenv("STARCHOL_IDLE_LAST_SLEEPS", last_sleeps)
     p = _run_py(code, starpu_home)
     assert p.returncode == 0, p.stderr
-    if "kind starchol build" not in p.stdout:
-        pytest.skip("the loaded StarPU is not starchol's build (no last-worker patch)")
+    if "kind starchol build ['STARCHOL_IDLE_LAST_SLEEPS']" not in p.stdout:
+        pytest.skip("the loaded StarPU is not starchol's build of the current last-worker "
+                    "patch (rebuild it: bash scripts/setup.sh)")
     idle = float(p.stdout.split("awake idle cpu")[1])
     if last_sleeps == "1":
         assert idle < 0.3, p.stdout
