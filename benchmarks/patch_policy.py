@@ -22,7 +22,8 @@ The table gives, per variant, the median over the rounds of each figure; a patch
 where the "all on" row is better (higher ratio, shorter time) than its own "off" row.
 Timings on a shared machine are noisy: compare rows of one run only.
 
-Usage: python benchmarks/patch_policy.py [--rounds R] [--sizes 1024,2048,4096]
+Usage: python benchmarks/patch_policy.py [--rounds R] [--programs present,b2b,main]
+                                         [--sizes 1024,2048,4096]
                                          [--repeat K] [--b2b-size N] [--calls C]
                                          [--blocks B] [--np P] [--n N] [--nb NB]
                                          [--json FILE]
@@ -31,6 +32,7 @@ The loaded StarPU must be starchol's own build with the patches that read these
 variables (checked before any run: ``starchol.runtime.starpu_build.variables_read``); ``--json`` is written whole or not at all, Ctrl-C stops with exit status 130
 (benchmarks/common.py).
 """
+import argparse
 import json
 import os
 import shutil
@@ -43,8 +45,19 @@ import time
 from common import ArgumentParser, int_list, positive_int, run_main, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: the programs every variant runs: small_sizes.py's two modes and the main job
+PROGRAMS = ("present", "b2b", "main")
 #: seconds one program of one variant may take before the run is abandoned
 TIMEOUT = 300
+
+
+def program_list(text):
+    """argparse type: comma-separated names of :data:`PROGRAMS`, at least one."""
+    names = [part.strip() for part in str(text).split(",")]
+    if not all(names) or set(names) - set(PROGRAMS):
+        raise argparse.ArgumentTypeError(f"must be comma-separated names among "
+                                         f"{','.join(PROGRAMS)}, got {text!r}")
+    return tuple(names)
 
 
 def variants():
@@ -104,16 +117,20 @@ def measure(settings, args, tmp):
     out = {}
     small = os.path.join(HERE, "small_sizes.py")
     doc = os.path.join(tmp, "small.json")
-    run([sys.executable, small, "--sizes", ",".join(map(str, args.sizes)), "--repeat",
-         str(args.repeat), "--json", doc], env, "small_sizes.py")
-    with open(doc) as f:
-        for row in json.load(f)["results"]:
-            out[f"present {row['n']}"] = row["ratio"]
-    run([sys.executable, small, "--back-to-back", "--sizes", str(args.b2b_size), "--calls",
-         str(args.calls), "--blocks", str(args.blocks), "--json", doc], env,
-        "small_sizes.py --back-to-back")
-    with open(doc) as f:
-        out[f"b2b {args.b2b_size}"] = json.load(f)["results"][0]["ratio"]
+    if "present" in args.programs:
+        run([sys.executable, small, "--sizes", ",".join(map(str, args.sizes)), "--repeat",
+             str(args.repeat), "--json", doc], env, "small_sizes.py")
+        with open(doc) as f:
+            for row in json.load(f)["results"]:
+                out[f"present {row['n']}"] = row["ratio"]
+    if "b2b" in args.programs:
+        run([sys.executable, small, "--back-to-back", "--sizes", str(args.b2b_size),
+             "--calls", str(args.calls), "--blocks", str(args.blocks), "--json", doc], env,
+            "small_sizes.py --back-to-back")
+        with open(doc) as f:
+            out[f"b2b {args.b2b_size}"] = json.load(f)["results"][0]["ratio"]
+    if "main" not in args.programs:
+        return out
     doc = os.path.join(tmp, "run.json")
     forward = [w for name in settings for w in ("-x", name)]
     wall = run(["mpirun", "--oversubscribe", "-np", str(args.np), *forward, starchol_exe(),
@@ -129,6 +146,8 @@ def main(argv=None):
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=positive_int, default=5,
                    help="rounds; each runs every variant once (default 5)")
+    p.add_argument("--programs", type=program_list, default=PROGRAMS,
+                   help="which of present,b2b,main to run, comma-separated (default all)")
     p.add_argument("--sizes", type=int_list, default=int_list("1024,2048,4096"),
                    help="small_sizes.py present mode: orders N (default 1024,2048,4096)")
     p.add_argument("--repeat", type=positive_int, default=3,
@@ -155,7 +174,7 @@ def main(argv=None):
 
     cases = variants()
     rows = {label: [] for label, _ in cases}
-    print(f"patch policy: {args.rounds} rounds; small_sizes.py --sizes "
+    print(f"patch policy: {args.rounds} rounds, {','.join(args.programs)}; small_sizes.py --sizes "
           f"{','.join(map(str, args.sizes))} --repeat {args.repeat}; --back-to-back "
           f"--sizes {args.b2b_size} --calls {args.calls} --blocks {args.blocks}; mpirun -np "
           f"{args.np} starchol run --dist sbc --n {args.n} --nb {args.nb} --check", flush=True)
