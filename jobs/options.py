@@ -111,6 +111,10 @@ def cli_message(exc, flags=None):
     return UsageError(flag_message(exc, flags))
 
 
+#: the maps that take ``--grid``
+GRID_MAPS = ("2dbc", "2dbc25d")
+
+
 def check_map_options(dist, grid=None, slices=None, map_file=None):
     """The map options that do not fit ``--dist`` (a :class:`UsageError` naming the
     flags): a custom map without ``--map-file`` or a ``--map-file`` of another map,
@@ -121,7 +125,7 @@ def check_map_options(dist, grid=None, slices=None, map_file=None):
         raise UsageError("--dist custom needs --map-file FILE")
     if map_file and dist != "custom":
         raise UsageError(f"--map-file applies to --dist custom, not {dist}")
-    if grid and dist not in ("2dbc", "2dbc25d"):
+    if grid and dist not in GRID_MAPS:
         raise UsageError(f"--grid applies to 2dbc and 2dbc25d only, not {dist}")
     if slices is not None and dist not in MAPS_25D:
         raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
@@ -173,29 +177,35 @@ def add_size_args(parser, nt_help="number of tile rows/columns NT"):
 
 
 def sizes_from_args(args):
-    """Return (nt, n, nb): NT tiles of NB elements for a matrix of order N.
+    """:func:`matrix_sizes` of ``--nt``, ``--n`` and ``--nb``."""
+    return matrix_sizes(nt=args.nt, n=args.n, nb=args.nb)
 
-    With --nt only, NB defaults to 500 and N = NT * NB. With --n and --nb,
-    NT = ceil(N / NB) (the last tile is smaller when NB does not divide N).
+
+def matrix_sizes(nt=None, n=None, nb=None):
+    """Return (nt, n, nb): NT tiles of NB elements for a matrix of order N (elements).
+
+    With NT only, NB defaults to 500 and N = NT * NB. With N and NB,
+    NT = ceil(N / NB) (the last tile is smaller when NB does not divide N). Messages name
+    the flags ``--nt``, ``--n`` and ``--nb``.
     """
-    if args.nt is not None:
-        if args.n is not None:
+    if nt is not None:
+        if n is not None:
             raise UsageError("give either --nt NT or --n N --nb NB, not both")
-        if args.nt < 1:
-            raise UsageError(f"--nt must be >= 1, got {args.nt}")
-        nb = DEFAULT_NB if args.nb is None else args.nb
+        if nt < 1:
+            raise UsageError(f"--nt must be >= 1, got {nt}")
+        nb = DEFAULT_NB if nb is None else nb
         if nb < 1:
             raise UsageError(f"--nb must be >= 1, got {nb}")
-        return args.nt, args.nt * nb, nb
-    if args.n is None or args.nb is None:
+        return nt, nt * nb, nb
+    if n is None or nb is None:
         raise UsageError("give the matrix size: --nt NT, or --n N and --nb NB")
-    if args.n < 1:
-        raise UsageError(f"--n must be >= 1, got {args.n}")
-    if args.nb < 1:
-        raise UsageError(f"--nb must be >= 1, got {args.nb}")
-    if args.nb > args.n:
-        raise UsageError(f"--nb {args.nb} is larger than --n {args.n}; use --nb <= {args.n}")
-    return math.ceil(args.n / args.nb), args.n, args.nb
+    if n < 1:
+        raise UsageError(f"--n must be >= 1, got {n}")
+    if nb < 1:
+        raise UsageError(f"--nb must be >= 1, got {nb}")
+    if nb > n:
+        raise UsageError(f"--nb {nb} is larger than --n {n}; use --nb <= {n}")
+    return math.ceil(n / nb), n, nb
 
 
 # -- validators shared with `starchol slurm` (its parser calls them) ----------------------

@@ -33,7 +33,6 @@ cannot use fails now, not in the queue), the sizes, the time limit, the files (n
 on an input, an input that exists here is inspected), and the ``starchol run`` command
 line itself against this installation's ``run`` parser.
 """
-import argparse
 import dataclasses
 import math
 import os
@@ -47,9 +46,9 @@ from ..errors import UsageError
 from ..runtime.backend import DEFAULT_SCHEDULER
 from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
                                 plan_ranks)
-from .options import (add_dtype_arg, add_seed_arg, check_input_order,
-                      check_node_count, check_scheduler_name, check_time_limit, map_from_args,
-                      sizes_from_args)
+from .options import (GRID_MAPS, add_dtype_arg, add_seed_arg, build_map, check_input_order,
+                      check_map_options, check_node_count, check_scheduler_name,
+                      check_time_limit, matrix_sizes)
 from ..files import OutputFolder, check_folder_writable
 from .output import write_atomic
 from .slurm_template import SCRIPT
@@ -259,18 +258,16 @@ class JobPlan:
     gpus_per_node: int = 0
 
 
-def _map_namespace(args, dist, nodes):
-    ns = argparse.Namespace(dist=dist, nodes=nodes, grid=None, slices=1,
-                            map_file=args.map_file)
-    if dist in ("2dbc", "2dbc25d"):
-        ns.grid = args.grid
-    elif args.grid and not args.sweep:
-        ns.grid = args.grid  # map_from_args reports the misuse
-    if dist in MAPS_25D:
-        ns.slices = args.slices if args.slices is not None else 1
-    elif args.slices not in (None, 1) and not args.sweep:
-        ns.slices = args.slices
-    return ns
+def job_map(args, dist, nodes):
+    """The map of one job: ``--grid`` and ``--slices`` where they apply (a sweep drops
+    them for its other maps; ``--slices 1`` of a 2D map is taken), checked by
+    :func:`~starchol.jobs.options.check_map_options`."""
+    grid = args.grid if dist in GRID_MAPS or not args.sweep else None
+    slices = args.slices if dist in MAPS_25D or args.slices != 1 and not args.sweep \
+        else None
+    check_map_options(dist, grid=grid, slices=slices, map_file=args.map_file)
+    return build_map(dist, nodes, grid=grid, slices=1 if slices is None else slices,
+                     path=args.map_file)
 
 
 def _resources(args, nodes, max_workers):
@@ -305,12 +302,12 @@ def plan_job(args, dist, nodes, n):
     """Check one (map, P, N) and return its :class:`JobPlan` (UsageError if anything is off)."""
     if dist not in MAP_NAMES:
         raise UsageError(f"unknown map {dist!r}; choose one of {', '.join(MAP_NAMES)}")
-    tile_map = map_from_args(_map_namespace(args, dist, nodes))
+    tile_map = job_map(args, dist, nodes)
     nodes = tile_map.nodes
     if args.input is None or n is not None:
         if n is None:
             raise UsageError("give the matrix order --n N (or --input FILE.h5:/DSET)")
-        sizes_from_args(argparse.Namespace(nt=None, n=n, nb=args.nb))
+        matrix_sizes(n=n, nb=args.nb)
     elif args.nb < 1:
         raise UsageError(f"--nb must be >= 1, got {args.nb}")
     max_workers = max_workers_of(args)
@@ -406,8 +403,9 @@ def _right_hand_side_count(run):
     return int(k), ()
 
 
-def run_argv(args, plan, json_path="$JSON"):
-    """The ``starchol run`` arguments (without the program), as a list of words."""
+def run_argv(args, plan, json_path="$JSON", run_args=None):
+    """The ``starchol run`` arguments (without the program), as a list of words;
+    ``run_args``: the verbatim words at the end (default ``--run-arg``'s)."""
     argv = ["run", "--dist", plan.dist]
     if plan.dist in ("2dbc", "2dbc25d") and args.grid:
         argv += ["--grid", args.grid]
@@ -431,7 +429,7 @@ def run_argv(args, plan, json_path="$JSON"):
     argv += ["--sched", args.sched, "--gpus", str(plan.gpus_per_node)]
     if plan.workers is not None:
         argv += ["--workers", "$WORKERS"]
-    argv += list(args.run_arg)
+    argv += list(args.run_arg if run_args is None else run_args)
     argv += ["--json", json_path]
     return argv
 
@@ -678,8 +676,8 @@ def _check_common(args):
         raise UsageError(f"--nb must be >= 1, got {args.nb}")
     args.input = _h5_spec(args.input, "--input")
     args.output = _h5_spec(args.output, "--output")
-    if args.map_file and args.dist != "custom":
-        raise UsageError(f"--map-file applies to --dist custom, not {args.dist}")
+    if args.map_file:
+        check_map_options(args.dist, map_file=args.map_file)
 
 
 def _check_files(args):
@@ -722,7 +720,7 @@ def _check_files(args):
     for given in ([] if args.n is None else _int_list(args.n, "--n")):
         check_input_order(given, n)
     if args.nb is not None:
-        sizes_from_args(argparse.Namespace(nt=None, n=n, nb=args.nb))
+        matrix_sizes(n=n, nb=args.nb)
 
 
 def check_run_arg_conflicts(run_args, argv):
@@ -749,9 +747,7 @@ def check_run_arg_conflicts(run_args, argv):
 def _check_with_run(args, plan, strict=True):
     """The run line must parse with this installation's ``starchol run``, and
     ``--run-arg`` must not set what the line already sets."""
-    check_run_arg_conflicts(args.run_arg,
-                            run_argv(argparse.Namespace(**{**vars(args), "run_arg": []}),
-                                     plan))
+    check_run_arg_conflicts(args.run_arg, run_argv(args, plan, run_args=()))
     problem = check_run_argv(run_argv(args, plan))
     if problem is None:
         from .options import is_mixed

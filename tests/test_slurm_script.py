@@ -483,6 +483,11 @@ def test_good_time(text, seconds):
     (["--dist", "sbc", "--nodes", "20"], "sbc needs P = r(r-1)/2"),
     (["--dist", "2dbc", "--nodes", "6", "--grid", "4x2"], "--grid 4x2 has 8 nodes"),
     (["--dist", "sbc", "--nodes", "6", "--grid", "2x3"], "--grid applies to 2dbc"),
+    # the map-option checks of run, in their one home (options.check_map_options)
+    (["--dist", "sbc", "--nodes", "6", "--slices", "2"],
+     "--slices applies to the 2.5D maps (2dbc25d, sbc25d, sym25d), not sbc"),
+    (["--dist", "sbc25d", "--nodes", "6", "--slices", "0"], "--slices must be >= 1, got 0"),
+    (["--dist", "custom", "--nodes", "6"], "--dist custom needs --map-file FILE"),
     (["--dist", "sbc25d", "--nodes", "10", "--slices", "3"], "divisible by 3"),
     (["--dist", "nope", "--nodes", "6"], "unknown map"),
     (["--dist", "2dbc"], "2dbc needs --nodes"),
