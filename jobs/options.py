@@ -30,9 +30,14 @@ def is_mixed(args):
 
 
 def itemsize_from_args(args):
-    """Bytes per entry of the factorization for ``--dtype`` (8 when the command has none
-    or it is not given; 4 for ``mixed``, whose factor is float32)."""
-    name = getattr(args, "dtype", None) or "float64"
+    """:func:`itemsize_of` the command's ``--dtype`` (float64 when it has none)."""
+    return itemsize_of(getattr(args, "dtype", None))
+
+
+def itemsize_of(name):
+    """Bytes per entry of the factorization for the ``--dtype`` ``name`` (8 for None:
+    not given; 4 for ``mixed``, whose factor is float32)."""
+    name = name or "float64"
     return 4 if name == MIXED else DTYPES[DTYPE_NAMES.index(name)].itemsize
 
 

@@ -232,6 +232,21 @@ def max_workers_of(args):
 
 # -- the plan of one job -------------------------------------------------------------------
 @dataclass(frozen=True)
+class JobOptions:
+    """The options of every job, as checked (:func:`check_options`; the parsed options
+    are not modified): ``mem`` (``--mem``, its words lower-cased), ``sched`` (``--sched``,
+    or the default for CPU or GPU jobs), ``input`` and ``output`` (``FILE.h5:/DATASET``
+    with the file made absolute, or None), ``perf_model_dir`` (absolute, or None) and
+    ``input_n`` (the order of an ``--input`` this machine can read, else None)."""
+    mem: str = "none"
+    sched: str = DEFAULT_SCHEDULER
+    input: object = None
+    output: object = None
+    perf_model_dir: object = None
+    input_n: object = None
+
+
+@dataclass(frozen=True)
 class JobPlan:
     """One checked job: the map and size, and the Slurm resources.
 
@@ -256,6 +271,7 @@ class JobPlan:
     mem: object = None
     mem_comment: tuple = ()
     gpus_per_node: int = 0
+    options: JobOptions = JobOptions()
 
 
 def job_map(args, dist, nodes):
@@ -298,13 +314,14 @@ def _resources(args, nodes, max_workers):
     return math.ceil(nodes / r), r, cores, workers
 
 
-def plan_job(args, dist, nodes, n):
-    """Check one (map, P, N) and return its :class:`JobPlan` (UsageError if anything is off)."""
+def plan_job(args, dist, nodes, n, options):
+    """Check one (map, P, N) and return its :class:`JobPlan` (UsageError if anything is
+    off); ``options``: the :class:`JobOptions` of every job."""
     if dist not in MAP_NAMES:
         raise UsageError(f"unknown map {dist!r}; choose one of {', '.join(MAP_NAMES)}")
     tile_map = job_map(args, dist, nodes)
     nodes = tile_map.nodes
-    if args.input is None or n is not None:
+    if options.input is None or n is not None:
         if n is None:
             raise UsageError("give the matrix order --n N (or --input FILE.h5:/DSET)")
         matrix_sizes(n=n, nb=args.nb)
@@ -318,7 +335,7 @@ def plan_job(args, dist, nodes, n):
     plan = JobPlan(dist=dist, nodes=nodes, n=n, map=tile_map, slurm_nodes=slurm_nodes,
                    ranks_per_node=rpn, cores_per_rank=cores, workers=workers,
                    max_workers=max_workers, tag=tag, job_name=args.job_name or f"starchol-{tag}",
-                   gpus_per_node=args.gpus_per_node)
+                   gpus_per_node=args.gpus_per_node, options=options)
     mem, comment = memory_request(args, plan)
     return dataclasses.replace(plan, mem=mem, mem_comment=comment)
 
@@ -335,16 +352,41 @@ def check_mem(value):
     return text
 
 
-def _run_options(args, plan):
-    """The job's ``starchol run`` options (an argparse namespace) as its parser reads them."""
-    from ..cli import command_parser
+@dataclass(frozen=True)
+class RunSettings:
+    """What a job's ``starchol run`` does beyond its map and size, for ``--mem auto`` and
+    the checks: slurm's own options, and what the ``--run-arg`` words add.
 
-    return command_parser("run").parse_args(_parsable(run_argv(args, plan))[1:])
+    ``check``, ``gather`` (a factor gathered on rank 0), ``cache`` (StarPU-MPI's receive
+    cache), ``dtype`` (``--dtype``'s name), ``nrhs`` (``--nrhs K``, else 0) and ``rhs``
+    (``--rhs FILE.h5:/B``, else None).
+    """
+    check: bool
+    gather: bool
+    cache: bool
+    dtype: str
+    nrhs: int
+    rhs: object
+
+
+def run_settings(args, plan):
+    """The :class:`RunSettings` of one job. The ``--run-arg`` words are ``starchol run``'s
+    own flags: its parser reads them (with the line's required ``--dist`` and ``--nb``);
+    the rest are slurm's typed options."""
+    from ..cli import command_parser
+    from .options import cache_from_args
+
+    extra = command_parser("run").parse_args(["--dist", plan.dist, "--nb", str(args.nb),
+                                              *args.run_arg])
+    return RunSettings(check=bool(args.check or extra.check), gather=bool(extra.gather),
+                       cache=cache_from_args(extra),
+                       dtype=args.dtype if args.dtype is not None else extra.dtype,
+                       nrhs=extra.nrhs or 0, rhs=extra.rhs)
 
 
 def memory_request(args, plan):
     """(``--mem`` value or None, comment lines) for one job (see ``--mem``)."""
-    mem = check_mem(args.mem)
+    mem = plan.options.mem
     if mem == "none":
         return None, ()
     if mem == "0":
@@ -353,23 +395,23 @@ def memory_request(args, plan):
         return mem, ()
     from ..linalg.memory import node_memory
     from ..units import format_bytes
-    from .options import cache_from_args, is_mixed, itemsize_from_args
+    from .options import MIXED, itemsize_of
 
-    n = plan.n if plan.n is not None else getattr(args, "input_n", None)
+    n = plan.n if plan.n is not None else plan.options.input_n
     if n is None:
         raise UsageError(f"--mem auto needs the matrix order: give --n N (--input "
-                         f"{args.input} is not on this machine to read it from)")
-    run = _run_options(args, plan)
+                         f"{plan.options.input} is not on this machine to read it from)")
+    run = run_settings(args, plan)
     nrhs, unseen = _right_hand_side_count(run)
-    peak = node_memory(plan.map, int(n), args.nb, cache=cache_from_args(run),
-                       check=run.check, gather=bool(run.gather),
-                       itemsize=itemsize_from_args(run), nrhs=nrhs,
-                       mixed=is_mixed(run))["total"]
+    peak = node_memory(plan.map, int(n), args.nb, cache=run.cache,
+                       check=run.check, gather=run.gather,
+                       itemsize=itemsize_of(run.dtype), nrhs=nrhs,
+                       mixed=run.dtype == MIXED)["total"]
     rank = int(peak.max())
     need = plan.ranks_per_node * rank * MEM_HEADROOM
     mib = -(-int(math.ceil(need)) // 2**20)
     extras = [w for w, on in (("--check", run.check), ("--gather", run.gather),
-                              ("cache off", not cache_from_args(run)),
+                              ("cache off", not run.cache),
                               (run.dtype, run.dtype != "float64"),
                               (f"K = {nrhs} right-hand sides", nrhs)) if on]
     return f"{mib}M", (
@@ -418,15 +460,15 @@ def run_argv(args, plan, json_path="$JSON", run_args=None):
     argv += ["--nb", str(args.nb)]
     if args.seed is not None:
         argv += ["--seed", str(args.seed)]
-    if args.input:
-        argv += ["--input", args.input]
-    if args.output:
-        argv += ["--output", args.output]
+    if plan.options.input:
+        argv += ["--input", plan.options.input]
+    if plan.options.output:
+        argv += ["--output", plan.options.output]
     if args.check:
         argv.append("--check")
     if args.dtype is not None:
         argv += ["--dtype", args.dtype]
-    argv += ["--sched", args.sched, "--gpus", str(plan.gpus_per_node)]
+    argv += ["--sched", plan.options.sched, "--gpus", str(plan.gpus_per_node)]
     if plan.workers is not None:
         argv += ["--workers", "$WORKERS"]
     argv += list(args.run_arg if run_args is None else run_args)
@@ -594,10 +636,10 @@ def render_script(args, plan, json_dir, starchol):
     models = ("# StarPU's performance models and bus calibration: in the job's STARPU_HOME "
               "below,\n# removed at the end (a model-based scheduler calibrates again "
               "in the next job)")
-    if args.perf_model_dir:
+    if p.options.perf_model_dir:
         models = ("# StarPU's performance models and bus calibration, kept across jobs (one "
                   "file per host)\n"
-                  f"export STARPU_PERF_MODEL_DIR={q(args.perf_model_dir)}\n"
+                  f"export STARPU_PERF_MODEL_DIR={q(p.options.perf_model_dir)}\n"
                   'mkdir -p "$STARPU_PERF_MODEL_DIR"')
     json_line = ('JSON_DIR=${JSON_DIR:-$SLURM_SUBMIT_DIR}' if json_dir is None else
                  f"JSON_DIR=${{JSON_DIR:-{q(json_dir)}}}")
@@ -606,13 +648,13 @@ def render_script(args, plan, json_dir, starchol):
                                        '"$STARCHOL"'] + [_q(w) for w in run_argv(args, p)]
     fields = dict(
         version=VERSION, map=p.map,
-        n=p.n if p.n is not None else f"(from {args.input})", nb=args.nb,
+        n=p.n if p.n is not None else f"(from {p.options.input})", nb=args.nb,
         ranks=p.nodes, slurm_nodes=p.slurm_nodes, ranks_per_node=p.ranks_per_node,
         ranks_mismatch=q(f"the script runs {p.map} on {p.nodes} ranks (resized by sbatch "
                          f"--ntasks or --nodes?); for another count write a new script: "
                          f"starchol slurm --nodes P"),
         sbatch="\n".join(_sbatch_lines(args, p)), starchol=q(starchol), cores=cores,
-        workers=workers, json_dir=json_line, sched=q(args.sched), ncpu=ncpu, nobind=nobind,
+        workers=workers, json_dir=json_line, sched=q(p.options.sched), ncpu=ncpu, nobind=nobind,
         gpus=gpus, models=models,
         setup="\n".join(args.setup), launch_comment="\n".join(comment),
         launch=_wrap(words))
@@ -645,23 +687,27 @@ def _wrap(words, width=88):
 
 
 # -- the command ----------------------------------------------------------------------------
-def _check_common(args):
+def check_options(args):
+    """Check the options of every job; return their :class:`JobOptions` (without
+    ``input_n``: :func:`_check_files`). ``args`` is not modified."""
     parse_time(args.time)
-    args.mem = check_mem(args.mem)
+    mem = check_mem(args.mem)
     _name(args.partition, "--partition")
     _name(args.account, "--account")
     _name(args.job_name, "--job-name")
     if args.gpus_per_node < 0:
         raise UsageError(f"--gpus-per-node must be >= 0, got {args.gpus_per_node}")
-    if args.sched is None:
-        args.sched = GPU_SCHEDULER if args.gpus_per_node else DEFAULT_SCHEDULER
-    check_scheduler_name(args.sched)
-    if args.perf_model_dir is not None:
-        if not args.perf_model_dir.strip() or "\n" in args.perf_model_dir:
-            raise UsageError(f"--perf-model-dir must name a folder, got {args.perf_model_dir!r}")
-        args.perf_model_dir = os.path.abspath(os.path.expanduser(args.perf_model_dir))
-        if os.path.exists(args.perf_model_dir) and not os.path.isdir(args.perf_model_dir):
-            raise UsageError(f"--perf-model-dir {args.perf_model_dir} exists and is not a "
+    sched = args.sched
+    if sched is None:
+        sched = GPU_SCHEDULER if args.gpus_per_node else DEFAULT_SCHEDULER
+    check_scheduler_name(sched)
+    models = args.perf_model_dir
+    if models is not None:
+        if not models.strip() or "\n" in models:
+            raise UsageError(f"--perf-model-dir must name a folder, got {models!r}")
+        models = os.path.abspath(os.path.expanduser(models))
+        if os.path.exists(models) and not os.path.isdir(models):
+            raise UsageError(f"--perf-model-dir {models} exists and is not a "
                              f"folder")
     if args.mpi_plugin and not _NAME_RE.match(args.mpi_plugin):
         raise UsageError(f"--mpi-plugin {args.mpi_plugin!r}: e.g. pmix, pmix_v4")
@@ -674,19 +720,21 @@ def _check_common(args):
                          "mpirun)")
     if args.nb is not None and args.nb < 1:
         raise UsageError(f"--nb must be >= 1, got {args.nb}")
-    args.input = _h5_spec(args.input, "--input")
-    args.output = _h5_spec(args.output, "--output")
+    options = JobOptions(mem=mem, sched=sched, input=_h5_spec(args.input, "--input"),
+                         output=_h5_spec(args.output, "--output"), perf_model_dir=models)
     if args.map_file:
         check_map_options(args.dist, map_file=args.map_file)
+    return options
 
 
-def _check_files(args):
+def _check_files(args, options):
     """The job's files, as far as this machine can see them: no output on an input or on
     another output, and an input that exists here is inspected as ``starchol run`` would
     (HDF5, square, float, N >= NB, N = --n). An input that does not exist here, and an
     ``--output`` that ``starchol run`` would refuse here (its dataset exists without
     ``--run-arg=--overwrite``, its folder is missing), only warn: the job runs later, maybe
-    on other file systems, and the file may change meanwhile."""
+    on other file systems, and the file may change meanwhile. Returns ``options`` with
+    ``input_n``, the order of an input read here (for ``--mem auto``)."""
     from ..cli import flag_message
     from ..files import check_distinct
     from ..linalg.hdf5_io import check_output, inspect_file
@@ -694,14 +742,14 @@ def _check_files(args):
     def path_of(spec):
         return None if spec is None else spec.rpartition(":")[0]
 
-    inp, out = path_of(args.input), path_of(args.output)
+    inp, out = path_of(options.input), path_of(options.output)
     if out is not None and "$" in out:
         out = None                                   # one file per job (${SLURM_JOB_ID})
     script = None if args.sweep else args.out
     check_distinct([("--input", inp), ("--map-file", args.map_file), ("--output", out),
                     ("-o", script)])
     if out is not None:
-        problem = check_output(out, args.output.rpartition(":")[2],
+        problem = check_output(out, options.output.rpartition(":")[2],
                                "--overwrite" in args.run_arg, inp, role="--output")
         if problem is not None:
             hint = (" (here: --run-arg=--overwrite)" if "overwrite" in problem.params
@@ -710,17 +758,17 @@ def _check_files(args):
                   f"now: {flag_message(problem)}{hint}; the job will fail unless this "
                   f"changes before it starts", file=sys.stderr)
     if inp is None:
-        return
+        return options
     if not os.path.exists(inp):
         print(f"warning: --input {inp} does not exist on this machine; the job will fail "
               f"unless it exists when the job starts", file=sys.stderr)
-        return
-    n, _ = inspect_file(inp, args.input.rpartition(":")[2])
-    args.input_n = n          # for --mem auto
+        return options
+    n, _ = inspect_file(inp, options.input.rpartition(":")[2])
     for given in ([] if args.n is None else _int_list(args.n, "--n")):
         check_input_order(given, n)
     if args.nb is not None:
         matrix_sizes(n=n, nb=args.nb)
+    return dataclasses.replace(options, input_n=n)
 
 
 def check_run_arg_conflicts(run_args, argv):
@@ -750,10 +798,10 @@ def _check_with_run(args, plan, strict=True):
     check_run_arg_conflicts(args.run_arg, run_argv(args, plan, run_args=()))
     problem = check_run_argv(run_argv(args, plan))
     if problem is None:
-        from .options import is_mixed
+        from .options import MIXED
 
-        run = _run_options(args, plan)
-        if is_mixed(run) and not (run.nrhs or run.rhs):
+        run = run_settings(args, plan)
+        if run.dtype == MIXED and not (run.nrhs or run.rhs):
             raise UsageError("--dtype mixed solves A X = B to float64 accuracy: give the "
                              "run its right-hand sides, --run-arg=--nrhs=K or "
                              "--run-arg=--rhs=FILE.h5:/B")
@@ -766,15 +814,14 @@ def _check_with_run(args, plan, strict=True):
 
 def plans_from_args(args, validate_run=True):
     """Every :class:`JobPlan` the options describe (one without --sweep)."""
-    _check_common(args)
-    _check_files(args)
+    options = _check_files(args, check_options(args))
     if not args.sweep:
         for flag, value in (("--dist", args.dist), ("--nodes", args.nodes), ("--n", args.n)):
             if value is not None and "," in str(value):
                 raise UsageError(f"{flag} {value!r} is a list: lists need --sweep (and -o DIR)")
         nodes = None if args.nodes is None else check_node_count(_int_list(args.nodes, "--nodes")[0])
         n = None if args.n is None else _int_list(args.n, "--n")[0]
-        plans = [plan_job(args, args.dist, nodes, n)]
+        plans = [plan_job(args, args.dist, nodes, n, options)]
     else:
         dists = [d.strip() for d in args.dist.split(",") if d.strip()]
         if len(set(dists)) != len(dists):
@@ -783,7 +830,7 @@ def plans_from_args(args, validate_run=True):
             raise UsageError("--sweep needs --nodes P (or a comma list)")
         nodes_list = ([None] if args.nodes is None
                       else [check_node_count(v) for v in _int_list(args.nodes, "--nodes")])
-        if args.n is None and args.input is None:
+        if args.n is None and options.input is None:
             raise UsageError("--sweep needs --n N1,N2,... (or --input)")
         ns = [None] if args.n is None else _int_list(args.n, "--n")
         plans, errors = [], []
@@ -791,13 +838,13 @@ def plans_from_args(args, validate_run=True):
             for nodes in nodes_list:
                 for n in ns:
                     try:
-                        plans.append(plan_job(args, dist, nodes, n))
+                        plans.append(plan_job(args, dist, nodes, n, options))
                     except UsageError as exc:
                         errors.append(f"  {dist} P={nodes} N={n}: {exc}")
         if errors:
             raise UsageError("some jobs of the sweep are not valid; fix or drop them:\n"
                              + "\n".join(errors))
-        if args.output and "$SLURM_JOB_ID" not in args.output.replace("{", "") \
+        if options.output and "$SLURM_JOB_ID" not in options.output.replace("{", "") \
                 and len(plans) > 1:
             raise UsageError("every job of the sweep would write the same --output file; put "
                              "${SLURM_JOB_ID} in its name, e.g. --output "
