@@ -380,3 +380,24 @@ def test_sigterm_during_generate_leaves_no_temporary_file(tmp_path):
     assert proc.returncode == 143, err
     assert "Traceback" not in err and "SIGTERM" in err
     assert sorted(os.listdir(tmp_path)) == ["a.h5"] and sha(out) == before
+
+
+def test_run_preflight_returns_a_plan_and_leaves_the_options_alone(tmp_path):
+    """``run``'s pre-flight settles the --gather name, the scheduler, the symmetry
+    tolerance and the --json file's fingerprint in its typed RunPlan; the parsed options
+    are not modified."""
+    import copy
+
+    from starchol.cli import build_parser
+    from starchol.jobs.run_plan import RunPlan, preflight
+    from starchol.runtime.backend import DEFAULT_SCHEDULER
+
+    args = build_parser().parse_args(
+        ["run", "--dist", "2dbc", "--n", "64", "--nb", "16", "--gather",
+         str(tmp_path / "L"), "--json", str(tmp_path / "r.json")])
+    before = copy.deepcopy(vars(args))
+    plan = preflight(args, 0, 1, 1)
+    assert vars(args) == before
+    assert isinstance(plan, RunPlan) and plan.n == 64 and plan.tile_map.nodes == 1
+    assert plan.gather == str(tmp_path / "L.npy") and plan.gather_before is None
+    assert plan.sched == DEFAULT_SCHEDULER and plan.symmetry_tol > 0 and plan.nrhs == 0
