@@ -7,7 +7,7 @@ The owner's top-level folders are mapped into one import package, ``starchol``:
     starchol.linalg          <- linalg/          tiled Cholesky, volume model, matrices, I/O
     starchol.runtime         <- runtime/         Python front of the StarPU-MPI runtime
     starchol.runtime._*      <- pyx/*.pyx        the compiled layer (binding, kernels, graphs, gpu)
-    starchol.reports         <- reports/         the data of ``starchol report`` (model sweep, runs, traces)
+    starchol.reports         <- starchol/reports/ the data of ``starchol report`` (model sweep, runs, traces)
     starchol.jobs            <- jobs/            the command line
 
 The compiler and linker flags for the Cython layer come from one place,
@@ -28,7 +28,7 @@ PACKAGE_DIRS = {
     "starchol.distributions": "distributions",
     "starchol.linalg": "linalg",
     "starchol.runtime": "runtime",
-    "starchol.reports": "reports",
+    "starchol.reports": "starchol/reports",
     "starchol.jobs": "jobs",
 }
 

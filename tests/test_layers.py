@@ -185,7 +185,7 @@ def tree(tmp_path):
     """A copy of the sources the test reads (setup.py and the mapped folders)."""
     shutil.copy(os.path.join(ROOT, "setup.py"), tmp_path)
     for folder in list(package_dirs(ROOT).values()) + ["pyx"]:
-        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder,
+        shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder, dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("*.so", "*.c", "*.h", "__pycache__"))
     return tmp_path
 
