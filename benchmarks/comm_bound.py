@@ -14,8 +14,13 @@ the agreement (measured / predicted). Every run's JSON document is kept
 (``--keep DIR``, one folder per bandwidth) for ``starchol report DIR/10mbit/*.json -o report``,
 whose "Time against bytes" table shows the same comparison.
 
+``--slice-block B[,B...]`` runs sbc25d once per b (iterations per slice turn, see
+``starchol run --slice-block``), each as its own map in the rounds (default: the maps'
+default b).
+
 Usage: python benchmarks/comm_bound.py [--n N] [--nb NB] [--bandwidth LOW,HIGH]
                                        [--repeat R] [--keep DIR] [--json FILE]
+                                       [--slice-block B[,B...]]
                                        [--cluster-name NAME] [--subnet A.B.C]
 
 Arguments are checked before the cluster starts, ``--json`` is written whole or not at
@@ -23,6 +28,7 @@ all, Ctrl-C stops with exit status 130 and takes the cluster down (benchmarks/co
 """
 import json
 import os
+from argparse import ArgumentTypeError
 import statistics
 import sys
 import tempfile
@@ -54,21 +60,36 @@ def starchol_exe():
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "starchol"]
 
 
-def candidates(n, nb):
-    """[(label, run args, map, busiest link)] for sbc, the best 2dbc grid and sbc25d c=2."""
+def candidates(n, nb, blocks=(None,)):
+    """[(label, run args, map, busiest link)] for sbc, the best 2dbc grid and sbc25d c=2
+    (one per b in ``blocks``; None: the default b, labelled without it)."""
     out = []
     grids = []
     for grid in ("3x2", "2x3"):
         m = get_map("2dbc", NODES, grid=grid)
         grids.append((busiest_link(transfer_pairs_bytes(m, n, nb))["bytes"], grid, m))
     _, grid, m2d = min(grids)
+    sliced = [("sbc25d c=2" + ("" if b is None else f" b={b}"),
+               ["--dist", "sbc25d", "--slices", "2"]
+               + ([] if b is None else ["--slice-block", str(b)]),
+               get_map("sbc25d", NODES, slices=2, slice_block=b)) for b in blocks]
     for label, args, m in (
             ("sbc", ["--dist", "sbc"], get_map("sbc", NODES)),
-            (f"2dbc {grid}", ["--dist", "2dbc", "--grid", grid], m2d),
-            ("sbc25d c=2", ["--dist", "sbc25d", "--slices", "2"],
-             get_map("sbc25d", NODES, slices=2))):
+            (f"2dbc {grid}", ["--dist", "2dbc", "--grid", grid], m2d), *sliced):
         out.append((label, args, m, busiest_link(transfer_pairs_bytes(m, n, nb))))
     return out
+
+
+def block_list(text):
+    """``--slice-block``'s ``B[,B...]``: distinct integers >= 1, in order."""
+    try:
+        blocks = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        blocks = []
+    if not blocks or min(blocks) < 1 or len(set(blocks)) != len(blocks):
+        raise ArgumentTypeError(f"{text!r} is not a list of distinct integers >= 1 "
+                                f"(e.g. 1,4)")
+    return tuple(blocks)
 
 
 def run_once(cl, args, n, nb, env, json_path):
@@ -99,6 +120,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=positive_int, default=3,
                     help="rounds per bandwidth (default 3)")
     ap.add_argument("--no-25d", action="store_true", help="leave out sbc25d")
+    ap.add_argument("--slice-block", metavar="B[,B...]", type=block_list, default=(None,),
+                    help="sbc25d's iterations per slice turn b, one sbc25d map per b "
+                         "(default: the maps' default)")
     ap.add_argument("--keep", metavar="DIR", help="keep every run's JSON document in DIR")
     ap.add_argument("--cluster-name", metavar="NAME",
                     help="the emulated cluster's name (default: a unique one)")
@@ -120,7 +144,7 @@ def main(argv=None):
             sys.exit(f"comm_bound: --keep {opts.keep} already holds run documents "
                      f"({stale[0]}, ...): `starchol report {opts.keep}/BANDWIDTH/*.json` "
                      f"would mix them with this run's; give a new or empty folder")
-    maps = candidates(opts.n, opts.nb)
+    maps = candidates(opts.n, opts.nb, opts.slice_block)
     if opts.no_25d:
         maps = maps[:2]
     nt = -(-opts.n // opts.nb)
@@ -130,7 +154,7 @@ def main(argv=None):
           f"rounds, medians")
     print("model, busiest link per map (max over nodes of max(sent, received)):")
     for label, _, m, busy in maps:
-        print(f"  {label:<11} node{busy['node']}: sent {fmt_mb(busy['sent'])} MB, received "
+        print(f"  {label:<15} node{busy['node']}: sent {fmt_mb(busy['sent'])} MB, received "
               f"{fmt_mb(busy['received'])} MB -> {fmt_mb(busy['bytes'])} MB")
     keep = Path(opts.keep) if opts.keep else Path(tempfile.mkdtemp(prefix="comm_bound-"))
     keep.mkdir(parents=True, exist_ok=True)
@@ -157,7 +181,7 @@ def main(argv=None):
                         (keep / bw).mkdir(exist_ok=True)
                         doc = run_once(cl, args, opts.n, opts.nb, env, keep / bw / name)
                         times[label].append(doc["time_s"])
-                        print(f"  {bw} round {rnd + 1}: {label:<11} {doc['time_s']:7.2f} s "
+                        print(f"  {bw} round {rnd + 1}: {label:<15} {doc['time_s']:7.2f} s "
                               f"(wall {time.monotonic() - t0:.1f} s)", flush=True)
                 results["bandwidths"][bw] = report(bw, maps, times)
         finally:
@@ -177,7 +201,7 @@ def report(bw, maps, times):
     med = {label: statistics.median(ts) for label, ts in times.items()}
     print(f"\nbandwidth {bw}: median times, and time(other) / time(sbc) against the "
           f"model's busiest-link bytes ratio")
-    head = f"  {'map':<11} {'median s':>9} {'runs (s)':<26} {'busiest MB':>10} " \
+    head = f"  {'map':<15} {'median s':>9} {'runs (s)':<26} {'busiest MB':>10} " \
            f"{'measured':>9} {'predicted':>9} {'agreement':>9}"
     print(head)
     rows = {}
@@ -189,7 +213,7 @@ def report(bw, maps, times):
             cells = f"{'1':>9} {'1':>9} {'':>9}"
         else:
             cells = f"{measured:9.3f} {predicted:9.3f} {measured / predicted:9.3f}"
-        print(f"  {label:<11} {med[label]:9.2f} {runs:<26} {fmt_mb(busy['bytes']):>10} {cells}")
+        print(f"  {label:<15} {med[label]:9.2f} {runs:<26} {fmt_mb(busy['bytes']):>10} {cells}")
         rows[label] = {"median_s": med[label], "times_s": times[label],
                        "busiest_bytes": busy["bytes"], "measured_ratio": measured,
                        "predicted_ratio": predicted}

@@ -6,6 +6,11 @@ of an NT x NT tiled matrix to a node (an MPI rank), numbered 0 .. nodes-1.
 """
 import numpy as np
 
+#: b, the consecutive iterations a 2.5D slice runs before the next slice takes over
+#: (:func:`iteration_slices`); the default of the 2.5D maps (chosen with the simulator
+#: and measured on the emulated cluster: docs/cluster.md, issue 33)
+DEFAULT_SLICE_BLOCK = 2
+
 #: ``sym`` weighs patterns of at most NT / MIN_PERIODS rows (see
 #: :func:`.symmetric.pattern_limit`); the planner uses the measured load instead
 MIN_PERIODS = 6
@@ -20,6 +25,49 @@ def count_text(count, noun):
 def nodes_text(nodes):
     """``'1 node'`` or ``'6 nodes'``: a node count as the maps' descriptions print it."""
     return count_text(nodes, "node")
+
+
+def iteration_slices(nt, slices=1, block=None):
+    """Slice that runs each iteration (panel) k = 0 .. nt-1, int64 array (nt,).
+
+    The one home of the iteration -> slice rule of the 2.5D maps. The iterations go in
+    blocks of b = ``block`` consecutive ones, block q = k // b; the blocks visit the c
+    slices back and forth (boustrophedon): 0, 1, .., c-1, c-1, .., 1, 0, 0, 1, ..
+    (round r = q // c goes up when r is even, down when odd). For c = 2, b = 2:
+    0 0 1 1 1 1 0 0 0 0 1 1 ...
+
+    Why: column k is factored on the slice of iteration k, and its last update is
+    iteration k - 1's; when that ran on another slice, a partial-sum transfer and an
+    ADD sit on the panel chain. Blocks put one there only where the slice changes;
+    going back and forth (rather than cyclically, (k // b) mod c) gives each slice
+    early (large) and late (small) iterations alike, so the flops stay balanced
+    (sbc25d c=2 on 6 nodes, NT = 24: busiest node / mean 1.02 with b = 2 against 1.12
+    cyclically; docs/cluster.md). Column j is factored on the slice of iteration j.
+    ``block`` defaults to :data:`DEFAULT_SLICE_BLOCK` (what a map's owner stack alone
+    implies)."""
+    block = DEFAULT_SLICE_BLOCK if block is None else block
+    nt, slices, block = int(nt), int(slices), int(block)
+    if slices < 1 or block < 1:
+        raise ValueError(f"slices and block must be >= 1, got {slices} and {block}")
+    q = np.arange(nt, dtype=np.int64) // block
+    rnd, pos = q // slices, q % slices
+    return np.where(rnd % 2 == 0, pos, slices - 1 - pos).astype(np.int64)
+
+
+def slice_updates(it, slices=None):
+    """U[s, n] = #{k < n : it[k] == s}: the updates slice s applies to each tile of
+    column n (one per iteration k < n that it runs), int64 (c, nt). ``it`` is
+    :func:`iteration_slices`'s array; ``slices`` (c) defaults to max(it) + 1.
+
+    Slice s keeps a copy of column n when it factors it (it[n] == s) or updates it
+    (U[s, n] > 0); a slice that updates column n without factoring it sends one partial
+    sum per tile of it."""
+    it = np.asarray(it, dtype=np.int64)
+    c = int(it.max()) + 1 if slices is None and len(it) else int(slices or 1)
+    onehot = (it[None, :] == np.arange(c)[:, None]).astype(np.int64)
+    out = np.zeros((c, len(it)), dtype=np.int64)
+    out[:, 1:] = np.cumsum(onehot, axis=1)[:, :-1]
+    return out
 
 
 class TileMap:
@@ -37,6 +85,9 @@ class TileMap:
 
     name = "map"
     slices = 1
+    #: b: consecutive iterations per slice (no effect on 2D maps), see
+    #: :func:`iteration_slices`
+    slice_block = DEFAULT_SLICE_BLOCK
     #: the first node id of a 2D map (2.5D slices shift theirs: slice s starts at s*P/c)
     offset = 0
 
@@ -87,8 +138,14 @@ class TileMap:
         return int(node) // self.nodes_per_slice
 
     def slice_of_iteration(self, k):
-        """Slice that runs iteration (panel) ``k``: k mod c."""
-        return int(k) % self.slices
+        """Slice that runs iteration (panel) ``k`` (:func:`iteration_slices` with this
+        map's c and b = ``slice_block``); column k is factored there."""
+        return int(iteration_slices(int(k) + 1, self.slices, self.slice_block)[-1])
+
+    def iteration_slices(self, nt):
+        """Slice of every iteration k = 0 .. nt-1, int64 (nt,) (:func:`iteration_slices`
+        with this map's c and b)."""
+        return iteration_slices(nt, self.slices, self.slice_block)
 
     # -- map rules (one home each; subclasses override) --------------------------------
     def leading_factor(self):

@@ -9,7 +9,8 @@ import math
 from ..errors import UsageError
 from .block_cyclic import BlockCyclic2D
 from .custom import load_custom_map
-from .sliced import Sliced25D
+from .base import DEFAULT_SLICE_BLOCK
+from .sliced import Sliced25D, check_block
 from .symmetric import (affine_plane_map, aplane_order, plane_counts, pplane_order,
                         projective_plane_map, symmetric_map)
 from .symmetric_block_cyclic import SymmetricBlockCyclic
@@ -154,7 +155,7 @@ def _sym(nodes, nt, offset=0, what="nodes"):
     return symmetric_map(nodes, nt).with_offset(offset)
 
 
-def get_map(dist, nodes=None, grid=None, slices=1, path=None, nt=None):
+def get_map(dist, nodes=None, grid=None, slices=1, path=None, nt=None, slice_block=None):
     """Build the map called ``dist`` for ``nodes`` nodes.
 
     ``get_map(**m.params())`` builds a map equal to ``m`` again
@@ -176,16 +177,23 @@ def get_map(dist, nodes=None, grid=None, slices=1, path=None, nt=None):
         Tile rows of the matrix, for ``sym``/``sym25d``: the pattern is chosen small enough
         to balance the load over NT rows (see :func:`.symmetric.symmetric_map`); the
         other maps do not depend on it.
+    slice_block : int, optional
+        b, for the 2.5D maps: iterations per slice turn (:func:`~.base.iteration_slices`;
+        default :data:`~.base.DEFAULT_SLICE_BLOCK`); a 2D map takes only 1 (or None).
 
     Raises
     ------
     UsageError
-        The name, node count, grid or slice count does not fit; the message lists
+        The name, node count, grid, slice count or block does not fit; the message lists
         valid values near the one given and a map that fits, naming these parameters.
     """
     name = dist
     if name not in MAP_NAMES:
         raise UsageError(f"unknown map {name!r}; choose one of {', '.join(MAP_NAMES)}")
+    if slice_block is not None and name not in MAPS_25D and str(slice_block).strip() != "1":
+        raise UsageError(f"slice_block={slice_block} (iterations per slice turn) applies to "
+                         f"the 2.5D maps only ({', '.join(MAPS_25D)}), not {name}")
+    block = check_block(DEFAULT_SLICE_BLOCK if slice_block is None else slice_block)
     if name == "custom":
         if grid is not None:
             raise UsageError(f"grid={grid if isinstance(grid, str) else 'x'.join(map(str, grid))}"
@@ -229,9 +237,10 @@ def get_map(dist, nodes=None, grid=None, slices=1, path=None, nt=None):
     if name == "2dbc25d":
         p, q = _grid_for(per, grid, what="nodes per slice", slices=slices)
         return Sliced25D("2dbc25d", [BlockCyclic2D(p, q, offset=s * per)
-                                     for s in range(slices)])
+                                     for s in range(slices)], block)
     if name == "sym25d":
-        return Sliced25D("sym25d", [_sym(per, nt, s * per, what) for s in range(slices)])
+        return Sliced25D("sym25d", [_sym(per, nt, s * per, what) for s in range(slices)],
+                         block)
     kind = "sbc" if sbc_extended_r(per) else "sbc-basic" if sbc_basic_r(per) else None
     if kind is None:
         ext = _sbc_counts(True, 2 * per + 10)
@@ -248,7 +257,8 @@ def get_map(dist, nodes=None, grid=None, slices=1, path=None, nt=None):
             f"{_count_list(ext, per)}) or r^2/2, r even (basic SBC: {_count_list(bas, per)}); "
             f"{nodes}/{slices} = {per} is neither; with slices={slices} use "
             f"{', '.join(fixes)}, or dist=sym25d (any node count per slice)")
-    return Sliced25D("sbc25d", [_sbc_2d(kind, per, offset=s * per) for s in range(slices)])
+    return Sliced25D("sbc25d", [_sbc_2d(kind, per, offset=s * per) for s in range(slices)],
+                     block)
 
 
 def _slice_counts(name, nodes):

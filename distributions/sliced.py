@@ -1,11 +1,12 @@
 """2.5D maps: c slices, each a 2D map over its own P/c nodes.
 
 Slice s holds nodes s*P/c .. (s+1)*P/c - 1 and a full copy of the lower triangle under its
-2D map; iteration (panel) k runs on slice k mod c, and tile (i, j) is factored on slice
-j mod c after the partial sums of the other slices are added into it.
+2D map; iteration (panel) k runs on slice it[k] (blocks of b consecutive iterations per
+slice, the slices visited back and forth: :func:`.base.iteration_slices`), and tile (i, j) is factored on the slice of
+iteration j after the partial sums of the other slices are added into it.
 """
 from ..errors import UsageError
-from .base import TileMap
+from .base import DEFAULT_SLICE_BLOCK, TileMap
 
 
 def _node_range(first, count):
@@ -46,6 +47,21 @@ def check_slices(slice_maps):
     return maps
 
 
+def check_block(block):
+    """``block`` (b, iterations per slice turn, ``slice_block=``) as an int >= 1;
+    UsageError otherwise."""
+    try:
+        if isinstance(block, bool) or int(block) != float(block):
+            raise ValueError
+        b = int(block)
+    except (TypeError, ValueError, OverflowError):
+        b = 0
+    if b < 1:
+        raise UsageError(f"slice_block= (iterations per slice turn) must be an integer >= 1, "
+                         f"got {block!r}")
+    return b
+
+
 class Sliced25D(TileMap):
     """c slices given as 2D maps; ``name`` is e.g. ``sbc25d``.
 
@@ -57,6 +73,12 @@ class Sliced25D(TileMap):
         One 2D map per slice, each on the same number of nodes P/c; slice s must use
         nodes s*P/c .. (s+1)*P/c - 1 (its ``offset`` is s*P/c), so the slices neither
         overlap nor leave a gap.
+    slice_block : int
+        b, the consecutive iterations (panels) one slice runs before the next takes
+        over (:func:`.base.iteration_slices`). Where the slice changes, the last update
+        of the column is on another slice than the one that factors it: a partial-sum
+        transfer and an ADD on the panel chain; a larger b puts fewer there, but
+        unbalances the flops more.
 
     Raises
     ------
@@ -64,14 +86,15 @@ class Sliced25D(TileMap):
         ``slice_maps`` is empty, or a slice is not a map, has no nodes, is itself a 2.5D
         map, has another node count than slice 0, or sits on other nodes than its own
         range (overlapping another slice, or leaving a gap); the message names
-        ``slice_maps[s]``. (A 2.5D map whose slices share nodes is a :class:`TileMap`
+        ``slice_maps[s]``; or ``slice_block`` is not an integer >= 1. (A 2.5D map whose slices share nodes is a :class:`TileMap`
         subclass of its own; the volume model and the runtime accept it.)
     """
 
-    def __init__(self, name, slice_maps):
+    def __init__(self, name, slice_maps, slice_block=DEFAULT_SLICE_BLOCK):
         self.name = name
         self.slice_maps = check_slices(slice_maps)
         self.slices = len(self.slice_maps)
+        self.slice_block = check_block(slice_block)
         super().__init__(sum(m.nodes for m in self.slice_maps))
 
     @property
@@ -97,16 +120,20 @@ class Sliced25D(TileMap):
         return self.base.pattern_size()
 
     def params(self):
-        """``dist``, ``nodes``, ``slices`` and the slice's ``grid`` or ``nt`` where it has
-        one (see :meth:`TileMap.params`)."""
+        """``dist``, ``nodes``, ``slices``, ``slice_block`` (b) and the slice's ``grid``
+        or ``nt`` where it has one (see :meth:`TileMap.params`)."""
         return {**super().params(), **{k: v for k, v in self.base.params().items()
-                                       if k in ("grid", "nt")}}
+                                       if k in ("grid", "nt")},
+                "slice_block": self.slice_block}
 
     def summary(self):
         p = self.base.summary()
-        p.update(dist=self.name, nodes=self.nodes, slices=self.slices, slice_dist=p["dist"])
+        p.update(dist=self.name, nodes=self.nodes, slices=self.slices, slice_dist=p["dist"],
+                 slice_block=self.slice_block)
         return p
 
     def __str__(self):
-        return f"{self.name}: {self.slices} slices of {self.base}"
+        turn = (f", {self.slice_block} iterations per slice turn"
+                if self.slice_block != DEFAULT_SLICE_BLOCK else "")
+        return f"{self.name}: {self.slices} slices of {self.base}{turn}"
 

@@ -4,6 +4,7 @@ import argparse
 import math
 
 from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
+from ..distributions.base import DEFAULT_SLICE_BLOCK
 from ..errors import UsageError
 from ..linalg.distributed import DTYPES
 
@@ -90,8 +91,16 @@ def add_seed_arg(parser, help_text="matrix seed (default 0)", default=0):
                         help=help_text)
 
 
+#: the help of ``--slice-block`` (``run`` and the commands of :func:`add_map_args`)
+SLICE_BLOCK_HELP = (f"2.5D maps: consecutive iterations (panels) per slice, b: blocks of b "
+                    f"iterations visit the slices back and forth, 0..c-1, c-1..0, ... "
+                    f"(default {DEFAULT_SLICE_BLOCK}); a partial-sum transfer sits on the "
+                    f"panel chain only where the slice changes")
+
+
 def add_map_args(parser):
-    """--dist, --nodes, --grid, --slices, --map-file (--nodes is optional for custom)."""
+    """--dist, --nodes, --grid, --slices, --slice-block, --map-file (--nodes is optional
+    for custom)."""
     g = parser.add_argument_group("map")
     g.add_argument("--dist", required=True, choices=MAP_NAMES, metavar="D",
                    help=f"tile map: {', '.join(MAP_NAMES)}")
@@ -102,6 +111,7 @@ def add_map_args(parser):
                    help="2dbc grid (one slice's grid for 2dbc25d); default: most square, P <= Q")
     g.add_argument("--slices", type=int, default=1, metavar="C",
                    help="slices c of a 2.5D map (2dbc25d, sbc25d, sym25d); default 1")
+    g.add_argument("--slice-block", type=int, default=None, metavar="B", help=SLICE_BLOCK_HELP)
     g.add_argument("--map-file", metavar="FILE",
                    help="custom map: Chameleon text ('M N' then M rows) or .npy int array")
 
@@ -169,7 +179,7 @@ def map_from_args(args, nt=None):
     if nt is None:
         nt = getattr(args, "nt", None)
     return build_map(args.dist, args.nodes, grid=args.grid, slices=args.slices,
-                     path=args.map_file, nt=nt)
+                     path=args.map_file, nt=nt, slice_block=getattr(args, "slice_block", None))
 
 
 def add_size_args(parser, nt_help="number of tile rows/columns NT"):

@@ -65,7 +65,8 @@ def register(sub):
     p.add_argument("--node-bandwidth", type=float, default=12.5e9, metavar="B/S",
                    help="network bytes/s of one node for the estimate (default 12.5e9, 100 Gb/s)")
     p.add_argument("--step-latency", type=float, default=STEP_LATENCY_S, metavar="S",
-                   help=f"seconds each panel step of a 2.5D map adds to the critical path "
+                   help=f"seconds each reduction step of a 2.5D map (a panel step where the "
+                        f"slice changes) adds to the critical path "
                         f"(the other slices' partial sums sent into the factoring copy and "
                         f"added; their bytes are in the transfer time): default {STEP_LATENCY_S:g} (one small "
                         f"MPI message and task on a cluster); measured "
@@ -252,9 +253,9 @@ def why_25d(pick, fitting, nt):
     if best is None:
         return "no 2.5D map fits"
     v = versus_2d(best, fitting)
-    steps = (f"{format_seconds(best['overhead_s'])} for its {nt - 1} reduction steps on the "
-             f"critical path (each panel waits for the other slices' partial sums and "
-             f"their ADD)")
+    steps = (f"{format_seconds(best['overhead_s'])} for its {best['reduction_steps']} "
+             f"reduction steps on the critical path (the panel steps where the slice "
+             f"changes wait for the other slices' partial sums and their ADD)")
     if v is None:
         return (f"{'2.5D pick' if best is pick else 'best 2.5D map'} {best['map']}: "
                 f"its estimate includes {steps}")

@@ -40,7 +40,8 @@ from ..distributions.base import count_text
 from ..errors import StarcholError
 from ..units import format_bytes
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
-from .options import add_cache_arg, add_dtype_arg, add_seed_arg, cache_from_args, is_mixed
+from .options import (SLICE_BLOCK_HELP, add_cache_arg, add_dtype_arg, add_seed_arg,
+                      cache_from_args, is_mixed)
 from .output import add_json_arg, bytes_text, dumps, publish_json, text_stream, write_atomic
 from .progress import Progress
 from .run_plan import preflight
@@ -50,7 +51,7 @@ log = logging.getLogger("starchol.run")
 
 #: options every rank must be given alike: they decide the collective steps (what is
 #: made, read, factored, solved, checked, gathered, traced and written)
-ALIKE_ON_EVERY_RANK = ("dist", "grid", "slices", "map_file", "n", "nb", "seed", "matrix",
+ALIKE_ON_EVERY_RANK = ("dist", "grid", "slices", "slice_block", "map_file", "n", "nb", "seed", "matrix",
                        "dtype", "check", "sched", "cache", "no_cache", "input", "output",
                        "overwrite", "symmetry_tol", "rhs", "nrhs", "solution", "gather", "trace")
 
@@ -74,6 +75,8 @@ def register(sub):
     p.add_argument("--slices", type=int, default=None, metavar="C",
                    help=f"2.5D maps ({', '.join(MAPS_25D)}): number of slices c (default "
                         "1); c copies of the matrix, P/c ranks per slice")
+    p.add_argument("--slice-block", type=int, default=None, metavar="B",
+                   help=SLICE_BLOCK_HELP)
     p.add_argument("--map-file", metavar="FILE", help="custom map file (Chameleon text or .npy)")
     p.add_argument("--n", type=int, metavar="N",
                    help="matrix order (required unless --input gives the matrix)")

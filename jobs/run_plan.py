@@ -98,7 +98,7 @@ def validate(args, nranks, n=None):
     check_map_options(args.dist, grid=args.grid, slices=args.slices, map_file=args.map_file)
     tile_map = build_map(args.dist, nranks, grid=args.grid, path=args.map_file,
                          slices=1 if args.slices is None else args.slices,
-                         nt=-(-n // args.nb), flags=RUN_FLAGS,
+                         slice_block=args.slice_block, nt=-(-n // args.nb), flags=RUN_FLAGS,
                          context=f"the run has {_ranks(nranks)}: one per map node; change "
                                  f"mpirun -np or the map")
     if tile_map.nodes != nranks:

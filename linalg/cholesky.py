@@ -9,9 +9,10 @@ One Python path for every map: the checks (collective), then one compiled graph 
 (``starchol.runtime._graphs.cholesky``: the right-looking tiled Cholesky over c slices,
 c = 1 for a 2D map), then the agreement on failures and the typed record
 (:class:`~starchol.linalg.record.RunRecord`). The task graph, with Chameleon's
-priorities (NT tiles per side), iteration k on slice k mod c:
+priorities (NT tiles per side), iteration k on slice s = it[k] (the map's
+``iteration_slices``: blocks of b iterations, the slices visited back and forth):
 
-    for m >= k, for every other slice t < k:  A[m][k] += P_t[m][k]      (ADD, 2.5D)
+    for m >= k, every other slice t that updated column k:  A[m][k] += P_t[m][k]  (ADD)
     L[k][k] = POTRF(A[k][k])                         priority 2NT-2k
     for m > k:  L[m][k] = A[m][k] L[k][k]^-T         priority 2NT-2k-m     (TRSM)
     for n > k:  A_s[n][n] -= L[n][k] L[n][k]^T       priority 2NT-2k-n     (SYRK)
@@ -27,6 +28,7 @@ import functools
 
 import numpy as np
 
+from ..distributions.base import iteration_slices, slice_updates
 from ..errors import UsageError
 from ..collective import agree, allreduce_min
 from ..runtime.errors import SessionError, agree_callback_error
@@ -67,23 +69,24 @@ def flops(n):
     return n ** 3 / 3.0
 
 
-def partial_mask(nt, c, s):
+def partial_mask(nt, c, s, it=None):
     """uint8 (nt, nt): tiles (i, j), i >= j, of which slice ``s`` keeps a partial sum
-    (it updates them, s < j, and does not factor them, j mod c != s)."""
-    j = np.arange(nt)
-    cols = (j > s) & (j % c != s)
+    (it updates them, it[k] == s for some k < j, and does not factor them, it[j] != s).
+    ``it``: the slice of each iteration (default: the maps' default rule)."""
+    it = iteration_slices(nt, c) if it is None else np.asarray(it)
+    cols = (slice_updates(it, c)[s] > 0) & (it != s)
     return np.ascontiguousarray(np.tril(np.ones((nt, nt), dtype=bool)) & cols[None, :],
                                 dtype=np.uint8)
 
 
-def local_task_count(slice_owners, rank):
+def local_task_count(slice_owners, rank, it=None):
     """Tasks of the Cholesky graph that run on ``rank`` (for progress displays): every
     slice's updates of its copies, the ADDs and POTRF/TRSM of the factoring copies.
-    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map); the count is
-    :func:`starchol.distributions.load.task_counts`'s."""
+    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map), ``it`` the slice of each
+    iteration; the count is :func:`starchol.distributions.load.task_counts`'s."""
     from ..distributions.load import task_counts
 
-    counts = task_counts(slice_owners)
+    counts = task_counts(slice_owners, it=it)
     return int(counts[rank]) if 0 <= rank < len(counts) else 0
 
 
@@ -542,7 +545,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     so = _check_cholesky(session.comm, A, tile_map, overwrite_a, flush)
     L = A if overwrite_a else A.copy()
     info = np.zeros(L.nt, dtype=np.int64)
-    tasks, failed, c = _factor(session, L, so, info, flush, progress)
+    it = np.ascontiguousarray(tile_map.iteration_slices(L.nt), dtype=np.int64)
+    tasks, failed, c = _factor(session, L, so, it, info, flush, progress)
     first, finite = _first_failure(L, info, session.comm, failed)
     if first < L.n:
         raise NotPositiveDefiniteError(first, L.n, finite=finite)
@@ -579,9 +583,9 @@ def _check_cholesky(comm, A, tile_map, overwrite_a, flush):
     return so
 
 
-def _factor(session, L, so, info, flush, progress):
+def _factor(session, L, so, it, info, flush, progress):
     """The Cholesky graph of L in place, over the slices whose owners are ``so`` (c, nt,
-    nt), POTRF failures in ``info``. Returns the tasks this rank submitted, this rank's
+    nt), iteration k on slice ``it[k]``, POTRF failures in ``info``. Returns the tasks this rank submitted, this rank's
     ``CallbackError`` or None (for the caller to agree on) and the
     :class:`~starchol.runtime.computation.Computation` (its times and bytes). Collective.
 
@@ -595,18 +599,19 @@ def _factor(session, L, so, info, flush, progress):
     graphs = _graphs()
     with session.computation(deferred=True, measured=True) as comp:
         home = comp.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
-        partials = [comp.register(so[s], {}, L.rows, stored=partial_mask(nt, c, s),
+        partials = [comp.register(so[s], {}, L.rows, stored=partial_mask(nt, c, s, it),
                                   lazy=True, elemsize=L.itemsize)
                     for s in range(c)] if c > 1 else []
         # from here on, even when it fails or is interrupted, L holds a (partial) factor
         L.factor = True
-        tasks = graphs.cholesky(home, partials, so, info, flush, 0, split, comp.writeback)
+        tasks = graphs.cholesky(home, partials, so, it, info, flush, 0, split,
+                                comp.writeback)
         if split < nt:
             comp.wake()
-            tasks += graphs.cholesky(home, partials, so, info, flush, split, nt,
+            tasks += graphs.cholesky(home, partials, so, it, info, flush, split, nt,
                                      comp.writeback)
         comp.submitted()
-        failed = comp.wait(progress, local_task_count(so, session.comm.Get_rank())
+        failed = comp.wait(progress, local_task_count(so, session.comm.Get_rank(), it)
                            if progress else None)
     return tasks, failed, comp
 

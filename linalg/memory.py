@@ -40,6 +40,7 @@ getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB 
 import numpy as np
 
 from ..distributions import node_load
+from ..distributions.base import iteration_slices, slice_updates
 from ..distributions.load import slice_task_weights
 from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile_extents,
                      transfer_pairs)
@@ -63,17 +64,22 @@ PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "pr
          "float64 A (mixed)", "residual's received A tiles (mixed)")
 
 
-def handle_count(nt, c):
+def handle_count(nt, c, block=None):
     """Tile handles every rank registers: the S = NT(NT+1)/2 factoring copies, and for a
-    2.5D map (c > 1) each slice's partial sums, tiles (i, j) with s < j, j mod c != s."""
+    2.5D map (c > 1) each slice's partial sums, tiles (i, j) of the columns it updates
+    and does not factor (``block``: b of :func:`~.base.iteration_slices`, default the
+    maps' default)."""
     n = np.arange(int(nt))
-    partial = sum(int(((n > s) & (n % c != s)) @ (nt - n)) for s in range(c)) if c > 1 else 0
+    it = iteration_slices(nt, c, block)
+    u = slice_updates(it, c)
+    partial = sum(int(((u[s] > 0) & (it != s)) @ (nt - n)) for s in range(c)) if c > 1 else 0
     return stored_tiles(nt) + partial
 
 
-def _total_tasks(nt, c):
+def _total_tasks(nt, c, block=None):
     n = np.arange(int(nt))
-    return sum(int(slice_task_weights(nt, c, s) @ (nt - n)) for s in range(c))
+    it = iteration_slices(nt, c, block)
+    return sum(int(slice_task_weights(it, s, c) @ (nt - n)) for s in range(c))
 
 
 def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
@@ -138,7 +144,8 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         parts["tiles"] = load["bytes"]
         if received_bytes is None:
             received_bytes = transfer_pairs(tile_map.owner_maps(nt), p, cache=cache,
-                                            row_weights=sizes).sum(axis=0)
+                                            row_weights=sizes,
+                                            it=tile_map.iteration_slices(nt)).sum(axis=0)
         parts["received tiles"] = np.asarray(received_bytes, dtype=np.int64)
         tasks = load["tasks"]
     else:
@@ -146,8 +153,10 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         lead = p - 1 if lead is None else lead
         parts["tiles"] = np.full(p, -(-c * lower // p), dtype=np.int64)
         parts["received tiles"] = np.full(p, int(np.ceil(lead * lower / p)), dtype=np.int64)
-        tasks = np.full(p, -(-_total_tasks(nt, c) // p), dtype=np.int64)
-    parts["tile handles"] = np.full(p, HANDLE_BYTES * handle_count(nt, c), dtype=np.int64)
+        tasks = np.full(p, -(-_total_tasks(nt, c, tile_map.slice_block) // p),
+                        dtype=np.int64)
+    parts["tile handles"] = np.full(p, HANDLE_BYTES * handle_count(nt, c, tile_map.slice_block),
+                                    dtype=np.int64)
     parts["tasks"] = TASK_BYTES * np.asarray(tasks, dtype=np.int64)
     parts["owner tables"] = np.full(p, tables, dtype=np.int64)
     parts["process"] = np.full(p, PROCESS_BASE_BYTES, dtype=np.int64)

@@ -5,14 +5,16 @@ run's NT (:func:`score_map`):
 
     compute_s = (flops of the busiest node) / node_gflops      (NB^3 units -> flops)
     comm_s    = (bytes sent + received by the busiest node) / node_bandwidth
-    overhead_s = (NT - 1) * step_latency_s  (2.5D maps only; 0 for 2D)
+    overhead_s = (reduction steps) * step_latency_s  (2.5D maps only; 0 for 2D)
     estimate  = compute_s + comm_s + overhead_s   (no overlap: a conservative bound)
 
 The 2.5D overhead is what the critical path of traced runs shows (docs/cluster.md,
-"Where 2.5D loses time"): with iteration k on slice k mod c, the last update of column k
-(at step k - 1) is always in another slice's partial copy, so every panel step but the
-first waits on the chain for the transfer of the partial sums into the factoring copy
-and their ADD before its POTRF; a 2D map has no such link. ``step_latency_s`` is the
+"Where 2.5D loses time"): where iteration k runs on another slice than iteration k - 1,
+the last update of column k is in another slice's partial copy, so that panel step waits
+on the chain for the transfer of the partial sums into the factoring copy and their ADD
+before its POTRF (:func:`reduction_steps`: NT - 1 steps when the slices alternate at
+every iteration, about NT / (2b) with the maps' blocks of b iterations going back and
+forth); a 2D map has no such link. ``step_latency_s`` is the
 time one such step adds (the partial tiles' bytes are already in ``comm_s``; what is left
 is message and runtime latency, and the ADD): measured on the emulated cluster (6 ranks on 2 cores, 1 gbit/s) it was about
 5 ms (:data:`MEASURED_STEP_LATENCY_S`); on a real cluster it is the MPI + StarPU latency
@@ -36,6 +38,7 @@ docs/volume-model.md, "How plan ranks the maps".)
 import numpy as np
 
 from ..distributions import node_load
+from ..distributions.base import iteration_slices
 from .memory import node_memory
 from .volume import DOUBLE_BYTES, tile_bytes
 from .volume_summary import volume_summary
@@ -51,13 +54,21 @@ MEASURED_STEP_LATENCY_S = 5e-3
 SLICE_FAMILY = {"sbc25d": "sbc", "2dbc25d": "2dbc", "sym25d": "sym"}
 
 
-def overhead_25d_s(nt, slices, step_latency_s=STEP_LATENCY_S):
+def reduction_steps(nt, slices, slice_block=None):
+    """Panel steps k (1 <= k < NT) whose column's last update (iteration k - 1) ran on
+    another slice than the one that factors it (iteration k's): each puts a partial-sum
+    transfer and an ADD on the critical path. ``slice_block``: b of
+    :func:`~starchol.distributions.base.iteration_slices` (default the maps' default).
+    0 for a 2D map (c = 1)."""
+    it = iteration_slices(nt, slices, slice_block)
+    return int(np.count_nonzero(it[1:] != it[:-1]))
+
+
+def overhead_25d_s(nt, slices, step_latency_s=STEP_LATENCY_S, slice_block=None):
     """Seconds a 2.5D map of ``slices`` copies adds to the critical path over a 2D map:
-    NT - 1 panel steps (every one but the first), each waiting ``step_latency_s`` for the
-    other slices' partial sums and their ADD. 0 for a 2D map (c = 1)."""
-    if slices <= 1 or nt <= 1:
-        return 0.0
-    return (nt - 1) * step_latency_s
+    its :func:`reduction_steps`, each waiting ``step_latency_s`` for the other slices'
+    partial sums and their ADD. 0 for a 2D map (c = 1)."""
+    return reduction_steps(nt, slices, slice_block) * step_latency_s
 
 
 def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None,
@@ -102,6 +113,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         last tile row/column smaller when NB does not divide N), ``flops_max_over_avg``
         and ``tiles_max_over_avg`` (busiest node over the mean of the map's nodes),
         ``compute_s``, ``comm_s``, ``overhead_s`` (2.5D's reduction steps, 0 for 2D),
+        ``reduction_steps`` (:func:`reduction_steps`),
         ``estimate_s`` (seconds) and ``fits``.
     """
     nt = -(-n // nb)
@@ -111,7 +123,8 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
                + np.asarray(doc["per_node"]["received_bytes"]))
     compute_s = float(load["flops"].max()) * nb ** 3 / (node_gflops * 1e9)
     comm_s = float(traffic.max()) / node_bandwidth
-    overhead_s = overhead_25d_s(nt, tile_map.slices, step_latency_s)
+    steps = reduction_steps(nt, tile_map.slices, tile_map.slice_block)
+    overhead_s = steps * step_latency_s
     mem = node_memory(tile_map, n, nb, received_bytes=doc["per_node"]["received_bytes"],
                       load=load, itemsize=itemsize, mixed=mixed, nrhs=nrhs)
     top = int(np.argmax(mem["total"]))
@@ -127,6 +140,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         "flops_max_over_avg": load["flops_max_over_avg"],
         "tiles_max_over_avg": load["tiles_max_over_avg"],
         "compute_s": compute_s, "comm_s": comm_s, "overhead_s": overhead_s,
+        "reduction_steps": steps,
         "estimate_s": compute_s + comm_s + overhead_s,
         "fits": memory_per_node is None or memory <= memory_per_node,
     }

@@ -145,6 +145,7 @@ def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):
     nt = len(rows)
     so = np.ascontiguousarray(tile_map.owner_maps(nt), dtype=np.int64)
     c = so.shape[0]
+    it = np.ascontiguousarray(tile_map.iteration_slices(nt), dtype=np.int64)
     owners, stored = layout(tile_map, n, nb, "symmetric")
     data = _Data()
     b.record_start()
@@ -154,11 +155,12 @@ def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):
         data.add(home, rows, rows)
         partials = []
         for s in range(c if c > 1 else 0):
-            h = b.TileHandles.recording(so[s], rows, rows, partial_mask(nt, c, s), itemsize)
+            h = b.TileHandles.recording(so[s], rows, rows, partial_mask(nt, c, s, it),
+                                        itemsize)
             data.add(h, rows, rows)
             partials.append(h)
         info = np.zeros(nt, dtype=np.int64)
-        g.cholesky(home, partials, so, info, flush, 0, nt, False)
+        g.cholesky(home, partials, so, it, info, flush, 0, nt, False)
     finally:
         records, _ = b.record_stop()
     return _finish(records, itemsize, data, tile_map.nodes, n ** 3 / 3.0)

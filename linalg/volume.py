@@ -1,7 +1,7 @@
 """Exact count of the inter-node transfers of the tiled Cholesky under any map.
 
 Right-looking, lower, NT x NT tiles, owner-computes (every task runs on the node that
-owns the tile it writes). Iteration k (on slice k mod c for 2.5D maps) runs:
+owns the tile it writes). Iteration k (on slice it[k] for 2.5D maps) runs:
 
     POTRF(k, k)                          writes L[k][k]
     TRSM(m, k)     m > k                 reads L[k][k], writes L[m][k]
@@ -18,9 +18,11 @@ With StarPU-MPI's receive cache on (the default), one tile version is sent at mo
 to each node: one transfer per (tile version, destination node). With it off, one
 transfer per (task, remote operand).
 
-2.5D maps (c slices): iteration k uses slice k mod c's owners. Tile (i, j) is factored on
-slice j mod c; before its POTRF/TRSM, every other slice that applied at least one update
-to it (slice s with s < j, s != j mod c) sends its partial sum once, from its owner of
+2.5D maps (c slices): iteration k uses slice it[k]'s owners
+(:meth:`~starchol.distributions.base.TileMap.iteration_slices`: blocks of b iterations
+per slice, visiting the slices back and forth). Tile (i, j) is factored on slice it[j]; before its POTRF/TRSM, every other slice
+that applied at least one update to it (slice s != it[j] with it[k] == s for some k < j)
+sends its partial sum once, from its owner of
 (i, j) to the factoring slice's owner (nothing when both are the same node, which only
 happens when slices share nodes).
 
@@ -31,6 +33,8 @@ iteration per tile row, never per task.
 """
 
 import numpy as np
+
+from ..distributions.base import iteration_slices, slice_updates
 
 DOUBLE_BYTES = 8
 
@@ -144,7 +148,8 @@ def _task_operand_counts(row_lab, col_lab, u, ks, i):
     return counts
 
 
-def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=None):
+def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=None,
+                   it=None):
     """Transfers between every pair of nodes, from owner arrays.
 
     Parameters
@@ -163,6 +168,9 @@ def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=No
         (counts tiles).
     progress : callable(rows_done, nt), optional
         Called as tile rows are counted.
+    it : int array (nt,), optional
+        The slice of each iteration (the map's ``iteration_slices(nt)``); default
+        :func:`~starchol.distributions.base.iteration_slices` with the default block.
 
     Returns
     -------
@@ -172,14 +180,15 @@ def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=No
     """
     owners, p = _as_owner_stack(owners, nodes)
     c, nt, _ = owners.shape
+    it = _check_iterations(it, nt, c)
     pairs = np.zeros((p, p), dtype=np.int64)
     weight = (lambda i, j: 1) if row_weights is None else (lambda i, j: int(row_weights[i, j]))
     counter = _broadcast_counts if cache else _task_operand_counts
     for i in range(nt):
         for s in range(c):
             o = owners[s]
-            ks = np.arange(s, i, c)
-            diag_here = i % c == s
+            ks = np.flatnonzero(it[:i] == s)
+            diag_here = it[i] == s
             if not len(ks) and not diag_here:
                 continue
             labels, inv = np.unique(np.concatenate([o[i, :i + 1], o[i + 1:, i]]),
@@ -204,16 +213,31 @@ def transfer_pairs(owners, nodes=None, cache=True, row_weights=None, progress=No
         if progress is not None:
             progress(i + 1, nt)
     if c > 1:
-        _add_reduction_pairs(owners, p, pairs, row_weights)
+        _add_reduction_pairs(owners, p, pairs, it, row_weights)
     return pairs
 
 
-def _add_reduction_pairs(owners, p, out, row_weights=None):
+def _check_iterations(it, nt, c):
+    """The slice of each of the nt iterations as int64 (nt,); ValueError unless each is
+    a slice 0 .. c-1."""
+    if it is None:
+        return iteration_slices(nt, c)
+    it = np.asarray(it)
+    if it.shape != (nt,) or it.dtype.kind not in "iu" or (nt and (
+            int(it.min()) < 0 or int(it.max()) >= c)):
+        raise ValueError(f"it must hold the slice (0..{c - 1}) of each of the {nt} "
+                         f"iterations, got {it!r}")
+    return it.astype(np.int64, copy=False)
+
+
+def _add_reduction_pairs(owners, p, out, it, row_weights=None):
     """2.5D: partial sums sent to the factoring slice, one per (tile, other updating slice),
-    added into ``out`` (a C-contiguous int64 (p, p) array)."""
+    added into ``out`` (a C-contiguous int64 (p, p) array); ``it``: each iteration's
+    slice."""
     c, nt, _ = owners.shape
     i, j = np.tril_indices(nt)
-    home = j % c
+    home = it[j]
+    updated = slice_updates(it, c) > 0
     target = owners[home, i, j]
     w = np.ones(len(i), dtype=np.int64) if row_weights is None else \
         np.asarray(row_weights[i, j], dtype=np.int64)
@@ -222,7 +246,7 @@ def _add_reduction_pairs(owners, p, out, row_weights=None):
         sender = owners[s, i, j]
         # a partial sum already on the factoring node (slices that share nodes) is added
         # in place: nothing moves
-        sends = (s < j) & (s != home) & (sender != target)
+        sends = updated[s, j] & (s != home) & (sender != target)
         keys.append(sender[sends].astype(np.int64) * p + target[sends])
         weights.append(w[sends])
     # at most c NT^2 / 2 (sender, receiver) keys: summed sparse, then placed, so that no
@@ -240,7 +264,7 @@ def transfer_pairs_tiles(tile_map, nt, cache=True, progress=None):
     Returns an int64 array (P, P), sender row, receiver column.
     """
     return transfer_pairs(tile_map.owner_maps(nt), tile_map.nodes, cache=cache,
-                          progress=progress)
+                          progress=progress, it=tile_map.iteration_slices(nt))
 
 
 def tile_bytes(n, nb, itemsize=DOUBLE_BYTES):
@@ -260,18 +284,18 @@ def transfer_pairs_bytes(tile_map, n, nb, cache=True, progress=None, itemsize=DO
     """
     nt = len(tile_extents(n, nb))
     return transfer_pairs(tile_map.owner_maps(nt), tile_map.nodes, cache=cache,
-                          row_weights=tile_bytes(n, nb, itemsize), progress=progress)
+                          row_weights=tile_bytes(n, nb, itemsize), progress=progress,
+                          it=tile_map.iteration_slices(nt))
 
 
 def factor_owners(tile_map, nt):
     """F[i, j]: the node that holds L[i][j] after the factorization, int64 (nt, nt).
 
-    For a 2D map, the map's owner; for a 2.5D map, the owner of (i, j) in slice j mod c
-    (the slice that factors column j).
+    For a 2D map, the map's owner; for a 2.5D map, the owner of (i, j) in the slice that
+    factors column j (that of iteration j, ``tile_map.iteration_slices(nt)[j]``).
     """
     so = np.asarray(tile_map.owner_maps(nt))
-    c = so.shape[0]
-    cols = np.arange(nt) % c
+    cols = tile_map.iteration_slices(nt)
     return np.ascontiguousarray(so[cols[None, :], np.arange(nt)[:, None],
                                    np.arange(nt)[None, :]], dtype=np.int64)
 

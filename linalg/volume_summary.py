@@ -44,7 +44,8 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
     """
     n = nt * nb if n is None else int(n)
     owners = tile_map.owner_maps(nt)
-    pairs = transfer_pairs(owners, tile_map.nodes, cache=cache, progress=progress)
+    it = tile_map.iteration_slices(nt)
+    pairs = transfer_pairs(owners, tile_map.nodes, cache=cache, progress=progress, it=it)
     total = int(pairs.sum())
     sent, received = pairs.sum(axis=1), pairs.sum(axis=0)
     if n == nt * nb:
@@ -53,7 +54,7 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
         sent_bytes, received_bytes = sent * tile, received * tile
     else:
         weighted = transfer_pairs(owners, tile_map.nodes, cache=cache,
-                                  row_weights=tile_bytes(n, nb, itemsize))
+                                  row_weights=tile_bytes(n, nb, itemsize), it=it)
         nbytes = int(weighted.sum())
         sent_bytes, received_bytes = weighted.sum(axis=1), weighted.sum(axis=0)
         del weighted

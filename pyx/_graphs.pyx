@@ -33,18 +33,20 @@ cdef bint _single(TileHandles a) except -1:
 # Cholesky: right-looking, lower, over c slices (c = 1: the 2D algorithm)
 # ---------------------------------------------------------------------------
 def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
-             int64_t[::1] info, bint flush=True, int k_begin=0, int k_end=-1,
-             bint writeback=False):
+             int64_t[::1] iter_slice, int64_t[::1] info, bint flush=True, int k_begin=0,
+             int k_end=-1, bint writeback=False):
     """Submit the tiled Cholesky of ``home`` over c = slice_owners.shape[0] slices.
 
-    ``home`` holds the factoring copies: tile (i, j) of slice j mod c with A's values,
-    owned by that slice's owner of (i, j) (the factor ends there). For c > 1,
-    ``partials[s]`` holds slice s's other copies (handles only for tiles (i, j) with
-    s < j and j mod c != s, registered lazy); ``partials`` is empty for c = 1.
-    Iteration k runs on slice s = k mod c: each other slice t < k first adds its partial
-    sum into the factoring copy (one ADD task, one transfer), then POTRF/TRSM; the
-    SYRK/GEMM updates go into slice s's copies, the first one (k = s) in W mode so that
-    a zero copy is only allocated then. Priorities are Chameleon's (pzpotrf) for the
+    Iteration k runs on slice s = ``iter_slice[k]`` (the map's ``iteration_slices``,
+    each in 0..c-1). ``home`` holds the factoring copies: tile (i, j) of slice
+    iter_slice[j] with A's values, owned by that slice's owner of (i, j) (the factor
+    ends there). For c > 1, ``partials[s]`` holds slice s's other copies (handles only
+    for tiles (i, j) of the columns j that s updates, iter_slice[k] == s for some k < j,
+    and does not factor, iter_slice[j] != s; registered lazy); ``partials`` is empty for
+    c = 1. At iteration k, each other slice t that updated column k first adds its
+    partial sum into the factoring copy (one ADD task, one transfer), then POTRF/TRSM;
+    the SYRK/GEMM updates go into slice s's copies, the first one (s's first iteration)
+    in W mode so that a zero copy is only allocated then. Priorities are Chameleon's (pzpotrf) for the
     ADD, POTRF and TRSM tasks; the updates of one tile column n at step k share one
     priority, 2 nt - 2 k - 2 n (Chameleon's 2 nt - 2 k - n - m ranks them by
     anti-diagonal), so that StarPU's priority queues hand a worker the updates of one
@@ -69,14 +71,26 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     if not 0 <= k_begin <= k_end <= nt:
         raise ValueError(f"cholesky: iterations {k_begin}..{k_end} outside 0..{nt}")
     if (home.h == NULL or slice_owners.shape[1] != nt or slice_owners.shape[2] != nt
-            or info.shape[0] != nt or len(partials) != (c if c > 1 else 0)):
-        raise ValueError("cholesky: inconsistent handles, owners or info")
+            or info.shape[0] != nt or iter_slice.shape[0] != nt
+            or len(partials) != (c if c > 1 else 0)):
+        raise ValueError("cholesky: inconsistent handles, owners, iteration slices or info")
+    for s in range(nt):
+        if not 0 <= iter_slice[s] < c:
+            raise ValueError(f"cholesky: iteration {s} on slice {iter_slice[s]}, not "
+                             f"0..{c - 1}")
     cdef starpu_data_handle_t **ch = <starpu_data_handle_t **>malloc(c * sizeof(void *))
     cdef int64_t **co = <int64_t **>malloc(c * sizeof(void *))
-    if ch == NULL or co == NULL:
+    # first[t]: slice t's first iteration (nt if none)
+    cdef int64_t *first = <int64_t *>malloc(c * sizeof(int64_t))
+    if ch == NULL or co == NULL or first == NULL:
         free(ch)
         free(co)
+        free(first)
         raise MemoryError()
+    for s in range(c):
+        first[s] = nt
+    for s in range(nt - 1, -1, -1):
+        first[iter_slice[s]] = s
     cdef TileHandles t
     for s in range(c):
         co[s] = &slice_owners[s, 0, 0]
@@ -91,36 +105,37 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     cdef int64_t count = 0
     cdef int rc
     with nogil:
-        rc = _cholesky(cl, home.h, ch, co, c, nt, k_begin, k_end, my_rank(), &info[0],
-                       flush, writeback, &count)
+        rc = _cholesky(cl, home.h, ch, co, &iter_slice[0], first, c, nt, k_begin, k_end,
+                       my_rank(), &info[0], flush, writeback, &count)
     free(ch)
     free(co)
+    free(first)
     CHKERR(rc, "starpu_task_insert (Cholesky)")
     return count
 
 
 cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_t **ch,
-                   int64_t **co, int c, int nt, int k_begin, int k_end, int me,
-                   int64_t *info, bint flush, bint writeback,
+                   int64_t **co, int64_t *it, int64_t *first, int c, int nt, int k_begin,
+                   int k_end, int me, int64_t *info, bint flush, bint writeback,
                    int64_t *count) noexcept nogil:
-    # Slice s's copy of tile (i, j): home[ij] when j mod c == s (the factoring copy),
-    # else ch[s][ij] (a partial sum, zero until its first update at k = s).
-    cdef int k, m, n, s, t, nup, rc = 0
+    # Slice s's copy of tile (i, j): home[ij] when it[j] == s (the factoring copy),
+    # else ch[s][ij] (a partial sum, zero until its first update at k = first[s]).
+    cdef int k, m, n, s, t, rc = 0
     cdef int64_t *own
     cdef int64_t mk, nk, nn, mn, kk
     cdef starpu_data_handle_t hp, ht
     cdef int prio
-    cdef bint first
+    cdef bint zero
     for k in range(k_begin, k_end):
-        s = k % c
+        s = it[k]
         own = co[s]
-        nup = k if k < c else c          # slices 0..nup-1 updated column k
-        # A[m][k] += P_t[m][k] for every other slice t that updated it (one transfer each)
+        # A[m][k] += P_t[m][k] for every other slice t that updated column k (first[t] < k;
+        # one transfer each)
         for m in range(k, nt):
             mk = _ij(nt, m, k)
             prio = 2 * nt - 2 * k - (0 if m == k else m)
-            for t in range(nup):
-                if t == s:
+            for t in range(c):
+                if t == s or first[t] >= k:
                     continue
                 hp = ch[t][mk]
                 rc = ins2(cl.add, prio, STARPU_R, hp, co[t][mk], STARPU_RW, home[mk],
@@ -148,24 +163,24 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
         # updates into slice s's copies; the first one of a zero copy writes it (W)
         for n in range(k + 1, nt):
             nk = _ij(nt, n, k)
-            first = k < c and n % c != s
+            zero = k == first[s] and it[n] != s
             nn = _ij(nt, n, n)
-            ht = home[nn] if n % c == s else ch[s][nn]
+            ht = home[nn] if it[n] == s else ch[s][nn]
             # A_s[n][n] -= L[n][k] L[n][k]^T
             prio = 2 * nt - 2 * k - 2 * n      # one priority per tile column and step
-            rc = ins2(cl.syrk0 if first else cl.syrk, prio,
+            rc = ins2(cl.syrk0 if zero else cl.syrk, prio,
                       STARPU_R, home[nk], own[nk],
-                      STARPU_W if first else STARPU_RW, ht, own[nn], me, count)
+                      STARPU_W if zero else STARPU_RW, ht, own[nn], me, count)
             if rc != 0:
                 return rc
             # A_s[m][n] -= L[m][k] L[n][k]^T,  m > n
             for m in range(n + 1, nt):
                 mk = _ij(nt, m, k)
                 mn = _ij(nt, m, n)
-                ht = home[mn] if n % c == s else ch[s][mn]
-                rc = ins3(cl.gemm0 if first else cl.gemm, prio,
+                ht = home[mn] if it[n] == s else ch[s][mn]
+                rc = ins3(cl.gemm0 if zero else cl.gemm, prio,
                           STARPU_R, home[mk], own[mk], STARPU_R, home[nk], own[nk],
-                          STARPU_W if first else STARPU_RW, ht, own[mn], me, count)
+                          STARPU_W if zero else STARPU_RW, ht, own[mn], me, count)
                 if rc != 0:
                     return rc
         # column k is final and read by no later task: drop the received copies, and

@@ -112,7 +112,7 @@ def build_parser():
 FLAG_NAMES = {"scheduler": "--sched", "tile_map": "--dist", "slices": "--slices",
               "path": "--map-file"}
 #: parameters the map library writes as ``name=value`` in its messages
-MAP_PARAMS = ("dist", "nodes", "grid", "slices", "path", "nt")
+MAP_PARAMS = ("dist", "nodes", "grid", "slices", "slice_block", "path", "nt")
 
 
 def _flag(param, flags=None):

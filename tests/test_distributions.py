@@ -92,7 +92,25 @@ def test_2_5d_slices_use_their_own_nodes(name, nodes, c, base):
         low = o[s][np.tril_indices(11)]
         assert low.min() >= s * per and low.max() < (s + 1) * per
         np.testing.assert_array_equal(o[s] - s * per, o[0])
-    assert m.slice_of_iteration(5) == 5 % c
+    assert m.slice_of_iteration(5) == m.iteration_slices(6)[5]
+    b = get_map(name, nodes, slices=c, slice_block=3)
+    turn = list(range(c)) + list(range(c - 1, -1, -1))      # back and forth
+    want = [turn[(k // 3) % (2 * c)] for k in range(12)]
+    assert [b.slice_of_iteration(k) for k in range(12)] == want
+    assert b.iteration_slices(12).tolist() == want
+    assert "3 iterations per slice turn" in str(b) and "iterations" not in str(m)
+
+
+def test_slice_block_is_checked():
+    from starchol.cli import flag_message
+    from starchol.errors import UsageError
+    for bad in (0, -2, 1.5, "x", True):
+        with pytest.raises(UsageError, match="slice_block=.*must be an integer >= 1"):
+            get_map("sbc25d", 6, slices=2, slice_block=bad)
+    with pytest.raises(UsageError, match="applies to the 2.5D maps only") as e:
+        get_map("sbc", 6, slice_block=2)
+    assert "--slice-block 2" in flag_message(e.value)
+    assert get_map("sbc", 6, slice_block=1).slices == 1
 
 
 def test_sliced25d_refuses_slices_that_are_not_p_over_c_disjoint_2d_maps():

@@ -50,20 +50,22 @@ def test_smaller_last_tile_float32_and_cache_off():
     assert off["received tiles"].tolist() == [50 * 100 * 4, (2 * 100 * 100 + 50 * 100) * 4]
 
 
-@pytest.mark.parametrize("name,nodes,c", [("sbc25d", 6, 2), ("2dbc25d", 12, 3),
-                                          ("2dbc", 4, 1), ("sym25d", 8, 2)])
-def test_tasks_and_handles_match_the_graph(name, nodes, c):
+@pytest.mark.parametrize("name,nodes,c,b", [("sbc25d", 6, 2, None), ("2dbc25d", 12, 3, None),
+                                            ("2dbc", 4, 1, None), ("sym25d", 8, 2, None),
+                                            ("sbc25d", 6, 2, 3), ("2dbc25d", 12, 3, 2)])
+def test_tasks_and_handles_match_the_graph(name, nodes, c, b):
     nt = 9
-    m = get_map(name, nodes, slices=c, nt=nt)
-    so = m.owner_maps(nt)
-    counts = task_counts(so, nodes)
-    assert counts.tolist() == [local_task_count(so, r) for r in range(nodes)]
+    m = get_map(name, nodes, slices=c, nt=nt, slice_block=b)
+    so, it = m.owner_maps(nt), m.iteration_slices(nt)
+    counts = task_counts(so, nodes, it)
+    assert counts.tolist() == [local_task_count(so, r, it) for r in range(nodes)]
     assert node_load(m, nt)["tasks"].tolist() == counts.tolist()
+    adds = [len({int(q) for q in it[:k]} - {int(it[k])}) for k in range(nt)]
     assert counts.sum() == sum(  # every task once: updates, POTRF/TRSM, ADDs
-        (nt - k - 1) * (nt - k) // 2 + (nt - k) * (1 + min(k, c - 1)) for k in range(nt))
-    handles = nt * (nt + 1) // 2 + (sum(int(partial_mask(nt, c, s).sum()) for s in range(c))
-                                    if c > 1 else 0)
-    assert handle_count(nt, c) == handles
+        (nt - k - 1) * (nt - k) // 2 + (nt - k) * (1 + adds[k]) for k in range(nt))
+    handles = nt * (nt + 1) // 2 + (sum(int(partial_mask(nt, c, s, it).sum())
+                                        for s in range(c)) if c > 1 else 0)
+    assert handle_count(nt, c, m.slice_block) == handles
     mem = node_memory(m, nt * 50, 50)
     assert mem["tile handles"].tolist() == [handles * HANDLE_BYTES] * nodes
     assert mem["tasks"].tolist() == (counts * TASK_BYTES).tolist()

@@ -7,6 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 from volume_reference import cholesky_bytes
+from volume_reference import slice_of as ref_slice_of
 
 from starchol.distributions import get_map
 from starchol.linalg import matrices
@@ -26,37 +27,54 @@ def test_composite_owners_and_partial_masks():
     f = factor_owners(tile_map, 7)
     for i in range(7):
         for j in range(i + 1):
-            assert f[i, j] == so[j % 2, i, j]
-    for s in range(3):
-        m = partial_mask(7, 3, s)
+            assert f[i, j] == so[ref_slice_of(j, 2, tile_map.slice_block), i, j]
+    for s in range(3):      # b = 1: iterations on slices 0 1 2 2 1 0 0
+        m = partial_mask(7, 3, s, np.array([0, 1, 2, 2, 1, 0, 0]))
         for i in range(7):
             for j in range(7):
-                assert m[i, j] == (i >= j and s < j and j % 3 != s)
+                assert m[i, j] == (i >= j and s < j and [0, 1, 2, 2, 1, 0, 0][j] != s)
 
 
-@pytest.mark.parametrize("name,nodes,c", [("sbc25d", 6, 2), ("2dbc25d", 8, 2),
-                                          ("2dbc25d", 12, 3), ("sbc25d", 3, 1)])
-def test_local_task_count_brute_force(name, nodes, c):
+def test_partial_masks_with_slice_blocks():
+    from starchol.linalg.cholesky import partial_mask
+    for b in (2, 3):
+        slice_of = [ref_slice_of(k, 3, b) for k in range(9)]
+        for s in range(3):
+            m = partial_mask(9, 3, s, np.array(slice_of))
+            for i in range(9):
+                for j in range(9):
+                    updates = s in slice_of[:j]
+                    assert m[i, j] == (i >= j and updates and slice_of[j] != s)
+
+
+@pytest.mark.parametrize("name,nodes,c,block", [("sbc25d", 6, 2, 1), ("2dbc25d", 8, 2, 1),
+                                                ("2dbc25d", 12, 3, 1), ("sbc25d", 3, 1, 1),
+                                                ("sbc25d", 6, 2, 2), ("2dbc25d", 12, 3, 2)])
+def test_local_task_count_brute_force(name, nodes, c, block):
     from starchol.linalg.cholesky import local_task_count
     nt = 7
-    so = get_map(name, nodes, slices=c).owner_maps(nt)
+    tile_map = get_map(name, nodes, slices=c, slice_block=block)
+    so = tile_map.owner_maps(nt)
     count = np.zeros(nodes, dtype=np.int64)
     for k in range(nt):
-        s = k % c
+        s = ref_slice_of(k, c, block)
+        updated = {ref_slice_of(q, c, block) for q in range(k)}
         for m in range(k, nt):
-            count[so[s][m, k]] += 1 + sum(1 for t in range(min(k, c)) if t != s)  # POTRF/TRSM, ADDs
+            count[so[s][m, k]] += 1 + len(updated - {s})     # POTRF/TRSM, ADDs
         for n in range(k + 1, nt):
             for m in range(n, nt):
-                count[so[s][m, n]] += 1                                          # SYRK/GEMM
-    assert [local_task_count(so, r) for r in range(nodes)] == count.tolist()
+                count[so[s][m, n]] += 1                       # SYRK/GEMM
+    it = tile_map.iteration_slices(nt)
+    assert [local_task_count(so, r, it) for r in range(nodes)] == count.tolist()
 
 
 def test_recount_matches_model():
     """The oracle (tests/volume_reference.py) agrees with the fast model (no MPI)."""
     from starchol.linalg.volume import transfer_pairs_bytes
-    for name, nodes, c, grid in [("sbc25d", 6, 2, None), ("2dbc25d", 8, 2, "2x2"),
-                                 ("sbc25d", 9, 3, None)]:
-        tile_map = get_map(name, nodes, slices=c, grid=grid)
+    for name, nodes, c, grid, b in [("sbc25d", 6, 2, None, 1), ("2dbc25d", 8, 2, "2x2", 1),
+                                    ("sbc25d", 9, 3, None, 1), ("sbc25d", 6, 2, None, 2),
+                                    ("sbc25d", 9, 3, None, 2)]:
+        tile_map = get_map(name, nodes, slices=c, grid=grid, slice_block=b)
         nt = len(tile_sizes(N, NB))
         for cache in (True, False):
             got = cholesky_bytes(tile_map, N, NB, cache)
@@ -115,12 +133,13 @@ CASES = [
     (6, ["--dist", "sbc25d", "--slices", "2"], True),
     (6, ["--dist", "sbc25d", "--slices", "2", "--no-cache"], False),
     (8, ["--dist", "2dbc25d", "--grid", "2x2", "--slices", "2"], True),
+    (6, ["--dist", "sbc25d", "--slices", "2", "--slice-block", "1"], True),
 ]
 
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("np_,args,cache", CASES, ids=["6-sbc25d-c2", "6-sbc25d-c2-nocache",
-                                                       "8-2dbc25d-2x2-c2"])
+                                                       "8-2dbc25d-2x2-c2", "6-sbc25d-c2-b1"])
 def test_25d_factor_and_bytes(mpirun, tmp_path, np_, args, cache):
     doc, L, p = run_json(mpirun, tmp_path, np_, *args, "--n", N, "--nb", NB, "--seed", 5)
     ref = np.linalg.cholesky(matrices.dense(matrices.MatrixSpec("spd"), N, 5))
@@ -129,12 +148,16 @@ def test_25d_factor_and_bytes(mpirun, tmp_path, np_, args, cache):
     assert doc["match"] is True and doc["cache"] is cache
     assert doc["slices"] == 2 and doc["nodes"] == np_ and doc["nt"] == 5
     grid = args[args.index("--grid") + 1] if "--grid" in args else None
-    tile_map = get_map(args[1], np_, grid=grid, slices=2)
+    block = int(args[args.index("--slice-block") + 1]) if "--slice-block" in args else None
+    tile_map = get_map(args[1], np_, grid=grid, slices=2, slice_block=block)
     assert doc["bytes_measured_pairs"] == cholesky_bytes(tile_map, N, NB, cache)
-    # reductions cross slices: some bytes go from slice 0's nodes to slice 1's and back
+    # only the partial sums cross slices: from slice 0's nodes to slice 1's, and back
+    # when a column is factored on slice 0 after slice 1 ran an iteration
     m = np.array(doc["bytes_measured_pairs"])
     half = np_ // 2
-    assert m[:half, half:].sum() > 0 and m[half:, :half].sum() > 0
+    it = tile_map.iteration_slices(5).tolist()
+    back = any(it[j] == 0 and 1 in it[:j] for j in range(5))
+    assert m[:half, half:].sum() > 0 and (m[half:, :half].sum() > 0) == back
     from starchol.distributions import node_load
     from starchol.linalg.volume import tile_bytes
     model = node_load(tile_map, 5, tile_bytes=tile_bytes(N, NB))["bytes"]

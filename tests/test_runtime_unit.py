@@ -449,11 +449,12 @@ with Session(MPI.COMM_SELF, workers=2) as rt:
     A = DistributedMatrix.from_numpy(np.eye(512) * 4.0, 128, tm, comm=MPI.COMM_SELF)
     so = np.ascontiguousarray(tm.owner_maps(A.nt), dtype=np.int64)
     info = np.zeros(A.nt, dtype=np.int64)
+    it = np.zeros(A.nt, dtype=np.int64)
     # (session.computation wakes the workers and unregisters the tiles on the way out)
     try:
         with rt.computation(deferred=True) as c:
             h = c.register(A.owners, A.tiles, A.rows, elemsize=8)
-            assert _graphs.cholesky(h, [], so, info, True, 0, 2) > 0
+            assert _graphs.cholesky(h, [], so, it, info, True, 0, 2) > 0
             raise KeyError("between submission and wait")
     except KeyError:
         pass
@@ -462,7 +463,7 @@ with Session(MPI.COMM_SELF, workers=2) as rt:
     assert facts == rt.job_facts() and facts is not rt.job_facts() and facts["ranks"] == 1
     assert np.allclose(np.diag(A.tiles[(0, 0)]), 2.0)
     try:
-        _graphs.cholesky(h, [], so, info, True, 3, 2)
+        _graphs.cholesky(h, [], so, it, info, True, 3, 2)
     except ValueError as e:
         print("range:", e)
 print("ok")

@@ -82,17 +82,21 @@ def test_hand_count_solve_1x2_partial_tiles():
         assert solve_transfer_pairs_bytes(m, 5, 2, 3, cache=cache, itemsize=4).tolist() == half
 
 
-def test_hand_count_25d_reductions_partial_tiles():
+@pytest.mark.parametrize("block,pairs", [(1, [[0, 56], [0, 0]]), (2, [[0, 8], [0, 0]]),
+                                         (3, [[0, 0], [0, 0]])])
+def test_hand_count_25d_reductions_partial_tiles(block, pairs):
     # 2dbc25d, 2 slices of one node (slice 0 = node 0, slice 1 = node 1), N = 5, NB = 2:
-    # rows [2, 2, 1]. The panels stay inside a slice (one node); only partial sums move:
-    # column 1 (factored on slice 1): slice 0's (1,1) and (2,1): 0 -> 1, 32 + 16 bytes;
-    # column 2 (factored on slice 0): slice 1's (2,2): 1 -> 0, 8 bytes. Cache off alike.
-    m = get_map("2dbc25d", 2, slices=2, grid="1x1")
+    # rows [2, 2, 1]. The panels stay inside a slice (one node); only partial sums move.
+    # b = 1: iterations on slices 0 1 1: column 1 (factored on slice 1) gets slice 0's
+    # (1,1) and (2,1), 32 + 16 bytes; column 2 (slice 1) slice 0's (2,2), 8 bytes.
+    # b = 2: slices 0 0 1: column 2 gets slice 0's (2,2). b = 3: all on slice 0.
+    # Cache off alike.
+    m = get_map("2dbc25d", 2, slices=2, grid="1x1", slice_block=block)
     for cache in (True, False):
-        assert transfer_pairs_bytes(m, 5, 2, cache=cache).tolist() == [[0, 48], [8, 0]]
-        assert cholesky_bytes(m, 5, 2, cache=cache) == [[0, 48], [8, 0]]
+        assert transfer_pairs_bytes(m, 5, 2, cache=cache).tolist() == pairs
+        assert cholesky_bytes(m, 5, 2, cache=cache) == pairs
         assert transfer_pairs_bytes(m, 5, 2, cache=cache, itemsize=4).tolist() == \
-            [[0, 24], [4, 0]]
+            [[v // 2 for v in row] for row in pairs]
 
 
 @pytest.mark.parametrize("n,nb,k,msg", [(10, 5, 0, "nrhs must be an integer >= 1, got 0"),

@@ -6,7 +6,7 @@ from starchol.distributions import get_map
 from starchol.linalg.volume import (leading_term_tiles, stored_tiles, tile_bytes,
                                     tile_extents, transfer_pairs, transfer_pairs_bytes,
                                     transfer_pairs_tiles)
-from volume_reference import as_matrix, reference_pairs
+from volume_reference import as_matrix, reference_pairs, slice_of
 
 
 def test_hand_count_nt3_on_2x2():
@@ -169,14 +169,19 @@ def test_2_5d_with_one_slice_equals_2d():
     np.testing.assert_array_equal(a, b)
 
 
-def test_2_5d_reductions_count_c_minus_1_per_tile():
+@pytest.mark.parametrize("block", [1, 2, 3])
+def test_2_5d_reductions_count_one_per_tile_and_other_updating_slice(block):
     # with one node per... 2dbc25d 1x1 slices: every transfer is a reduction
-    m = get_map("2dbc25d", 3, slices=3, grid="1x1")
+    m = get_map("2dbc25d", 3, slices=3, grid="1x1", slice_block=block)
     nt = 9
     d = transfer_pairs_tiles(m, nt)
-    # panel broadcasts stay on the one node of each slice; tile (i, j) gets min(j, c-1)
-    expected = sum(min(j, 2) for j in range(nt) for i in range(j, nt))
-    assert d.sum() == expected
+    # panel broadcasts stay on the one node of each slice; tile (i, j) gets one partial
+    # from each other slice that ran an iteration k < j (b = 1: min(j, c - 1))
+    others = [len({slice_of(k, 3, block) for k in range(j)} - {slice_of(j, 3, block)})
+              for j in range(nt)]
+    if block == 1:
+        assert others == [min(j, 2) for j in range(nt)]
+    assert d.sum() == sum(others[j] for j in range(nt) for i in range(j, nt))
 
 
 @pytest.mark.parametrize("owners,nodes,msg", [
@@ -221,3 +226,48 @@ def test_volume_and_compare_float32_count_4_byte_entries(capsys, n, nb):
     assert c32["dtype"] == "float32"
     assert all(2 * r["bytes"] == c64[r["map"]]["bytes"] for r in c32["rows"])
     assert next(r for r in c32["rows"] if r["map"] == str(tile_map))["bytes"] == d32["bytes"]
+
+
+@pytest.mark.parametrize("block", [2, 3, 5])
+@pytest.mark.parametrize("shared", [False, True], ids=["own-nodes", "shared-nodes"])
+def test_fast_model_equals_reference_with_slice_blocks(block, shared):
+    # b iterations in a row per slice: the oracle applies the rule on its own
+    from starchol.distributions.base import iteration_slices
+    rng = np.random.default_rng(13 + block)
+    for trial in range(12):
+        nt, nodes, c = int(rng.integers(1, 12)), int(rng.integers(1, 5)), int(rng.integers(2, 4))
+        owners = rng.integers(0, nodes, size=(c, nt, nt))
+        p = nodes
+        if not shared:
+            owners = owners + (np.arange(c) * nodes)[:, None, None]
+            p = nodes * c
+        it = iteration_slices(nt, c, block)
+        for cache in (True, False):
+            fast = transfer_pairs(owners, p, cache=cache, it=it)
+            slow = as_matrix(reference_pairs(list(owners), cache=cache, block=block), p)
+            assert fast.tolist() == slow, (trial, cache)
+
+
+@pytest.mark.parametrize("name,nodes,c,kw", [("sbc25d", 6, 2, {}), ("2dbc25d", 12, 3, {}),
+                                             ("sym25d", 8, 2, {"nt": 9})])
+@pytest.mark.parametrize("block", [1, 2, 4])
+def test_map_slice_block_drives_model_and_oracle(name, nodes, c, kw, block):
+    m = get_map(name, nodes, slices=c, slice_block=block, **kw)
+    assert m.slice_block == block and m.params()["slice_block"] == block
+    assert m.iteration_slices(9).tolist() == [slice_of(k, c, block) for k in range(9)]
+    for cache in (True, False):
+        fast = transfer_pairs_tiles(m, 9, cache=cache)
+        slow = as_matrix(reference_pairs(list(m.owner_maps(9)), cache=cache, block=block),
+                         m.nodes)
+        assert fast.tolist() == slow
+
+
+def test_slice_block_moves_no_more_bytes():
+    # with b > 1 every tile still receives at most c - 1 partial sums, and the columns
+    # of the first block none (only slice 0 has updated them): fewer bytes than b = 1,
+    # by exactly the partial sums of columns 1 .. b-1 (c = 2, NT = 30)
+    nt = 30
+    one = transfer_pairs_tiles(get_map("sbc25d", 12, slices=2, slice_block=1), nt)
+    for b in (2, 3, 4):
+        got = transfer_pairs_tiles(get_map("sbc25d", 12, slices=2, slice_block=b), nt)
+        assert int(one.sum()) - int(got.sum()) == sum(nt - j for j in range(1, b)), b

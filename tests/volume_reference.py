@@ -17,19 +17,31 @@ from collections import Counter
 
 import numpy as np
 
+from starchol.distributions.base import DEFAULT_SLICE_BLOCK
 
-def cholesky_events(owners):
+
+def slice_of(k, c, block=DEFAULT_SLICE_BLOCK):
+    """Slice of iteration k: b = ``block`` iterations in a row on one slice, the blocks
+    visiting slices 0, 1, .., c-1, then c-1, .., 0, then 0, 1, .. again."""
+    q = k // block
+    up = (q // c) % 2 == 0
+    return q % c if up else c - 1 - q % c
+
+
+def cholesky_events(owners, block=DEFAULT_SLICE_BLOCK):
     """Events of the tiled Cholesky. ``owners``: (c, nt, nt) per-slice owners (or a list,
-    or one (nt, nt) array). Tile keys: ("A", i, j) the factoring copy of (i, j), held by
-    slice j mod c's owner; ("P", s, i, j) slice s's partial sum."""
+    or one (nt, nt) array); iteration k runs on slice slice_of(k, c, block). Tile keys:
+    ("A", i, j) the factoring copy of (i, j), held by the owner of (i, j) in the slice
+    of iteration j; ("P", s, i, j) slice s's partial sum."""
     so = _stack(owners)
     c, nt, _ = so.shape
-    f = lambda i, j: int(so[j % c][i][j])  # noqa: E731 - where L[i][j] ends
+    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731 - where L[i][j] ends
     for k in range(nt):
-        s = k % c
+        s = slice_of(k, c, block)
+        updated = {slice_of(q, c, block) for q in range(k)}    # slices that updated column k
         for m in range(k, nt):
-            for t in range(min(k, c)):
-                if t != s:
+            for t in range(c):
+                if t != s and t in updated:
                     yield ("task", f(m, k), [(("P", t, m, k), int(so[t][m][k]))], [("A", m, k)])
                     yield ("flush", ("P", t, m, k))
         yield ("task", f(k, k), [], [("A", k, k)])
@@ -37,7 +49,7 @@ def cholesky_events(owners):
             yield ("task", f(m, k), [(("A", k, k), f(k, k))], [("A", m, k)])
 
         def target(i, j):
-            return ("A", i, j) if j % c == s else ("P", s, i, j)
+            return ("A", i, j) if slice_of(j, c, block) == s else ("P", s, i, j)
 
         for n in range(k + 1, nt):
             yield ("task", int(so[s][n][n]), [(("A", n, k), f(n, k))], [target(n, n)])
@@ -48,13 +60,13 @@ def cholesky_events(owners):
             yield ("flush", ("A", m, k))
 
 
-def solve_events(owners, kt, which="both"):
+def solve_events(owners, kt, which="both", block=DEFAULT_SLICE_BLOCK):
     """Events of the solve L L^T X = B with kt tile columns of B (``which``: "both", or
     one pass, "forward" or "backward"); row tile i of B is held by d(i), the holder of
     L[i][i]. Keys ("A", i, j) for L, ("B", i, j) for B."""
     so = _stack(owners)
     c, nt, _ = so.shape
-    f = lambda i, j: int(so[j % c][i][j])  # noqa: E731
+    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
     d = [f(i, i) for i in range(nt)]
     for k in range(nt if which != "backward" else 0):
         for j in range(kt):
@@ -75,14 +87,14 @@ def solve_events(owners, kt, which="both"):
                        [("B", m, j)])
 
 
-def residual_events(owners, kt):
+def residual_events(owners, kt, block=DEFAULT_SLICE_BLOCK):
     """Events of the residual R = B - A X of a solve (the ``symm_residual`` graph): row
     tile i of R (held by d(i)) takes A[i][k] X[k] for k <= i and A[k][i]^T X[k] for
     k > i; A's received copies of row i are flushed after row i, X's at the end. Keys
     ("A", i, j) for A (held where L[i][j] ends), ("X", i, j), ("R", i, j)."""
     so = _stack(owners)
     c, nt, _ = so.shape
-    f = lambda i, j: int(so[j % c][i][j])  # noqa: E731
+    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
     d = [f(i, i) for i in range(nt)]
     for i in range(nt):
         for j in range(kt):
@@ -120,16 +132,17 @@ def replay(events, cache=True, weight=None):
     return pairs
 
 
-def reference_pairs(owners, cache=True, weight=None):
-    """Transfers of the tiled Cholesky per (sender, receiver); ``weight(i, j)`` per tile."""
+def reference_pairs(owners, cache=True, weight=None, block=DEFAULT_SLICE_BLOCK):
+    """Transfers of the tiled Cholesky per (sender, receiver); ``weight(i, j)`` per tile;
+    ``block``: iterations per slice turn."""
     wk = None if weight is None else (lambda key: weight(key[-2], key[-1]))
-    return replay(cholesky_events(owners), cache, wk)
+    return replay(cholesky_events(owners, block), cache, wk)
 
 
 def cholesky_bytes(tile_map, n, nb, cache=True, itemsize=8):
     """P x P list of the bytes of the tiled Cholesky of an n x n matrix under tile_map."""
     rows = _extents(n, nb)
-    pairs = replay(cholesky_events(tile_map.owner_maps(len(rows))), cache,
+    pairs = replay(cholesky_events(tile_map.owner_maps(len(rows)), tile_map.slice_block), cache,
                    lambda key: int(rows[key[-2]] * rows[key[-1]] * itemsize))
     return as_matrix(pairs, tile_map.nodes)
 
@@ -143,7 +156,8 @@ def solve_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8, which="both"):
         size = cols[key[2]] if key[0] == "B" else rows[key[2]]
         return int(rows[key[1]] * size * itemsize)
 
-    pairs = replay(solve_events(tile_map.owner_maps(len(rows)), len(cols), which), cache, w)
+    pairs = replay(solve_events(tile_map.owner_maps(len(rows)), len(cols), which,
+                                tile_map.slice_block), cache, w)
     return as_matrix(pairs, tile_map.nodes)
 
 
@@ -155,7 +169,8 @@ def residual_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8):
         size = cols[key[2]] if key[0] == "X" else rows[key[2]]
         return int(rows[key[1]] * size * itemsize)
 
-    pairs = replay(residual_events(tile_map.owner_maps(len(rows)), len(cols)), cache, w)
+    pairs = replay(residual_events(tile_map.owner_maps(len(rows)), len(cols),
+                                   tile_map.slice_block), cache, w)
     return as_matrix(pairs, tile_map.nodes)
 
 
