@@ -312,10 +312,11 @@ def test_a_tile_map_subclass_has_a_description():
 
 
 def _same_map(a, b, nts=(1, 7, 25)):
-    """Same class, description, parameters and owners at several NT."""
+    """Same class, description, parameters, owners and iteration slices at several NT."""
     assert type(a) is type(b) and str(a) == str(b) and a.params() == b.params()
     for nt in nts:
         np.testing.assert_array_equal(a.owner_maps(nt), b.owner_maps(nt))
+        np.testing.assert_array_equal(a.iteration_slices(nt), b.iteration_slices(nt))
 
 
 @pytest.mark.parametrize("nodes, nt", [(1, None), (2, 30), (6, None), (7, 40), (8, 24),
@@ -327,7 +328,8 @@ def test_params_rebuild_every_catalogue_map(nodes, nt):
     assert maps
     for m in maps:
         params = m.params()
-        assert set(params) <= {"dist", "nodes", "slices", "grid", "path", "nt"}
+        assert set(params) <= {"dist", "nodes", "slices", "grid", "path", "nt", "slice_block"}
+        assert ("slice_block" in params) == (m.slices > 1)
         _same_map(get_map(**params), m)
 
 
@@ -342,5 +344,9 @@ def test_params_rebuild_a_custom_map_and_a_sym_map_for_nt(tmp_path):
     assert str(small) != str(get_map("sym", 31))
     _same_map(get_map(**small.params()), small)
     sliced = get_map("sym25d", 12, slices=2, nt=30)
-    assert sliced.params() == {"dist": "sym25d", "nodes": 12, "slices": 2, "nt": 30}
+    assert sliced.params() == {"dist": "sym25d", "nodes": 12, "slices": 2, "nt": 30,
+                               "slice_block": 2}
     _same_map(get_map(**sliced.params()), sliced)
+    blocks = get_map("sbc25d", 12, slices=2, slice_block=5)
+    assert blocks.params()["slice_block"] == 5
+    _same_map(get_map(**blocks.params()), blocks)
