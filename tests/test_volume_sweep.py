@@ -61,7 +61,8 @@ def maps_for(p, rng, tmp):
         out.append({"dist": "2dbc25d", "slices": c,
                     "grid": _grids(per)[int(rng.integers(len(_grids(per))))]})
         if sbc_extended_r(per) or sbc_basic_r(per):
-            out.append({"dist": "sbc25d", "slices": c})
+            # b = 1, 2, 3 in turn (no draw: the other cases stay those of the seed)
+            out.append({"dist": "sbc25d", "slices": c, "slice_block": (p + c) % 3 + 1})
         if per >= 2:
             out.append({"dist": "sym25d", "slices": c})
     for t in range(2):

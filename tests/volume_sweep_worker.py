@@ -2,8 +2,8 @@
 tests/volume_sweep_worker.py CASES.json OUT.json [--no-cache] [--workers=K]``. Collective.
 
 One StarPU-MPI session (K CPU workers per rank, default 1; byte statistics on) runs
-every case of CASES.json (a list of dicts: ``dist``, ``grid``, ``slices``, ``map_file``,
-``n``, ``nb``, ``dtype``, ``nrhs`` (list of K, one solve each), ``flush``; ``dist``
+every case of CASES.json (a list of dicts: ``dist``, ``grid``, ``slices``, ``slice_block``,
+``map_file``, ``n``, ``nb``, ``dtype``, ``nrhs`` (list of K, one solve each), ``flush``; ``dist``
 ``"stack"`` is a ``PeriodicStack`` of the case's ``stack``: a 2.5D map whose slices may
 share nodes). For each factorization and each solve, rank 0 writes to OUT.json the bytes
 StarPU-MPI measured per pair, the model's prediction (the record) and the oracle's count
@@ -53,7 +53,8 @@ def build(case, nodes):
     if case["dist"] == "custom":
         return get_map("custom", nodes, path=case["map_file"])
     return get_map(case["dist"], nodes, grid=case.get("grid"),
-                   slices=case.get("slices") or 1, nt=nt)
+                   slices=case.get("slices") or 1, nt=nt,
+                   slice_block=case.get("slice_block"))
 
 
 def spd_block(n, seed):
