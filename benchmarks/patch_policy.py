@@ -8,19 +8,22 @@ starchol's (``starchol.runtime.starpu_env.PATCH_SWITCHES``): the idle spin
 and the MPI thread's yield (``STARCHOL_MPI_YIELD=0``: StarPU-MPI's progress thread polls
 without pause). Every round runs each variant once (all on, then each patch off; the
 order turns by one variant per round), and every variant runs three programs, each in
-fresh processes with the variable in its environment:
+fresh processes with the variable in its environment (``--programs`` picks some):
 
-- ``benchmarks/small_sizes.py`` in the present mode (``--sizes``, ``--repeat`` pairs, 1
-  rank): starchol/LAPACK ratio per size, measured inside that process;
-- ``benchmarks/small_sizes.py --back-to-back`` (``--b2b-size``, ``--calls`` x
-  ``--blocks``): the same ratio for calls in a row;
-- the README's main job, ``mpirun --oversubscribe -np NP starchol run --dist sbc --n N
+- ``present``: ``benchmarks/small_sizes.py`` (``--sizes``, ``--repeat`` pairs, 1 rank):
+  starchol/LAPACK ratio per size, measured inside that process, and starchol's median
+  call in ms;
+- ``b2b``: ``benchmarks/small_sizes.py --back-to-back`` (``--b2b-size``, ``--calls`` x
+  ``--blocks``): the same two figures for calls in a row;
+- ``main``: the README's main job, ``mpirun --oversubscribe -np NP starchol run --dist sbc --n N
   --nb NB --check``: the factorization's time (``time_s`` of its run document) and the
   wall time of the whole mpirun.
 
-The table gives, per variant, the median over the rounds of each figure; a patch pays
-where the "all on" row is better (higher ratio, shorter time) than its own "off" row.
-Timings on a shared machine are noisy: compare rows of one run only.
+The table gives, per variant (a column), the median over the rounds of each figure (a
+row); a patch pays where the "all on" column is better (higher ratio, shorter time)
+than its own "off" column. Timings on a shared machine are noisy: compare columns of one
+run only. On a loaded machine LAPACK's threads suffer more than starchol's workers, and
+the ratios mean little: compare the times.
 
 Usage: python benchmarks/patch_policy.py [--rounds R] [--programs present,b2b,main]
                                          [--sizes 1024,2048,4096]
@@ -29,7 +32,8 @@ Usage: python benchmarks/patch_policy.py [--rounds R] [--programs present,b2b,ma
                                          [--json FILE]
 
 The loaded StarPU must be starchol's own build with the patches that read these
-variables (checked before any run: ``starchol.runtime.starpu_build.variables_read``); ``--json`` is written whole or not at all, Ctrl-C stops with exit status 130
+variables (checked before any run: ``starchol.runtime.starpu_build.variables_read``);
+``--json`` is written whole or not at all, Ctrl-C stops with exit status 130
 (benchmarks/common.py).
 """
 import argparse
@@ -122,13 +126,16 @@ def measure(settings, args, tmp):
              str(args.repeat), "--json", doc], env, "small_sizes.py")
         with open(doc) as f:
             for row in json.load(f)["results"]:
-                out[f"present {row['n']}"] = row["ratio"]
+                out[f"present {row['n']} ratio"] = row["ratio"]
+                out[f"present {row['n']} ms"] = 1e3 * row["starchol_median_s"]
     if "b2b" in args.programs:
         run([sys.executable, small, "--back-to-back", "--sizes", str(args.b2b_size),
              "--calls", str(args.calls), "--blocks", str(args.blocks), "--json", doc], env,
             "small_sizes.py --back-to-back")
         with open(doc) as f:
-            out[f"b2b {args.b2b_size}"] = json.load(f)["results"][0]["ratio"]
+            row = json.load(f)["results"][0]
+        out[f"b2b {args.b2b_size} ratio"] = row["ratio"]
+        out[f"b2b {args.b2b_size} ms"] = 1e3 * row["starchol_median_s"]
     if "main" not in args.programs:
         return out
     doc = os.path.join(tmp, "run.json")
@@ -189,11 +196,12 @@ def main(argv=None):
     keys = list(rows[cases[0][0]][0])
     medians = {label: {key: statistics.median(f[key] for f in rows[label]) for key in keys}
                for label, _ in cases}
-    print(f"\nmedians of {args.rounds} (ratios: starchol/LAPACK, higher is better; "
-          f"times in s, lower is better)")
-    print(f"{'variant':>16} " + " ".join(f"{key:>14}" for key in keys))
-    for label, _ in cases:
-        print(f"{label:>16} " + " ".join(f"{medians[label][key]:>14.3f}" for key in keys))
+    print(f"\nmedians of {args.rounds} (ratio: starchol/LAPACK, higher is better; ms: "
+          f"starchol's median call; s: the main job's factorization and whole mpirun; "
+          f"times: lower is better)")
+    print(f"{'':>16} " + " ".join(f"{label:>16}" for label, _ in cases))
+    for key in keys:
+        print(f"{key:>16} " + " ".join(f"{medians[label][key]:>16.3f}" for label, _ in cases))
     if args.json:
         write_json(args.json, {"args": vars(args),
                                "variants": {label: s for label, s in cases},
