@@ -9,7 +9,7 @@ from ..files import check_folder_writable
 from ..linalg.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
                                parse_latency)
 from ..linalg.task_graph import KERNELS
-from ..linalg.volume import transfer_pairs_bytes
+from ..linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
                       cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
@@ -128,6 +128,9 @@ def register(sub):
     add_platform_args(p)
     add_json_arg(p, "the simulation document (makespan_s, gflops, busy_fraction, bytes, "
                     "pair_bytes, critical_path_s, ...)")
+    p.add_argument("--nrhs", type=int, default=None, metavar="K",
+                   help="also simulate the solve L L^T X = B with K right-hand sides after "
+                        "the factorization (as `starchol run --nrhs K`)")
     p.add_argument("--gantt", metavar="FILE.png",
                    help="draw the simulated schedule (one row per worker, first nodes)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -142,6 +145,8 @@ def run(args):
     dtype = args.dtype
     plat = platform_from_args(args, tile_map.nodes, dtype)
     plat.node.kernel_gflops(dtype, nb)          # a clear error before the work
+    if args.nrhs is not None and args.nrhs < 1:
+        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
     json_file(args)
     if args.gantt:
         check_folder_writable(args.gantt, "--gantt")
@@ -160,6 +165,20 @@ def run(args):
            **res.to_dict(),
            "model_bytes": int(model.sum()),
            "bytes_equal_model": bool(np.array_equal(model, res.pair_bytes))}
+    if args.nrhs is not None:
+        from ..linalg.simulate import simulate_solve
+
+        solve = simulate_solve(tile_map, n, nb, args.nrhs, plat, dtype=dtype, cache=cache,
+                               **sends_from_args(args))
+        smodel = solve_transfer_pairs_bytes(tile_map, n, nb, args.nrhs, cache=cache,
+                                            itemsize=itemsize_from_args(args))
+        sdoc = solve.to_dict()
+        doc["solve"] = {"nrhs": args.nrhs, **{k: sdoc[k] for k in (
+                            "makespan_s", "gflops", "bytes", "pair_bytes", "critical_path_s",
+                            "tasks", "transfers")},
+                        "model_bytes": int(smodel.sum()),
+                        "bytes_equal_model": bool(np.array_equal(smodel, solve.pair_bytes))}
+        doc["total_makespan_s"] = res.makespan_s + solve.makespan_s
     if args.gantt:
         from .simulate_figures import gantt_png
 
@@ -192,4 +211,14 @@ def text_report(doc):
         f"simulated:  {doc['tasks']} tasks in {doc['simulation_wall_s']:.2f} s "
         f"({doc['tasks_per_s']:.0f} tasks/s)",
     ]
+    solve = doc.get("solve")
+    if solve:
+        lines += [
+            f"solve:      {solve['nrhs']} right-hand side(s): "
+            f"{format_seconds(solve['makespan_s'])} ({solve['gflops']:.2f} GFlop/s), "
+            f"{format_bytes(solve['bytes'])} in {solve['transfers']} transfers, model "
+            f"{solve['model_bytes']} B: "
+            f"{'equal per node pair' if solve['bytes_equal_model'] else 'DIFFERENT'}",
+            f"total:      {format_seconds(doc['total_makespan_s'])} (factorization, then "
+            f"solve)"]
     return "\n".join(lines)

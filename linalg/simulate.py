@@ -205,11 +205,14 @@ def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, fl
 
 
 def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
-                   which="both", progress=None):
-    """Simulate the solve L L^T X = B (B n x nrhs) after the factorization."""
+                   which="both", progress=None, sends_in_flight=SENDS_IN_FLIGHT,
+                   pair_serial=False):
+    """Simulate the solve L L^T X = B (B n x nrhs) after the factorization (which the
+    runtime finishes first: the two times add up). GFlop/s of 2 N^2 nrhs flops."""
     graph = record_solve(tile_map, n, nb, nrhs, itemsize=4 if dtype == "float32" else 8,
                          which=which)
-    return simulate_graph(graph, platform, dtype, nb, cache, progress)
+    return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
+                          pair_serial)
 
 
 #: the map families a node-count sweep simulates (:func:`sweep_maps`), besides the most

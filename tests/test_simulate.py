@@ -232,6 +232,32 @@ def test_simulate_command_acceptance(capsys, tmp_path):
     assert gantt.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_simulate_command_with_the_solve(capsys):
+    """`--nrhs K` adds the solve: its bytes equal the solve's model per node pair (2.5D
+    map, cache off too), and the total is the factorization's time plus the solve's."""
+    from starchol.cli import main
+    from starchol.linalg.volume import solve_transfer_pairs_bytes
+
+    for cache in ("on", "off"):
+        assert main(["simulate", "--dist", "sbc25d", "--slices", "2", "--nodes", "6",
+                     "--n", "1000", "--nb", "100", "--nrhs", "150", "--cache", cache,
+                     "--node-gflops", "5", "--cores", "2", "--bandwidth", "1gbit",
+                     "--json", "-"]) == 0
+        out = capsys.readouterr()
+        doc = json.loads(out.out)
+        solve = doc["solve"]
+        model = solve_transfer_pairs_bytes(get_map("sbc25d", 6, slices=2), 1000, 100, 150,
+                                           cache=cache == "on")
+        assert solve["pair_bytes"] == model.tolist() and solve["bytes_equal_model"]
+        assert solve["makespan_s"] > 0 and solve["nrhs"] == 150
+        assert doc["total_makespan_s"] == pytest.approx(doc["makespan_s"]
+                                                        + solve["makespan_s"])
+        assert "solve:" in out.err and "total:" in out.err
+    assert main(["simulate", "--dist", "sbc", "--nodes", "6", "--n", "1000", "--nb", "100",
+                 "--nrhs", "0", "--node-gflops", "5", "--cores", "2"]) == 2
+    assert "--nrhs must be >= 1" in capsys.readouterr().err
+
+
 def test_simulate_command_figures_and_errors(capsys, tmp_path):
     from starchol.cli import main
 
