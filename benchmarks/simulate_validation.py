@@ -13,7 +13,8 @@ measurement (medians of alternating rounds).
    emulated runs keep their workers idle most of the time, waiting for tiles). Network:
    measured on the shaped links after each shaping (``benchmarks/net_probe.py`` between
    two nodes: the bandwidth a burst of tiles gets, TCP/IP and MPI included, and half
-   the ping-pong time). Sends: ``--sends-in-flight`` (default 1: a node's link moves one
+   the ping-pong time as the one-way latency, split over the two links a transfer
+   crosses). Sends: ``--sends-in-flight`` (default 1: a node's link moves one
    tile at a time, highest priority first, the model that matched these links; the
    tables also show StarPU-MPI's 10 sends sharing the link). Bounds: each map within
    20%, time(2dbc)/time(sbc) within 10% of the measured ratio.
@@ -104,8 +105,10 @@ def cluster(repeat, bandwidths, env, name, subnet, sends):
                 net = nets[bw] = probe_network(cl, env)
                 print(f"  {bw}: measured {net['bandwidth_bytes_per_s'] / 1e6:.3f} MB/s, "
                       f"latency {net['latency_s'] * 1e3:.2f} ms", flush=True)
+                # a transfer crosses two node links (sender's up, receiver's down), each
+                # with the platform's latency: half the measured one-way latency each
                 plat = Platform(node=node, nodes=NODES, bandwidth=net["bandwidth_bytes_per_s"],
-                                latency=net["latency_s"])
+                                latency=net["latency_s"] / 2)
                 times = {label: [] for label, *_ in maps}
                 sims = {label: [] for label, *_ in maps}
                 sims10 = {label: [] for label, *_ in maps}
