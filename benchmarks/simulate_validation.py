@@ -4,7 +4,7 @@ measurement (medians of alternating rounds).
 1. One node, 2 workers, N = 4096 and 8192 (NB = 512): ``starchol run`` (one rank) against
    ``simulate_cholesky`` with this machine's kernels calibrated in the same round, just
    before the measured run (``starchol calibrate``'s default: a traced factorization,
-   N = 4096, with the runtime's kernels and 2 workers). Bound: within 15%.
+   N = 8192 for NB = 512, with the runtime's kernels and 2 workers). Bound: within 15%.
 2. Six emulated nodes (``scripts/cluster.sh`` through ``scripts/emulated_cluster.py``),
    one rank and one worker each, ``benchmarks/comm_bound.py``'s sizes (N = 3072,
    NB = 128) and maps (sbc, the best 2dbc grid, sbc25d c = 2), at each ``--bandwidth``

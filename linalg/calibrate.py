@@ -171,7 +171,7 @@ def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
 
 #: tiles per side of a calibration run (N = NT x NB): at least RUNTIME_MIN_NT, more for
 #: small NB so that N reaches RUNTIME_MIN_N, at most RUNTIME_MAX_NT (5,984 tasks)
-RUNTIME_MIN_NT, RUNTIME_MAX_NT = 8, 32
+RUNTIME_MIN_NT, RUNTIME_MAX_NT = 16, 32
 RUNTIME_MIN_N = 4096
 
 
