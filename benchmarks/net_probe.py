@@ -9,19 +9,20 @@ behind them. Used by benchmarks/simulate_validation.py on the emulated cluster.
 
 Usage: mpirun -np 2 python benchmarks/net_probe.py [--bytes B] [--messages M] [--pings K]
 """
-import argparse
 import json
 import statistics
 
 import numpy as np
 from mpi4py import MPI
 
+from common import ArgumentParser, positive_int, run_main
+
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bytes", type=int, default=131072, help="bytes per message")
-    ap.add_argument("--messages", type=int, default=20, help="messages timed")
-    ap.add_argument("--pings", type=int, default=20, help="ping-pongs timed")
+    ap = ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bytes", type=positive_int, default=131072, help="bytes per message")
+    ap.add_argument("--messages", type=positive_int, default=20, help="messages timed")
+    ap.add_argument("--pings", type=positive_int, default=20, help="ping-pongs timed")
     opts = ap.parse_args(argv)
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -62,4 +63,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -220,3 +220,21 @@ def test_mixed_benchmark_runs_small(tmp_path):
     assert len(d["mixed_s"]) == len(d["float64_s"]) == 1 and d["iterations"][0] >= 1
     assert d["ratio"] == d["median_mixed_s"] / d["median_float64_s"]
     assert "ratio mixed / float64" in p.stdout
+
+
+@pytest.mark.timeout(120)
+def test_net_probe_measures_two_ranks():
+    """benchmarks/net_probe.py (simulate_validation's link measurement) on 2 ranks: one
+    JSON line with a bandwidth and a latency > 0, the message size asked for."""
+    import json
+    import subprocess
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    proc = subprocess.run(["mpirun", "--oversubscribe", "-np", "2", sys.executable,
+                           os.path.join(BENCH, "net_probe.py"), "--bytes", "4096",
+                           "--messages", "4", "--pings", "3"],
+                          capture_output=True, text=True, timeout=100, env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["message_bytes"] == 4096 and doc["messages"] == 4
+    assert doc["bandwidth_bytes_per_s"] > 0 and doc["latency_s"] > 0
