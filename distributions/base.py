@@ -7,9 +7,9 @@ of an NT x NT tiled matrix to a node (an MPI rank), numbered 0 .. nodes-1.
 import numpy as np
 
 #: b, the consecutive iterations a 2.5D slice runs before the next slice takes over
-#: (:func:`iteration_slices`); the default of the 2.5D maps (chosen with the simulator
-#: and measured on the emulated cluster: docs/cluster.md, issue 33)
-DEFAULT_SLICE_BLOCK = 2
+#: (:func:`iteration_slices`); the default of the 2.5D maps (measured on the emulated
+#: cluster, where b = 2 and 4 were slower than 1: docs/cluster.md, issue 33)
+DEFAULT_SLICE_BLOCK = 1
 
 #: ``sym`` weighs patterns of at most NT / MIN_PERIODS rows (see
 #: :func:`.symmetric.pattern_limit`); the planner uses the measured load instead

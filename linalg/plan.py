@@ -13,7 +13,7 @@ The 2.5D overhead is what the critical path of traced runs shows (docs/cluster.m
 the last update of column k is in another slice's partial copy, so that panel step waits
 on the chain for the transfer of the partial sums into the factoring copy and their ADD
 before its POTRF (:func:`reduction_steps`: NT - 1 steps when the slices alternate at
-every iteration, about NT / (2b) with the maps' blocks of b iterations going back and
+every iteration, about (c - 1) NT / (c b) with the maps' blocks of b iterations going back and
 forth); a 2D map has no such link. ``step_latency_s`` is the
 time one such step adds (the partial tiles' bytes are already in ``comm_s``; what is left
 is message and runtime latency, and the ADD): measured on the emulated cluster (6 ranks on 2 cores, 1 gbit/s) it was about

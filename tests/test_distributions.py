@@ -345,7 +345,7 @@ def test_params_rebuild_a_custom_map_and_a_sym_map_for_nt(tmp_path):
     _same_map(get_map(**small.params()), small)
     sliced = get_map("sym25d", 12, slices=2, nt=30)
     assert sliced.params() == {"dist": "sym25d", "nodes": 12, "slices": 2, "nt": 30,
-                               "slice_block": 2}
+                               "slice_block": 1}
     _same_map(get_map(**sliced.params()), sliced)
     blocks = get_map("sbc25d", 12, slices=2, slice_block=5)
     assert blocks.params()["slice_block"] == 5

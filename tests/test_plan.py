@@ -113,9 +113,9 @@ def test_rank_maps_fits_then_estimate_then_bytes_then_memory():
 
 def test_plan_picks_least_estimate_even_with_few_periods(capsys):
     # N = 3000, NB = 200: NT = 15 holds 3.75 periods of AG(2,2) (r = 4); its flops max/avg
-    # at NT = 15 is 1.063, less than the 1.157 of 2dbc25d 3 x (1x2) (1.205 when its
-    # slices alternated at every iteration), which the old 6-period rule picked although
-    # it is worse on every figure
+    # at NT = 15 is 1.063; 2dbc25d 3 x (1x2), which the old 6-period rule picked, has
+    # 1.045 (1.205 when its slices took the iterations cyclically) but moves more bytes
+    # and has a larger estimate
     assert main(["plan", "--nodes", "6", "--n", "3000", "--nb", "200",
                  "--memory-per-node", "1e9", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -126,7 +126,7 @@ def test_plan_picks_least_estimate_even_with_few_periods(capsys):
     assert pick["tile_bytes_per_node"] == 23 * tile     # 120 tiles over 6 nodes, max 23
     assert round(pick["flops_max_over_avg"], 3) == 1.063
     old = next(r for r in d["rows"] if r["dist"] == "2dbc25d" and r["slices"] == 3)
-    assert old["bytes"] == 262 * tile and round(old["flops_max_over_avg"], 3) == 1.157
+    assert old["bytes"] == 301 * tile and round(old["flops_max_over_avg"], 3) == 1.045
     assert old["tile_bytes_per_node"] == 64 * tile
     assert (old["estimate_s"], old["bytes"], old["memory_per_node_bytes"]) > \
         (pick["estimate_s"], pick["bytes"], pick["memory_per_node_bytes"])
@@ -252,7 +252,7 @@ def test_plan_float32_halves_bytes_and_tiles_and_says_so_in_its_commands(capsys)
 def test_25d_ranks_above_its_2d_slice_map_only_when_its_gain_exceeds_its_overhead():
     """The comm_bound case (6 nodes, N = 3072, NB = 128, 15 GFlop/s per node) with the
     step latency measured on the emulated cluster (5 ms): at 1 gbit/s sbc25d c=2 gains
-    less over sbc than its 6 reduction steps (blocks of b = 2 iterations) cost and ranks
+    less over sbc than its 12 reduction steps (b = 1, slices back and forth) cost and ranks
     below it; at 10 mbit/s it gains more and ranks above. With the slices alternating at
     every step (23 reduction steps) it was measured 1.19x slower at 1 gbit/s."""
     from starchol.distributions import get_map
@@ -260,7 +260,7 @@ def test_25d_ranks_above_its_2d_slice_map_only_when_its_gain_exceeds_its_overhea
     from starchol.linalg.plan import (MEASURED_STEP_LATENCY_S, overhead_25d_s, rank_maps,
                                       reduction_steps, score_map, versus_2d)
 
-    assert overhead_25d_s(24, 2, 5e-3) == pytest.approx(0.03)    # b = 2: 0 0 1 1 1 1 0 0 ..
+    assert overhead_25d_s(24, 2, 5e-3) == pytest.approx(0.06)    # b = 1: 0 1 1 0 0 1 1 ..
     assert reduction_steps(24, 2, 2) == 6 and reduction_steps(24, 2, 1) == 12
     assert reduction_steps(24, 3, 1) == 16      # 0 1 2 2 1 0 0 1 ..: 4 changes in 6
     for c, b in ((2, 3), (3, 2), (4, 5)):
@@ -272,10 +272,10 @@ def test_25d_ranks_above_its_2d_slice_map_only_when_its_gain_exceeds_its_overhea
                           step_latency_s=MEASURED_STEP_LATENCY_S)
                 for d, kw in (("sbc", {}), ("sbc25d", {"slices": 2}))]
         flat, sliced = rows
-        assert flat["overhead_s"] == 0 and sliced["overhead_s"] == pytest.approx(0.03)
-        assert sliced["reduction_steps"] == 6
+        assert flat["overhead_s"] == 0 and sliced["overhead_s"] == pytest.approx(0.06)
+        assert sliced["reduction_steps"] == 12
         assert sliced["estimate_s"] == pytest.approx(
-            sliced["compute_s"] + sliced["comm_s"] + 0.03)
+            sliced["compute_s"] + sliced["comm_s"] + 0.06)
         v = versus_2d(sliced, rows)
         assert v["flat"] is flat and v["ahead"] is ahead
         assert v["gain_s"] == pytest.approx(flat["compute_s"] + flat["comm_s"]
@@ -292,7 +292,7 @@ def test_plan_says_why_no_25d_map_was_picked(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["step_latency_s"] == 5e-3 and d["pick"]["slices"] == 1
     assert "no 2.5D map picked: the best, " in d["explanation"]
-    assert "30.0 ms for its 6 reduction steps on the critical path" in d["explanation"]
+    assert "60.0 ms for its 12 reduction steps on the critical path" in d["explanation"]
     assert main(["plan", "--nodes", "6", "--n", "3072", "--nb", "128", "--memory-per-node",
                  "1e9", "--step-latency", "-1"]) == 2
     assert "--step-latency must be a finite number of seconds >= 0" in capsys.readouterr().err

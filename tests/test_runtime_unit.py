@@ -134,7 +134,7 @@ def test_record_round_trips_the_run_document():
     doc = r.to_dict()
     assert doc["runtime"]["gpus_per_rank"] == 0 and doc["runtime"]["scheduler"] == "prio"
     assert doc["map_params"] == {"dist": "2dbc25d", "nodes": 8, "slices": 2, "grid": "2x2",
-                                 "slice_block": 2}
+                                 "slice_block": 1}
     back = RunRecord.from_dict(doc)
     assert back == r and back.to_dict() == doc
     assert RunRecord.from_dict(doc["solve"]) == solve
