@@ -132,6 +132,26 @@ def repeats_for(nb, budget_s=0.25, guess_gflops=10.0):
     return int(min(200, max(3, budget_s * guess_gflops * 1e9 / (2.0 * nb ** 3))))
 
 
+def _node_document(by_nb, nbs, dtypes, workers, how, calibration):
+    """The node description (JSON-ready dict) of a calibration.
+
+    ``by_nb[dtype][str(nb)]`` holds GFlop/s per kernel; the largest NB's speeds are the
+    node's ``gflops``. ``how`` says how they were measured (in ``source``), and
+    ``calibration`` gets this machine's CPU count and processor added.
+    """
+    top = str(max(nbs))
+    return {
+        "name": f"{_platform.node()} (calibrated)",
+        "workers": int(workers),
+        "gflops": {dt: dict(by_nb[dt][top]) for dt in dtypes},
+        "gflops_by_nb": by_nb,
+        "source": (f"starchol calibrate on {_platform.node()}: {how}, "
+                   f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"),
+        "calibration": dict(calibration, cpus=os.cpu_count(),
+                            processor=_platform.processor() or _platform.machine()),
+    }
+
+
 def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
     """Measure every kernel of :data:`~starchol.linalg.task_graph.KERNELS` for each NB in
     ``nbs`` and dtype in ``dtypes`` with ``workers`` concurrent workers; returns the
@@ -155,18 +175,10 @@ def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
                     progress(done, total)
             by_nb[dtype][str(nb)] = speeds
             seconds[dtype][str(nb)] = secs
-    top = str(max(nbs))
-    return {
-        "name": f"{_platform.node()} (calibrated)",
-        "workers": int(workers),
-        "gflops": {dt: dict(by_nb[dt][top]) for dt in dtypes},
-        "gflops_by_nb": by_nb,
-        "source": (f"starchol calibrate on {_platform.node()}, {workers} concurrent "
-                   f"worker(s), SciPy BLAS/LAPACK, one thread each, "
-                   f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"),
-        "calibration": {"seconds": seconds, "cpus": os.cpu_count(),
-                        "processor": _platform.processor() or _platform.machine()},
-    }
+    return _node_document(
+        by_nb, nbs, dtypes, workers,
+        f"{workers} concurrent worker(s), SciPy BLAS/LAPACK, one thread each",
+        {"seconds": seconds})
 
 
 #: tiles per side of a calibration run (N = NT x NB): at least RUNTIME_MIN_NT, more for
@@ -279,17 +291,8 @@ def calibrate_runtime(nbs, dtypes=("float64",), workers=1, ranks=1, progress=Non
             done += 1
             if progress is not None:
                 progress(done, total)
-    top = str(max(nbs))
-    return {
-        "name": f"{_platform.node()} (calibrated)",
-        "workers": int(workers),
-        "gflops": {dt: dict(by_nb[dt][top]) for dt in dtypes},
-        "gflops_by_nb": by_nb,
-        "source": (f"starchol calibrate on {_platform.node()}: traced factorizations "
-                   f"(N = NT x NB, NT >= {RUNTIME_MIN_NT}) with the runtime's kernels, "
-                   f"{ranks} rank(s) x {workers} worker(s) on this machine, "
-                   f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}"),
-        "calibration": {"method": "runtime", "ranks": int(ranks), "run_seconds": spans,
-                        "cpus": os.cpu_count(),
-                        "processor": _platform.processor() or _platform.machine()},
-    }
+    return _node_document(
+        by_nb, nbs, dtypes, workers,
+        f"traced factorizations (N = NT x NB, NT >= {RUNTIME_MIN_NT}) with the runtime's "
+        f"kernels, {ranks} rank(s) x {workers} worker(s) on this machine",
+        {"method": "runtime", "ranks": int(ranks), "run_seconds": spans})
