@@ -12,7 +12,7 @@ initialisation remains (StarPU-MPI needs MPI; :func:`ensure_mpi`).
   initialised MPI (``mpi4py.rc.initialize = False``), and ``MPI_Finalize`` at exit.
 - :func:`end_job_on_uncaught_errors`: chains a ``sys.excepthook`` (once per process).
 - :func:`catch_interrupt` / :func:`release_interrupt`: a computation's SIGINT handler
-  (:func:`computation_interrupt`), over Python's own only.
+  (:class:`ComputationInterrupt`), over Python's own only.
 """
 import atexit
 import signal
@@ -64,7 +64,7 @@ def end_job_on_uncaught_errors(current):
     sys.excepthook = hook
 
 
-def computation_interrupt(comm, cancel, wake):
+class ComputationInterrupt:
     """The SIGINT handler of a computation on ``comm`` (Ctrl-C).
 
     With several ranks the others wait for this rank's part of the same task graph,
@@ -76,23 +76,70 @@ def computation_interrupt(comm, cancel, wake):
     interrupted before they woke (without waiting for the lock: the handler runs in the
     main thread, perhaps inside a wake); and ``KeyboardInterrupt`` is raised. The session
     stays usable (an in-place ``overwrite_a`` leaves A's tiles half-factored).
+
+    A signal that arrives while one of the ``protected`` code objects runs (a
+    computation's set-up and clean-up: registration, unregistration, the workers'
+    sleep, this handler's own release) does not raise there, which would skip the rest
+    of the clean-up and leave the session with a stale state (tasks cancelled, a handler
+    left installed): it is kept in :attr:`pending` and :meth:`raise_pending` raises it
+    once the clean-up is through.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+        The computation's communicator.
+    cancel, wake : callable
+        ``cancel(True)`` cancels the queued tasks; ``wake(blocking=False)`` wakes the
+        workers.
+    protected : iterable of code objects
+        Where a signal is deferred (anywhere in their calls too).
     """
-    def handler(signum, frame):
-        end_diverged(KeyboardInterrupt(), comm)   # returns with one rank only
-        cancel(True)
-        wake(blocking=False)
+
+    def __init__(self, comm, cancel, wake, protected=()):
+        self.comm = comm
+        self.cancel = cancel
+        self.wake = wake
+        self.protected = frozenset(protected)
+        self.pending = False
+
+    def __call__(self, signum, frame):
+        end_diverged(KeyboardInterrupt(), self.comm)   # returns with one rank only
+        self.cancel(True)
+        self.wake(blocking=False)
+        if self._in_protected(frame):
+            self.pending = True
+            return
         raise KeyboardInterrupt
 
-    return handler
+    def _in_protected(self, frame):
+        while frame is not None:
+            if frame.f_code in self.protected:
+                return True
+            frame = frame.f_back
+        return False
+
+    def raise_pending(self):
+        """Raise the ``KeyboardInterrupt`` deferred in a protected section, if any."""
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+
+def computation_interrupt(comm, cancel, wake, protected=()):
+    """The SIGINT handler of a computation (:class:`ComputationInterrupt`)."""
+    return ComputationInterrupt(comm, cancel, wake, protected)
 
 
 def catch_interrupt(handler):
     """Install ``handler`` for SIGINT during a computation: in the main thread only, and
-    only over Python's own handler (a program's or the command line's stays). Returns the
-    handler to give back to :func:`release_interrupt`, or None."""
+    only over Python's own handler (a program's or the command line's stays) or over an
+    earlier computation's (left behind: replaced). Returns the handler to give back to
+    :func:`release_interrupt`, or None."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    current = signal.getsignal(signal.SIGINT)
+    if current is not signal.default_int_handler \
+            and not isinstance(current, ComputationInterrupt):
         return None
     signal.signal(signal.SIGINT, handler)
     return signal.default_int_handler

@@ -393,17 +393,27 @@ class Session(SessionFacts):
         """
         self._require()
         first = self.idle.depth == 0
-        previous = hooks.catch_interrupt(hooks.computation_interrupt(
-            self.user_comm, self._kernels().set_cancelled, self.idle.wake)) \
-            if first and self.hooks else None
+        handler = previous = None
+        if first:
+            self._kernels().set_cancelled(False)
+            if self.hooks:
+                handler = hooks.computation_interrupt(
+                    self.user_comm, self._kernels().set_cancelled, self.idle.wake,
+                    protected=_SET_UP_AND_CLEAN_UP)
+                previous = hooks.catch_interrupt(handler)
+        # a Ctrl-C in this generator's code or in a computation's set-up and clean-up is
+        # deferred to the end of the block (hooks.ComputationInterrupt): raised inside
+        # the clean-up, it would leave the tasks cancelled or the handler installed
         self.idle.enter(deferred)
         try:
             yield self
         finally:
             self.idle.leave()
             if first:
-                self._kernels().set_cancelled(False)
                 hooks.release_interrupt(previous)
+                self._kernels().set_cancelled(False)
+                if previous is not None:
+                    handler.raise_pending()
 
     def computation(self, deferred=False, measured=False):
         """A block for one computation: :class:`~.computation.Computation`."""
@@ -429,3 +439,10 @@ class Session(SessionFacts):
             raise SessionError("the StarPU session is not started (use `with Session(...)` "
                                "or Session(...).start())" if not self.closed else
                                "the StarPU session was shut down")
+
+
+#: where a Ctrl-C waits for the end of a computation block (Session.running)
+_SET_UP_AND_CLEAN_UP = (Session.running.__wrapped__.__code__,
+                        Session.register_tiles.__code__,
+                        Computation.__enter__.__code__, Computation.register.__code__,
+                        Computation.__exit__.__code__)

@@ -341,6 +341,52 @@ print("ok")
     assert p.stdout.rstrip().endswith("ok")
 
 
+@pytest.mark.parametrize("where", ["leave", "wake_if_pending", "enter"])
+def test_ctrl_c_in_a_computations_clean_up_is_raised_after_it(starpu_home, where):
+    """A SIGINT that lands in a computation's set-up or clean-up (here at the workers'
+    sleep, before the unregistration or at the block's start, each made to send one) is raised
+    once the clean-up is through, not inside it: the block closes, the handler is
+    Python's again, no task is cancelled, and the next factorization is right (raised
+    inside, it once left the kernels cancelled: the next L was A unfactored)."""
+    code = r"""
+import os, signal
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+from starchol.runtime import _kernels
+tm = get_map("2dbc", 1)
+rt = Session(MPI.COMM_SELF, workers=2).start()
+A = DistributedMatrix.from_numpy(np.eye(512) * 4.0, 128, tm, comm=MPI.COMM_SELF)
+where = WHERE
+def send_first(obj, name):
+    original = getattr(obj, name)
+    sent = []
+    def wrapper(*args, **kwargs):
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):   # bytecodes, where the handler runs
+                pass
+        return original(*args, **kwargs)
+    setattr(obj, name, wrapper)
+send_first(rt.idle, where)
+try:
+    cholesky(A, tm)
+    print("no interrupt")
+except KeyboardInterrupt:
+    print("interrupted")
+print("state", rt.idle.depth, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+F = cholesky(A, tm)
+print("after", np.abs(F.L.gather() - 2 * np.eye(512)).max())
+rt.shutdown()
+""".replace("WHERE", repr(where))
+    p = _run_py(code, starpu_home, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.split() == ["interrupted", "state", "0", "True", "after", "0.0"], \
+        p.stdout + p.stderr
+
+
 @pytest.mark.parametrize("last_sleeps", ["1", "0"])
 def test_the_last_idle_worker_sleeps_too(starpu_home, last_sleeps, monkeypatch):
     """Inside a ``running()`` block with nothing to run, starchol's StarPU lets every
