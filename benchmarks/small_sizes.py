@@ -12,8 +12,13 @@ without the pause they would take a core from the StarPU workers of the next cal
 
 ``--back-to-back`` measures what a likelihood optimiser sees, many calls in a row: for
 each size, ``--blocks`` times, ``--calls`` consecutive starchol calls then ``--calls``
-consecutive LAPACK calls, with no settle sleep (the copies of A are made before each
-block, outside the timings). The medians are over every call of every block; the ratio
+consecutive LAPACK calls, with no sleep between the calls of a block (the copies of A
+are made before each block, outside the timings). Each block, of either side, starts
+after the ``--settle`` sleep, so that it does not run beside the other library's idle
+threads: after a LAPACK block, OpenBLAS's two threads spin for about 0.1 s and took the
+cores from the first ten or so starchol calls of the next block (9-10 ms each instead of
+5.5 at N = 1024: docs/engine.md, "Calls back to back"). ``--settle 0`` measures that
+too. The medians are over every call of every block; the ratio
 is the median LAPACK time over the median starchol time, as above. ``--awake S1,S2``
 times starchol once per value in every block, with its workers kept awake S seconds
 after each computation (``STARCHOL_AWAKE_S``, starchol/runtime/idle.py): the sleep
@@ -106,10 +111,12 @@ def bench(n, nb, repeat, session, cores, settle, dtype=np.float64):
                           "python_rest": statistics.median(ours) - statistics.median(inside)}}
 
 
-def bench_back_to_back(n, nb, calls, blocks, session, cores, dtype=np.float64, awake=(None,)):
+def bench_back_to_back(n, nb, calls, blocks, session, cores, dtype=np.float64, awake=(None,),
+                       settle=0.2):
     """``blocks`` times: ``calls`` starchol calls in a row (once per awake time of
     ``awake``; None: the session's), then ``calls`` LAPACK calls in a row, no sleep
-    between calls (a first, untimed block of each warms up). One row per awake time."""
+    between calls, ``settle`` seconds of sleep before each block (a first, untimed block
+    of each warms up). One row per awake time."""
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
 
@@ -127,6 +134,7 @@ def bench_back_to_back(n, nb, calls, blocks, session, cores, dtype=np.float64, a
             session.idle.linger = default if s is None else s
             copies = [pristine.copy() for _ in range(calls)]
             times = []
+            time.sleep(settle)
             for a in copies:
                 t0 = time.perf_counter()
                 cholesky(a, tile_map, session=session, overwrite_a=True)
@@ -137,6 +145,7 @@ def bench_back_to_back(n, nb, calls, blocks, session, cores, dtype=np.float64, a
         session.idle.linger = default
         copies = [np.array(dense, order="F", copy=True) for _ in range(calls)]
         times = []
+        time.sleep(settle)
         with threadpool_limits(limits=cores, user_api="blas"):
             for c in copies:
                 t1 = time.perf_counter()
@@ -147,6 +156,7 @@ def bench_back_to_back(n, nb, calls, blocks, session, cores, dtype=np.float64, a
         if block:
             theirs += times
     return [{"n": n, "nb": nb, "mode": "back-to-back", "calls": calls, "blocks": blocks,
+             "settle_s": settle,
              "awake_s": default if s is None else s,
              "starchol_s": ours[s], "lapack_s": theirs,
              "starchol_median_s": statistics.median(ours[s]),
@@ -167,11 +177,12 @@ def main(argv=None):
                    help="StarPU workers (default: every core)")
     p.add_argument("--sched", default=None, help="StarPU scheduler (default: starchol's)")
     p.add_argument("--settle", type=nonnegative_float, default=0.2,
-                   help="seconds of sleep before every timed call, both sides (default "
-                        "0.2: longer than OpenBLAS's threads spin after a parallel call)")
+                   help="seconds of sleep before every timed call, both sides; with "
+                        "--back-to-back, before every block (default 0.2: longer than "
+                        "OpenBLAS's threads spin after a parallel call)")
     p.add_argument("--back-to-back", action="store_true",
-                   help="consecutive calls, no settle: --calls starchol calls, then as many "
-                        "LAPACK calls, --blocks times")
+                   help="consecutive calls, no settle between them: --calls starchol calls, "
+                        "then as many LAPACK calls, --blocks times")
     p.add_argument("--calls", type=positive_int, default=20,
                    help="consecutive calls per block in --back-to-back (default 20)")
     p.add_argument("--blocks", type=positive_int, default=3,
@@ -202,7 +213,8 @@ def main(argv=None):
         print(f"small sizes: 1 rank, {session.workers} StarPU worker(s), {cores} core(s), "
               f"scheduler {session.scheduler}, StarPU {session.version}, "
               + (f"back to back: {args.blocks} blocks of {args.calls} calls each side, "
-                 f"{args.dtype}\n" if args.back_to_back else
+                 f"{args.settle:g} s before each block, {args.dtype}\n"
+                 if args.back_to_back else
                  f"median of {args.repeat}, {args.dtype}\n") +
               f"kernels' BLAS: {session.kernel_blas.describe()}")
         if args.back_to_back:
@@ -210,7 +222,8 @@ def main(argv=None):
                   f"{'GFlop/s':>14} {'ratio':>6}")
         for n in args.sizes if args.back_to_back else ():
             for r in bench_back_to_back(n, args.nb, args.calls, args.blocks, session, cores,
-                                        np.dtype(args.dtype), args.awake or (None,)):
+                                        np.dtype(args.dtype), args.awake or (None,),
+                                        args.settle):
                 rows.append(r)
                 print(f"{n:>6} {args.nb:>4} {r['awake_s']:>8g} "
                       f"{1e3 * r['starchol_median_s']:>12.2f} "
