@@ -20,7 +20,7 @@ default b).
 
 Usage: python benchmarks/comm_bound.py [--n N] [--nb NB] [--bandwidth LOW,HIGH]
                                        [--repeat R] [--keep DIR] [--json FILE]
-                                       [--slice-block B[,B...]]
+                                       [--slice-block B[,B...]] [--no-2dbc | --no-25d]
                                        [--cluster-name NAME] [--subnet A.B.C]
 
 Arguments are checked before the cluster starts, ``--json`` is written whole or not at
@@ -120,6 +120,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=positive_int, default=3,
                     help="rounds per bandwidth (default 3)")
     ap.add_argument("--no-25d", action="store_true", help="leave out sbc25d")
+    ap.add_argument("--no-2dbc", action="store_true",
+                    help="leave out the 2dbc grid (sbc against sbc25d only)")
     ap.add_argument("--slice-block", metavar="B[,B...]", type=block_list, default=(None,),
                     help="sbc25d's iterations per slice turn b, one sbc25d map per b "
                          "(default: the maps' default)")
@@ -145,8 +147,12 @@ def main(argv=None):
                      f"({stale[0]}, ...): `starchol report {opts.keep}/BANDWIDTH/*.json` "
                      f"would mix them with this run's; give a new or empty folder")
     maps = candidates(opts.n, opts.nb, opts.slice_block)
+    if opts.no_25d and opts.no_2dbc:
+        ap.fail("--no-25d and --no-2dbc leave sbc alone: nothing to compare it with")
     if opts.no_25d:
         maps = maps[:2]
+    if opts.no_2dbc:
+        maps = [maps[0], *maps[2:]]
     nt = -(-opts.n // opts.nb)
     print(f"comm_bound: {NODES} emulated nodes, 1 rank and 1 StarPU worker each; "
           f"N = {opts.n}, NB = {opts.nb} (NT = {nt}), links shaped per node and direction "
@@ -217,7 +223,15 @@ def report(bw, maps, times):
         rows[label] = {"median_s": med[label], "times_s": times[label],
                        "busiest_bytes": busy["bytes"], "measured_ratio": measured,
                        "predicted_ratio": predicted}
-    two = [label for label, *_ in maps if label.startswith("2dbc")][0]
+    for label in rows:
+        if label.startswith("sbc25d"):
+            r = rows[label]["measured_ratio"]
+            print(f"  => time({label}) / time(sbc) = {r:.3f}, busiest-link model "
+                  f"{rows[label]['predicted_ratio']:.3f}")
+    two = [label for label, *_ in maps if label.startswith("2dbc")]
+    if not two:
+        return rows
+    two = two[0]
     m, p = rows[two]["measured_ratio"], rows[two]["predicted_ratio"]
     print(f"  => time({two}) / time(sbc) = {m:.3f}, model {p:.3f}: measured/predicted "
           f"{m / p:.3f} ({'within' if abs(m / p - 1) <= 0.15 else 'more than'} 15%"

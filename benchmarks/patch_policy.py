@@ -1,14 +1,16 @@
-"""starchol's tuning patches to StarPU, each switched off through its variable, against
-all of them on, alternating in the same run.
+"""starchol's tuning patches to StarPU, each at its default against its other setting,
+alternating in the same run.
 
 ``scripts/starpu-patches`` holds three tuning patches, each read through a variable of
-starchol's (``starchol.runtime.starpu_env.PATCH_SWITCHES``): the idle spin
-(``STARCHOL_IDLE_SPIN_US=0``: an idle worker sleeps at once), the last worker that sleeps
-(``STARCHOL_IDLE_LAST_SLEEPS=0``: StarPU's rule, the last awake worker of a context polls)
-and the MPI thread's yield (``STARCHOL_MPI_YIELD=0``: StarPU-MPI's progress thread polls
-without pause). Every round runs each variant once (all on, then each patch off; the
-order turns by one variant per round), and every variant runs three programs, each in
-fresh processes with the variable in its environment (``--programs`` picks some):
+starchol's (``starchol.runtime.starpu_env.PATCH_SWITCHES``, which also gives the value
+measured here): the idle spin (default 0, an idle worker sleeps at once; measured with
+``STARCHOL_IDLE_SPIN_US=200``, a 200 µs poll first), the last worker that sleeps
+(measured with ``STARCHOL_IDLE_LAST_SLEEPS=0``: StarPU's rule, the last awake worker of
+a context polls) and the MPI thread's yield (measured with ``STARCHOL_MPI_YIELD=0``:
+StarPU-MPI's progress thread polls without pause). Every round runs each variant once
+(the defaults, then each variable at its other value; the order turns by one variant
+per round), and every variant runs three programs, each in fresh processes with the
+variable in its environment (``--programs`` picks some):
 
 - ``present``: ``benchmarks/small_sizes.py`` (``--sizes``, ``--repeat`` pairs, 1 rank):
   starchol/LAPACK ratio per size, measured inside that process, and starchol's median
@@ -20,8 +22,8 @@ fresh processes with the variable in its environment (``--programs`` picks some)
   wall time of the whole mpirun.
 
 The table gives, per variant (a column), the median over the rounds of each figure (a
-row); a patch pays where the "all on" column is better (higher ratio, shorter time)
-than its own "off" column. Timings on a shared machine are noisy: compare columns of one
+row); a default pays where the "defaults" column is better (higher ratio, shorter time)
+than the variable's own column. Timings on a shared machine are noisy: compare columns of one
 run only. On a loaded machine LAPACK's threads suffer more than starchol's workers, and
 the ratios mean little: compare the times.
 
@@ -65,12 +67,13 @@ def program_list(text):
 
 
 def variants():
-    """``[(label, {variable: value})]``: all patches on, then each tuning patch off."""
+    """``[(label, {variable: value})]``: every patch at its default, then each tuning
+    patch's variable at the other value (:data:`PATCH_SWITCHES`), one at a time."""
     from starchol.runtime.starpu_env import PATCH_SWITCHES
 
-    out = [("all on", {})]
-    for patch, (name, off) in PATCH_SWITCHES.items():
-        out.append((f"{patch.split('-', 2)[2].rsplit('.', 1)[0]} off", {name: off}))
+    out = [("defaults", {})]
+    for patch, (name, other) in PATCH_SWITCHES.items():
+        out.append((f"{patch.split('-', 2)[2].rsplit('.', 1)[0]}={other}", {name: other}))
     return out
 
 

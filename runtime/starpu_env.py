@@ -28,14 +28,15 @@ INTEGER_VARIABLES = (
     "STARPU_MPI_NREADY_PROCESS", "STARPU_MPI_PRIORITIES",
 )
 
-#: starchol's tuning patches to StarPU (scripts/starpu-patches) and the variable each
-#: reads when StarPU starts, with the value that switches it off (StarPU's own behaviour):
-#: microseconds an idle worker polls before it sleeps (default 200); whether the last
-#: awake worker of a context sleeps too (default 1); whether StarPU-MPI's progress thread
-#: yields its core at each polling round (default 1). Non-negative integers; in
-#: starchol's name space, not StarPU's
+#: starchol's tuning patches to StarPU (scripts/starpu-patches), the variable each reads
+#: when StarPU starts and the value ``benchmarks/patch_policy.py`` measures against the
+#: patch's default: microseconds an idle worker polls before it sleeps (default 0,
+#: StarPU's own behaviour; measured with 200); whether the last awake worker of a context
+#: sleeps too (default 1; 0 is StarPU's rule); whether StarPU-MPI's progress thread
+#: yields its core at each polling round (default 1; 0 is StarPU's polling).
+#: Non-negative integers; in starchol's name space, not StarPU's
 PATCH_SWITCHES = {
-    "starpu-1.3.10-idle-spin.patch": ("STARCHOL_IDLE_SPIN_US", "0"),
+    "starpu-1.3.10-idle-spin.patch": ("STARCHOL_IDLE_SPIN_US", "200"),
     "starpu-1.3.10-last-worker.patch": ("STARCHOL_IDLE_LAST_SLEEPS", "0"),
     "starpu-1.3.10-mpi-yield.patch": ("STARCHOL_MPI_YIELD", "0"),
 }

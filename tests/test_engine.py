@@ -64,7 +64,7 @@ def test_configure_args_for_real_nodes():
     assert any(a.startswith("--enable-maxnodes=") for a in args)
     assert "--disable-cuda" in args and "--disable-build-doc" in args
     assert "--disable-static" in args and "--disable-opengl-render" in args
-    # idle workers sleep (after the idle-spin patch's short poll) instead of polling
+    # idle workers sleep (at once by default) instead of polling
     assert "--enable-blocking-drivers" in args
     cuda = build_flags.starpu_configure_args("/p", cuda="/usr/local/cuda")
     assert "--enable-cuda" in cuda and "--with-cuda-dir=/usr/local/cuda" in cuda
@@ -98,9 +98,13 @@ def test_patch_variables_are_starchols_and_read_by_their_patch():
     from starchol.runtime.starpu_env import INTEGER_VARIABLES, PATCH_SWITCHES
 
     texts = {os.path.basename(p): open(p).read() for p in build_flags.starpu_patches()}
-    for patch, (name, off) in PATCH_SWITCHES.items():
-        assert name.startswith("STARCHOL_") and off == "0"
-        assert f'starpu_get_env_number_default("{name}"' in texts[patch], patch
+    for patch, (name, other) in PATCH_SWITCHES.items():
+        assert name.startswith("STARCHOL_")
+        default = re.search(rf'starpu_get_env_number_default\("{name}", (\d+)\)',
+                            texts[patch])
+        assert default, patch
+        # the value patch_policy.py measures is not the default
+        assert default.group(1) != other, patch
     read = {m for t in texts.values() for m in re.findall(r'env_number\w*\("(\w+)"', t)}
     assert read == {name for name, _ in PATCH_SWITCHES.values()}
     assert not read & set(INTEGER_VARIABLES)
