@@ -181,6 +181,7 @@ struct Sim {
   starchol_sim_output* out;
   Graph* g;
   std::vector<sg4::Host*> hosts;
+  sg4::Host* delay_host = nullptr;                    // runs the transfers' latencies
   std::vector<std::priority_queue<ReadyKey>> ready;
   std::vector<std::priority_queue<ReadyKey>> sends;   // per (sender, receiver)
   std::vector<char> pair_busy;                        // per (sender, receiver)
@@ -256,6 +257,15 @@ struct Sim {
     }
   }
 
+  // the route's latency (both nodes' links, and the backbone's)
+  double route_latency(int32_t a, int32_t b) const
+  {
+    double lat = in->latency[a] + in->latency[b];
+    if (in->backbone_bandwidth > 0)
+      lat += in->backbone_latency;
+    return lat;
+  }
+
   void completed(const sg4::Activity& a)
   {
     auto it = running.find(&a);
@@ -264,9 +274,32 @@ struct Sim {
     int64_t ev = it->second.second;
     // SimGrid still uses the activity after this callback: keep it alive until the
     // next completion (the previous one is then done with)
-    graveyard.clear();
     graveyard.push_back(it->second.first);
+    if (graveyard.size() > 2)
+      graveyard.erase(graveyard.begin());
     running.erase(it);
+    bool arrived = ev < 0;   // a transfer's latency has passed: it is delivered
+    if (arrived)
+      ev = -ev - 1;
+    if (ev >= g->ntasks and not arrived) {
+      // the bytes have left the sender (the links carry them without latency): its
+      // send slot is free at once, and the transfer arrives one route latency later,
+      // so that the sends of a node follow each other without waiting for a latency
+      // each (as TCP streams them)
+      int64_t x = ev - g->ntasks;
+      int32_t src = g->xfer_src[x], dst = g->xfer_dst[x];
+      in_flight[src]--;
+      pair_busy[(int64_t)src * in->nodes + dst] = 0;
+      start_sends(src);
+      double lat = route_latency(src, dst);
+      if (lat > 0) {
+        sg4::ExecPtr d = sg4::Exec::init();
+        d->set_flops_amount(lat * speed)->set_host(delay_host);
+        running.emplace(d.get(), std::make_pair(sg4::ActivityPtr(d), -ev - 1));
+        d->start();
+        return;
+      }
+    }
     if (ev < g->ntasks) {
       int32_t node = g->task_node[ev];
       out->end[ev] = sg4::Engine::get_clock();
@@ -277,9 +310,6 @@ struct Sim {
     } else {
       int64_t x = ev - g->ntasks;
       out->pair_bytes[(int64_t)g->xfer_src[x] * in->nodes + g->xfer_dst[x]] += g->xfer_bytes[x];
-      in_flight[g->xfer_src[x]]--;
-      pair_busy[(int64_t)g->xfer_src[x] * in->nodes + g->xfer_dst[x]] = 0;
-      start_sends(g->xfer_src[x]);
     }
     std::vector<int32_t> touched;
     if (ev < g->ntasks)
@@ -367,15 +397,17 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
     h->set_core_count(in->cores[i]);
     h->seal();
     sim.hosts.push_back(h);
+    // latencies are not the links': a transfer's starts when its bytes have left
+    // (Sim::completed), so that a node's next send need not wait for it
     auto* l = zone->create_split_duplex_link("link" + std::to_string(i), in->bandwidth[i]);
-    l->set_latency(in->latency[i]);
+    l->set_latency(0);
     l->seal();
     links.push_back(l);
   }
   sg4::Link* backbone = nullptr;
   if (in->backbone_bandwidth > 0) {
     backbone = zone->create_link("backbone", in->backbone_bandwidth);
-    backbone->set_latency(in->backbone_latency);
+    backbone->set_latency(0);
     backbone->seal();
   }
   using D = sg4::LinkInRoute::Direction;
@@ -390,6 +422,12 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
       zone->add_route(sim.hosts[i]->get_netpoint(), sim.hosts[j]->get_netpoint(), nullptr,
                       nullptr, route, false);
     }
+  // one host, never busy, whose executions are the transfers' latencies: as many cores
+  // as transfers can be in flight at once, each at the workers' speed
+  sim.delay_host = zone->create_host("latency", sim.speed);
+  sim.delay_host->set_core_count((int)std::min<int64_t>(
+      std::max<int64_t>(1, (int64_t)g.xfer_src.size()), 1 << 30));
+  sim.delay_host->seal();
   zone->seal();
 
   sim.ready.resize(in->nodes);

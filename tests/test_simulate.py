@@ -98,6 +98,24 @@ def test_one_transfer_over_a_link_of_known_bandwidth_and_latency():
                                             rel=1e-9)
 
 
+def test_a_nodes_sends_follow_each_other_without_a_latency_each():
+    """NT = 3, tiles (0,0) on node 0, (1,0) and (1,1) on node 1, (2,0) on node 2, one
+    send in flight per node: L[0][0] leaves node 0 for node 1 (TRSM(1,0), the higher
+    priority) and then for node 2, whose link carries nothing else meanwhile. The second
+    send starts when the first one's bytes have left, not when they arrive: TRSM(2,0)
+    starts at POTRF + 2 bytes / bandwidth + the route's latency (TCP streams a node's
+    sends), not at POTRF + 2 (bytes / bandwidth + latency)."""
+    nb, lat, bw = 100, 0.01, 1e6
+    plat = _platform(3, workers=1, bandwidth=bw, latency=lat)
+    tile_map = CustomMap([[0, 0, 0], [1, 1, 0], [2, 1, 2]])
+    got = sim.simulate_cholesky(tile_map, 3 * nb, nb, plat, sends_in_flight=1)
+    potrf = nb ** 3 / 3 / 2e9
+    tile = nb * nb * 8 / bw
+    first = {node: got.start[got.node == node].min() for node in (1, 2)}
+    assert first[1] == pytest.approx(potrf + tile + 2 * lat, rel=1e-9)
+    assert first[2] == pytest.approx(potrf + 2 * tile + 2 * lat, rel=1e-9)
+
+
 def test_priorities_order_ready_tasks():
     """One worker, NT = 4: POTRF(0) (priority 8), TRSM(1,0) (7), TRSM(2,0) (6), then the
     updates of column 1 (one priority per column: 2 NT - 2 k - 2 n = 6; SYRK(1,1) was
