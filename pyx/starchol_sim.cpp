@@ -176,6 +176,15 @@ struct ReadyKey {
   }
 };
 
+// the latency of the route from node a to node b: both nodes' links, and the backbone's
+double route_latency(const starchol_sim_input* in, int32_t a, int32_t b)
+{
+  double lat = in->latency[a] + in->latency[b];
+  if (in->backbone_bandwidth > 0)
+    lat += in->backbone_latency;
+  return lat;
+}
+
 struct Sim {
   const starchol_sim_input* in;
   starchol_sim_output* out;
@@ -257,15 +266,6 @@ struct Sim {
     }
   }
 
-  // the route's latency (both nodes' links, and the backbone's)
-  double route_latency(int32_t a, int32_t b) const
-  {
-    double lat = in->latency[a] + in->latency[b];
-    if (in->backbone_bandwidth > 0)
-      lat += in->backbone_latency;
-    return lat;
-  }
-
   void completed(const sg4::Activity& a)
   {
     auto it = running.find(&a);
@@ -274,9 +274,8 @@ struct Sim {
     int64_t ev = it->second.second;
     // SimGrid still uses the activity after this callback: keep it alive until the
     // next completion (the previous one is then done with)
+    graveyard.clear();
     graveyard.push_back(it->second.first);
-    if (graveyard.size() > 2)
-      graveyard.erase(graveyard.begin());
     running.erase(it);
     bool arrived = ev < 0;   // a transfer's latency has passed: it is delivered
     if (arrived)
@@ -291,7 +290,7 @@ struct Sim {
       in_flight[src]--;
       pair_busy[(int64_t)src * in->nodes + dst] = 0;
       start_sends(src);
-      double lat = route_latency(src, dst);
+      double lat = route_latency(in, src, dst);
       if (lat > 0) {
         sg4::ExecPtr d = sg4::Exec::init();
         d->set_flops_amount(lat * speed)->set_host(delay_host);
@@ -326,13 +325,10 @@ struct Sim {
 
 double transfer_time(const starchol_sim_input* in, int32_t a, int32_t b, int64_t bytes)
 {
-  double bw  = std::min(in->bandwidth[a], in->bandwidth[b]);
-  double lat = in->latency[a] + in->latency[b];
-  if (in->backbone_bandwidth > 0) {
+  double bw = std::min(in->bandwidth[a], in->bandwidth[b]);
+  if (in->backbone_bandwidth > 0)
     bw = std::min(bw, in->backbone_bandwidth);
-    lat += in->backbone_latency;
-  }
-  return lat + (double)bytes / bw;
+  return route_latency(in, a, b) + (double)bytes / bw;
 }
 
 void critical_paths(const starchol_sim_input* in, const Graph& g, starchol_sim_output* out)
