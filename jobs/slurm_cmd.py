@@ -657,15 +657,16 @@ def render_script(args, plan, json_dir, starchol):
         workers=workers, json_dir=json_line, sched=q(p.options.sched), ncpu=ncpu, nobind=nobind,
         gpus=gpus, models=models,
         setup="\n".join(args.setup), launch_comment="\n".join(comment),
-        launch=_wrap(words))
+        launch=_wrap(words, indent="    "))
     drop = "\0"  # an empty block leaves no blank line
     text = SCRIPT.substitute({k: (v if v != "" else drop) for k, v in fields.items()})
     return "".join(line for line in text.splitlines(True) if line.rstrip("\n") != drop)
 
 
-def _wrap(words, width=88):
+def _wrap(words, width=88, indent=""):
     """Join shell words into continuation lines no wider than ``width``, keeping each
-    option next to its value."""
+    option next to its value; lines after the first start with ``indent`` plus four
+    spaces (the first line's indent is the template's)."""
     units, i = [], 0
     while i < len(words):
         w = words[i]
@@ -677,9 +678,9 @@ def _wrap(words, width=88):
         i += 1
     out, line = [], ""
     for w in units:
-        if line and len(line) + 1 + len(w) > width - 2:
+        if line and len(line) + 1 + len(w) > width - 2 - len(indent):
             out.append(line + " \\")
-            line = "    " + w
+            line = indent + "    " + w
         else:
             line = f"{line} {w}" if line else w
     out.append(line)

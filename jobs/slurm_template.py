@@ -85,19 +85,51 @@ RANK_HOME='export STARPU_HOME="$$STARPU_HOME/rank-$${OMPI_COMM_WORLD_RANK:-$${PM
 # Slurm ends a job (scancel, the time limit, a node failure) with SIGTERM, then SIGKILL
 # KillWait seconds later: the launch runs in the background so that the script says so
 # at once, naming a failed node, while the ranks end
+ENDING=
 on_term() {
+    ENDING=1
     echo "starchol: job $${SLURM_JOB_ID:-} received SIGTERM (scancel, time limit or node failure); the ranks end" >&2
     say_bad_nodes "is being ended"
 }
 trap on_term TERM
-$launch &
-LAUNCH_PID=$$!
-while :; do   # wait returns early when a signal arrives; the launch's status at its end
+launch_once() {   # the launch's status at its end
+    $launch &
+    LAUNCH_PID=$$!
+    local rc
+    while :; do   # wait returns early when a signal arrives
+        rc=0
+        wait "$$LAUNCH_PID" || rc=$$?
+        kill -0 "$$LAUNCH_PID" 2>/dev/null || return "$$rc"
+    done
+}
+ranks_started() {   # did a rank of this node start (its RANK_HOME folder exists)?
+    compgen -G "$$STARPU_HOME/rank-*" >/dev/null
+}
+# A launch that fails before any rank has started (mpirun's daemon or srun's step could
+# not start on a node, for example on one whose slurmd has just come back after a
+# requeue) is tried again: nothing has run, nothing is lost. A run whose ranks started is
+# never run again here (its failure is the job's), nor is a job being ended.
+LAUNCH_TRIES=$${STARCHOL_LAUNCH_TRIES:-3}   # launches tried at most
+LAUNCH_RETRY_S=$${STARCHOL_LAUNCH_RETRY_S:-10}   # seconds between two tries
+try=1
+while :; do
+    rm -rf "$$STARPU_HOME"/rank-*   # (a requeued job's first run may have left its own)
     rc=0
-    wait "$$LAUNCH_PID" || rc=$$?
-    kill -0 "$$LAUNCH_PID" 2>/dev/null || break
+    launch_once || rc=$$?
+    [ "$$rc" -ne 0 ] || break
+    if [ -n "$$ENDING" ] || ranks_started || [ "$$rc" -eq 126 ] || [ "$$rc" -eq 127 ] \
+        || [ "$$try" -ge "$$LAUNCH_TRIES" ]; then
+        exit "$$rc"
+    fi
+    echo "starchol: job $${SLURM_JOB_ID:-}: the launch failed (status $$rc) before any rank started (try $$try of $$LAUNCH_TRIES); trying again in $$LAUNCH_RETRY_S s" >&2
+    say_bad_nodes "could not launch its ranks"
+    sleep "$$LAUNCH_RETRY_S" &
+    SLEEP_PID=$$!
+    wait "$$SLEEP_PID" || true   # (returns at once on SIGTERM)
+    kill "$$SLEEP_PID" 2>/dev/null || true
+    [ -z "$$ENDING" ] || exit "$$rc"
+    try=$$((try + 1))
 done
-[ "$$rc" -eq 0 ] || exit "$$rc"
 
 test -s "$$JSON" || { echo "starchol: no report written to $$JSON" >&2; exit 1; }
 echo "report: $$JSON"

@@ -107,6 +107,9 @@ def _check_job(cl, env, work, script, a):
     err = np.abs(lower @ lower.T - a).max() / np.abs(a).max()
     if not err < 1e-10:
         return False, job, f"factor wrong: max |L L^T - A| / max |A| = {err:.2e}"
+    retries = log.count("before any rank started")
+    if retries:   # the script launched again: the job succeeded, the first launch did not
+        note += f"; launched {retries + 1} times (the script's launch retry)"
     return True, job, f"residual {doc['residual']:.1e}, |LL^T-A| {err:.1e}{note}"
 
 
@@ -134,8 +137,8 @@ def soak(args):
         if made.returncode != 0:
             print(made.stderr, file=sys.stderr, end="")
             return 2
-        launch = next(line for line in script.read_text().splitlines()
-                      if line.startswith(("srun ", "mpirun "))).rstrip(" \\")
+        launch = next(line.strip() for line in script.read_text().splitlines()
+                      if line.strip().startswith(("srun ", "mpirun "))).rstrip(" \\")
         print(f"soak: {args.jobs} jobs of {script} (launch: {launch} ...)"
               + (f"; job environment {' '.join(args.env)}" if args.env else ""), flush=True)
         t_all = time.monotonic()

@@ -185,6 +185,7 @@ def test_failing_run_fails_the_job(slurm, tmp_path):
     assert state == "FAILED", f"job {job} ended {state}; log:\n{logs}"
     assert not (tmp_path / "results" / f"starchol-{job}.json").exists()
     assert "positive definite" in logs.lower(), logs
+    assert "trying again" not in logs, logs     # its ranks started: launched once
 
 
 @pytest.mark.parametrize("dtype,tol", [("float64", 1e-12), ("float32", 1e-5)])

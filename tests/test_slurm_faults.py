@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -266,3 +267,45 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
             in rerun_log[len(log):]), rerun_log
     _check_factor(cl, env, tmp_path, job, matrix[2])
     assert _sha256(matrix[0]) == matrix[1]
+
+
+def test_launch_whose_daemon_fails_is_tried_again(slurm3, matrix, tmp_path):
+    """mpirun's first launch fails before any rank starts: its daemons on node1 and node2
+    cannot start (the launch agent is a missing program, as a daemon that dies at once on
+    a node whose slurmd has just come back). Open MPI reports the failed daemon; the
+    script says that no rank started, launches again after STARCHOL_LAUNCH_RETRY_S, and
+    the job completes with a correct factor."""
+    cl, env = slurm3
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    mpirun = subprocess.run(["sh", "-c", "command -v mpirun"], capture_output=True,
+                            text=True).stdout.strip()
+    assert mpirun, "no mpirun on PATH"
+    # a fault injector, not a stand-in: the real mpirun runs both times
+    (shim / "mpirun").write_text(
+        "#!/bin/bash\n"
+        f"if [ ! -e {tmp_path}/first-launch ]; then\n"
+        f"    touch {tmp_path}/first-launch\n"
+        "    export OMPI_MCA_orte_launch_agent=/nonexistent/orted\n"
+        "fi\n"
+        f"exec {mpirun} \"$@\"\n")
+    (shim / "mpirun").chmod(0o755)
+    script = _script(tmp_path, matrix[0], "--setup", f"export PATH={shim}:$PATH",
+                     "--setup", "export STARCHOL_LAUNCH_RETRY_S=2")
+    cl.shape(bandwidth="none")
+    try:
+        job = _submit(cl, env, tmp_path, script)
+        fields, took = _wait_state(cl, env, job, lambda f: f.get("JobState") not in (
+            "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"), JOB_TIMEOUT)
+    finally:
+        cl.shape(bandwidth="10mbit")
+    log = _log(tmp_path, job)
+    print(f"launch retry: job {job} {fields['JobState']} after {took:.1f} s\n{log}")
+    assert (tmp_path / "first-launch").exists()
+    assert fields["JobState"] == "COMPLETED", (fields, log)
+    assert re.search(rf"starchol: job {job}: the launch failed \(status \d+\) before any rank "
+                     r"started \(try 1 of 3\); trying again in 2 s", log), log
+    assert "try 2 of 3" not in log, log
+    _check_factor(cl, env, tmp_path, job, matrix[2])
+    assert _sha256(matrix[0]) == matrix[1]
+    assert not cl.wait_no_processes(timeout=30)

@@ -1,7 +1,8 @@
 """`starchol slurm` without a Slurm: script content, rank planning, sweeps and bad input.
 
-One test also executes a generated script with stand-ins for srun and starchol, to check
-its shell logic (workers from the cores, per-rank STARPU_HOME, report check, cleanup).
+Some tests also execute a generated script with stand-ins for srun, mpirun and starchol,
+to check its shell logic (workers from the cores, per-rank STARPU_HOME, report check,
+cleanup, the launch tried again when no rank started).
 """
 import argparse
 import json
@@ -42,7 +43,8 @@ def sbatch_lines(script):
 def launch_line(script):
     """The launch command, continuation lines joined."""
     text = re.sub(r"\s*\\\n\s*", " ", script)
-    return next(ln for ln in text.splitlines() if ln.startswith(("srun --mpi", "mpirun ")))
+    return next(ln.strip() for ln in text.splitlines()
+                if ln.strip().startswith(("srun --mpi", "mpirun ")))
 
 
 def bash_syntax_ok(path):
@@ -603,6 +605,105 @@ def test_script_logic_with_stand_ins(capsys, tmp_path):
     assert ("starchol: this job has 3 tasks, but the script runs 2dbc 1x2 (2 nodes) on 2 "
             "ranks") in proc.stderr, proc.stderr
     assert not (tmp_path / "node-tmp" / "starpu-4244").exists()
+
+
+def _retry_script(capsys, tmp_path, mpirun_body, starchol_body):
+    """A 2-rank script whose stand-in mpirun runs ``mpirun_body`` (bash; ``$CALLS`` counts
+    its calls, ``run_ranks`` starts the ranks), and its environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mpirun").write_text(
+        "#!/bin/bash\n"
+        f"echo call >> {tmp_path}/mpirun-calls\n"
+        f"CALLS=$(wc -l < {tmp_path}/mpirun-calls)\n"
+        "while [[ $# -gt 0 && $1 == -* ]]; do\n"
+        "    case $1 in -np|--map-by|--bind-to) shift 2 ;; *) shift ;; esac\n"
+        "done\n"
+        "run_ranks() { for ((i = 0; i < ${SLURM_NTASKS:-1}; i++)); do\n"
+        "    OMPI_COMM_WORLD_RANK=$i \"$@\" || return $?; done; }\n"
+        + mpirun_body + "\n")
+    (bin_dir / "sinfo").write_text("#!/bin/bash\n")
+    (bin_dir / "fake-starchol").write_text("#!/bin/bash\n" + starchol_body + "\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    script = tmp_path / "job.sh"
+    assert main(["slurm", "--dist", "2dbc", "--nodes", "2", "--n", "400", "--nb", "100",
+                 "--ranks-per-node", "2", "--json-dir", str(tmp_path / "res"), "--workers", "1",
+                 "--starchol", str(bin_dir / "fake-starchol"), "-o", str(script)]) == 0
+    capsys.readouterr()
+    (tmp_path / "node-tmp").mkdir()
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_JOB_ID="77",
+               SLURM_NTASKS="2", SLURM_CPUS_ON_NODE="2", SLURM_JOB_NUM_NODES="1",
+               SLURM_SUBMIT_DIR=str(tmp_path), TMPDIR=str(tmp_path / "node-tmp"),
+               STARCHOL_LAUNCH_RETRY_S="0")
+    env.pop("JSON_DIR", None)
+    env.pop("STARCHOL_LAUNCH_TRIES", None)
+    return script, env
+
+
+def _calls(tmp_path):
+    return len((tmp_path / "mpirun-calls").read_text().splitlines())
+
+
+WRITE_REPORT = ("while [[ $# -gt 0 ]]; do if [[ $1 == --json ]]; then echo '{}' > \"$2\"; fi; "
+                "shift; done")
+
+
+def test_launch_that_fails_before_the_ranks_start_is_tried_again(capsys, tmp_path):
+    """mpirun fails at its first call without starting a rank (a daemon that could not
+    start): the script says so and launches again; the second launch runs the job."""
+    script, env = _retry_script(capsys, tmp_path,
+                                '[ "$CALLS" -ge 2 ] || exit 1\nrun_ranks "$@"', WRITE_REPORT)
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert _calls(tmp_path) == 2
+    assert ("starchol: job 77: the launch failed (status 1) before any rank started (try 1 "
+            "of 3); trying again in 0 s") in proc.stderr, proc.stderr
+    assert "report: " in proc.stdout
+    assert not (tmp_path / "node-tmp" / "starpu-77").exists()
+
+
+def test_launch_tries_are_bounded(capsys, tmp_path):
+    """A launch that never starts a rank is tried STARCHOL_LAUNCH_TRIES times (default 3);
+    the job then fails with the launcher's status."""
+    script, env = _retry_script(capsys, tmp_path, "exit 5", WRITE_REPORT)
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 5, proc.stderr
+    assert _calls(tmp_path) == 3
+    assert proc.stderr.count("before any rank started") == 2, proc.stderr
+    assert "(try 2 of 3)" in proc.stderr and "try 3" not in proc.stderr
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                          env=dict(env, STARCHOL_LAUNCH_TRIES="1"), timeout=60)
+    assert proc.returncode == 5 and _calls(tmp_path) == 4
+    assert "trying again" not in proc.stderr
+
+
+@pytest.mark.parametrize("mpirun_body", ['run_ranks "$@"',          # every rank fails
+                                         'run_ranks "$@"; exit 1',  # ranks ran; mpirun fails
+                                         "exit 127"])               # no launcher at all
+def test_a_run_whose_ranks_started_is_not_launched_again(capsys, tmp_path, mpirun_body):
+    """A failure after a rank started is the job's: one launch, the run's status. So is a
+    launcher that cannot be run (status 127)."""
+    script, env = _retry_script(capsys, tmp_path, mpirun_body, "exit 1")
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode in (1, 127), proc.stderr
+    assert _calls(tmp_path) == 1
+    assert "trying again" not in proc.stderr, proc.stderr
+
+
+def test_stale_rank_folders_of_a_requeued_run_do_not_stop_a_retry(capsys, tmp_path):
+    """A requeued job has the same id: rank folders its first run left on the node must
+    not count as ranks of this launch."""
+    script, env = _retry_script(capsys, tmp_path,
+                                '[ "$CALLS" -ge 2 ] || exit 1\nrun_ranks "$@"', WRITE_REPORT)
+    (tmp_path / "node-tmp" / "starpu-77" / "rank-1").mkdir(parents=True)
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True,
+                          env=dict(env, SLURM_RESTART_COUNT="1"), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert _calls(tmp_path) == 2
 
 
 def test_float32_job(capsys):
