@@ -13,7 +13,8 @@ fraction) and, with ``--docs DIR``, writes ``DIR/simulation_paper.md`` (the tabl
 ``DIR/simulation_paper.png`` (time and GFlop/s against P). ``--json FILE`` keeps every row.
 
 Usage: python benchmarks/simulate_paper.py [--nodes 28,66,120,210] [--tiles-per-node T]
-                                           [--bandwidth 100Gbit,25Gbit] [--docs DIR] [--json FILE]
+                                           [--bandwidth 100Gbit,25Gbit] [--sends-in-flight K]
+                                           [--docs DIR] [--json FILE]
 """
 import json
 import math
@@ -22,11 +23,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ArgumentParser, int_list, positive_int, run_main, write_json  # noqa: E402
+from common import (ArgumentParser, int_list, nonnegative_int, positive_int,  # noqa: E402
+                    run_main, write_json)
 
 from starchol.errors import UsageError  # noqa: E402
 from starchol.linalg.platform import Platform, load_node, parse_bandwidth
-from starchol.linalg.simulate import simulate_cholesky, sweep_maps
+from starchol.linalg.simulate import (SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT,
+                                      simulate_cholesky, sweep_maps)
 from starchol.units import format_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +45,10 @@ def main(argv=None):
                     help="tiles of the 2D matrix per node (default 30)")
     ap.add_argument("--bandwidth", default="100Gbit,25Gbit",
                     help="link bandwidths, comma-separated (default 100Gbit,25Gbit)")
+    ap.add_argument("--sends-in-flight", type=nonnegative_int, default=SENDS_IN_FLIGHT,
+                    metavar="K", help=f"sends a node keeps in flight (default "
+                                      f"{SENDS_IN_FLIGHT}, as starchol run; docs/simulation.md's "
+                                      f"tables used StarPU's {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
     ap.add_argument("--docs", metavar="DIR", help="write the tables and figures into DIR")
     ap.add_json("every simulated row")
     args = ap.parse_args(argv)
@@ -59,7 +66,8 @@ def main(argv=None):
             plat = Platform(node=node, nodes=p, bandwidth=bw, latency=node.latency or 0.0)
             for label, m in sweep_maps(p, nt):
                 t0 = time.perf_counter()
-                r = simulate_cholesky(m, nt * NB, NB, plat)
+                r = simulate_cholesky(m, nt * NB, NB, plat,
+                                      sends_in_flight=args.sends_in_flight)
                 rows.append({"bandwidth": bw_text, "nodes": p, "nt": nt, "n": nt * NB,
                              "map": str(m), "family": label, "makespan_s": r.makespan_s,
                              "gflops": r.gflops, "bytes": r.bytes,

@@ -9,6 +9,7 @@ from ..files import check_folder_writable
 from ..linalg.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
                                parse_latency)
 from ..linalg.task_graph import KERNELS
+from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
 from ..linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
@@ -44,8 +45,9 @@ def add_platform_args(parser):
     g.add_argument("--backbone", metavar="BW[,T]",
                    help="a shared link every transfer crosses (bandwidth, latency)")
     g.add_argument("--sends-in-flight", type=int, default=None, metavar="K",
-                   help="sends a node keeps in flight, the others queued by priority "
-                        "(StarPU-MPI's STARPU_MPI_NDETACHED_SEND; default 10; 0: no limit)")
+                   help=f"sends a node keeps in flight, the others queued by priority "
+                        f"(STARPU_MPI_NDETACHED_SEND; default {SENDS_IN_FLIGHT}, as starchol "
+                        f"run sets it; StarPU's own is {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
     g.add_argument("--pair-serial", action="store_true",
                    help="one send at a time from a node to each other node")
 

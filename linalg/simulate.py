@@ -25,12 +25,13 @@ import numpy as np
 from ..errors import StarcholError
 from .platform import DTYPES
 from .task_graph import KERNELS, record_cholesky, record_solve
+from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT  # noqa: F401
 
 #: report progress every this many simulated tasks
 PROGRESS_EVERY = 20000
-#: sends a node keeps in flight by default: StarPU-MPI's ``STARPU_MPI_NDETACHED_SEND``
-#: default; the others wait, ordered by the priority of the task they feed
-SENDS_IN_FLIGHT = 10
+# SENDS_IN_FLIGHT (imported above): sends a node keeps in flight by default, what
+# ``starchol run`` gives StarPU-MPI (``STARPU_MPI_NDETACHED_SEND``); the others wait,
+# ordered by the priority of the task they feed
 
 
 class SimulationError(StarcholError, RuntimeError):

@@ -521,3 +521,19 @@ print("ok")
     p = _run_py(code, starpu_home, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "range: cholesky: iterations 3..2 outside 0..4" in p.stdout and p.stdout.rstrip().endswith("ok"), p.stdout
+
+
+def test_one_send_in_flight_unless_the_user_says_otherwise():
+    """StarPU-MPI gets starchol's send limit (SENDS_IN_FLIGHT = 1) when the environment
+    has none, the user's value otherwise; the simulator's default is the same number."""
+    from starchol.linalg.simulate import SENDS_IN_FLIGHT as SIMULATED
+    from starchol.runtime.starpu_env import (SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT,
+                                             set_start_variables)
+    assert SENDS_IN_FLIGHT == 1 and STARPU_SENDS_IN_FLIGHT == 10
+    assert SIMULATED == SENDS_IN_FLIGHT
+    env = {}
+    set_start_variables(True, True, False, False, environ=env)
+    assert env["STARPU_MPI_NDETACHED_SEND"] == "1"
+    env = {"STARPU_MPI_NDETACHED_SEND": "10"}
+    set_start_variables(True, True, False, False, environ=env)
+    assert env["STARPU_MPI_NDETACHED_SEND"] == "10"
