@@ -160,6 +160,19 @@ def _wait_idle(cl, env, timeout=60):
         time.sleep(0.5)
 
 
+def _run_unshaped(cl, env, work, script):
+    """Submit the script with the links unshaped and wait for the job's end; (job id,
+    fields, seconds waited). The links go back to the cluster's 10 mbit/s."""
+    cl.shape(bandwidth="none")
+    try:
+        job = _submit(cl, env, work, script)
+        fields, took = _wait_state(cl, env, job, lambda f: f.get("JobState") not in (
+            "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"), JOB_TIMEOUT)
+    finally:
+        cl.shape(bandwidth="10mbit")
+    return job, fields, took
+
+
 def _check_factor(cl, env, work, job, a):
     h5py = pytest.importorskip("h5py")
     doc = json.loads((work / "results" / f"starchol-{job}.json").read_text())
@@ -204,13 +217,7 @@ def test_link_down_mid_job(slurm3, matrix, tmp_path):
     assert final["ExitCode"] == fields["ExitCode"], final
     _wait_idle(cl, env)
     # the rerun: the same script, submitted again (at full speed)
-    cl.shape(bandwidth="none")
-    try:
-        again = _submit(cl, env, tmp_path, script)
-        fields, _ = _wait_state(cl, env, again, lambda f: f.get("JobState") not in (
-            "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"), JOB_TIMEOUT)
-    finally:
-        cl.shape(bandwidth="10mbit")
+    again, fields, _ = _run_unshaped(cl, env, tmp_path, script)
     assert fields["JobState"] == "COMPLETED", (fields, _log(tmp_path, again))
     _check_factor(cl, env, tmp_path, again, matrix[2])
     assert _sha256(matrix[0]) == matrix[1]
@@ -292,13 +299,7 @@ def test_launch_whose_daemon_fails_is_tried_again(slurm3, matrix, tmp_path):
     (shim / "mpirun").chmod(0o755)
     script = _script(tmp_path, matrix[0], "--setup", f"export PATH={shim}:$PATH",
                      "--setup", "export STARCHOL_LAUNCH_RETRY_S=2")
-    cl.shape(bandwidth="none")
-    try:
-        job = _submit(cl, env, tmp_path, script)
-        fields, took = _wait_state(cl, env, job, lambda f: f.get("JobState") not in (
-            "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"), JOB_TIMEOUT)
-    finally:
-        cl.shape(bandwidth="10mbit")
+    job, fields, took = _run_unshaped(cl, env, tmp_path, script)
     log = _log(tmp_path, job)
     print(f"launch retry: job {job} {fields['JobState']} after {took:.1f} s\n{log}")
     assert (tmp_path / "first-launch").exists()
