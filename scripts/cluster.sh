@@ -40,6 +40,9 @@
 # units: 100us, 1ms; "none") adds a one-way delay to what each node sends; it needs the
 # kernel's sch_netem, and on a kernel without it the latency is NOT emulated (a warning
 # says so, and `status` shows "latency: not emulated").
+# The token bucket holds 1 ms of the rate (at least 16 KiB): a link that has been idle
+# passes at most that much faster than its rate, as a real NIC (a 10 ms bucket let an
+# idle 100 mbit/s link pass a whole 128 KiB tile at once; docs/cluster.md).
 #
 # Open MPI. `cluster.sh mpirun -np P PROGRAM...` runs mpirun inside node0 with a hostfile
 # of the nodes (1 slot each, --map-by node: rank i on node i; both are defaults, which your
@@ -177,22 +180,26 @@ have_netem() {
     return $ok
 }
 
+# tbf_burst BANDWIDTH: the token bucket's size in bytes: 1 ms at the rate, at least 16 KiB
+tbf_burst() {
+    local burst=$(( $(rate_bytes "$1") / 1000 ))
+    [ "$burst" -ge 16384 ] || burst=16384
+    echo "$burst"
+}
+
 # shape_dev NS DEV BANDWIDTH DELAY: root qdisc of DEV in NS (delay "none" = no netem)
 shape_dev() {
-    local ns=$1 dev=$2 bw=$3 delay=$4 burst
+    local ns=$1 dev=$2 bw=$3 delay=$4
     ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null || true
     if [ "$delay" != none ]; then
         ip netns exec "$ns" tc qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 100000
         if [ "$bw" != none ]; then
-            burst=$(( $(rate_bytes "$bw") / 100 ))      # 10 ms at full rate
-            [ "$burst" -ge 16384 ] || burst=16384
             ip netns exec "$ns" tc qdisc add dev "$dev" parent 1:1 handle 10: \
-                tbf rate "$bw" burst "$burst" latency 200ms
+                tbf rate "$bw" burst "$(tbf_burst "$bw")" latency 200ms
         fi
     elif [ "$bw" != none ]; then
-        burst=$(( $(rate_bytes "$bw") / 100 ))
-        [ "$burst" -ge 16384 ] || burst=16384
-        ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$bw" burst "$burst" latency 200ms
+        ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$bw" burst "$(tbf_burst "$bw")" \
+            latency 200ms
     fi
 }
 

@@ -204,9 +204,68 @@ def test_up_is_idempotent_and_shaping_changes_live(cluster6):
     cluster6.shape(bandwidth="500mbit")
     qdisc = subprocess.run(["ip", "netns", "exec", f"{cluster6.name}-n2", "tc", "qdisc",
                             "show", "dev", "eth0"], capture_output=True, text=True).stdout
-    assert "tbf" in qdisc and "500Mbit" in qdisc, qdisc
+    # the token bucket holds 1 ms of the rate: 62,500 bytes at 500 mbit/s
+    assert "tbf" in qdisc and "500Mbit" in qdisc and "burst 62500b" in qdisc, qdisc
     cluster6.shape(bandwidth="1gbit")
     assert "state ok" in cluster6.script("status").stdout
+
+
+_SEND_ON_REQUEST = """
+import socket, sys
+server = socket.create_server(("0.0.0.0", int(sys.argv[1])))
+conn, _ = server.accept()
+conn.recv(1)
+conn.sendall(bytes(int(sys.argv[2])))
+conn.close()
+"""
+
+_TIME_ONE_REPLY = """
+import socket, sys, time
+for _ in range(200):
+    try:
+        conn = socket.create_connection(("node1", int(sys.argv[1])))
+        break
+    except OSError:
+        time.sleep(0.05)
+time.sleep(0.3)   # the links idle: their token buckets fill
+want, got = int(sys.argv[2]), 0
+t0 = time.perf_counter()
+conn.sendall(b"?")
+while got < want:
+    part = conn.recv(1 << 16)
+    if not part:
+        break
+    got += len(part)
+print(got, time.perf_counter() - t0)
+"""
+
+
+def test_an_idle_link_moves_a_tile_no_faster_than_its_rate(cluster6):
+    """A link that has been idle passes a 512 KiB reply at its rate, not faster: its
+    token bucket holds 1 ms of the rate (16 KiB at 100 mbit/s). The 10 ms bucket it had
+    before let an idle 100 mbit/s link pass 125 kB at once: about 10 ms less for this
+    reply, and 128 KiB tiles that cost nothing, which measured 100 mbit/s runs 20% faster
+    than a real link allows (docs/cluster.md, "The links' token buckets")."""
+    size, port, rate = 512 * 1024, 5601, 100e6 / 8
+    cluster6.shape(bandwidth="100mbit")
+    server = subprocess.Popen(["bash", str(SCRIPT), "--name", cluster6.name, "exec", "node1",
+                               sys.executable, "-c", _SEND_ON_REQUEST, str(port), str(size)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        res = cluster6.exec("node0", [sys.executable, "-c", _TIME_ONE_REPLY, str(port),
+                                      str(size)], timeout=60)
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, 9)
+            server.wait()
+        cluster6.shape(bandwidth="1gbit")
+    assert res.returncode == 0, res.stderr
+    got, took = res.stdout.split()
+    assert int(got) == size
+    # payload alone at the rate, less 10% for the clock: the headers only add to it
+    assert float(took) >= 0.9 * size / rate, (took, size / rate)
 
 
 def test_slurm_job_on_6_nodes_writes_its_factor(cluster6, starpu_env, tmp_path):
