@@ -49,7 +49,10 @@
 # own --hostfile, --host or --map-by replace), a launch agent that enters
 # each node's namespaces (plm_rsh_agent), and only TCP between processes (pml ob1,
 # btl tcp,self on the cluster's /24, oob on the same /24). Lost daemons are detected by
-# TCP keepalive within about 10 s, and then mpirun ends the job.
+# TCP keepalive within about 10 s, and then mpirun ends the job. The nodes share this
+# machine's cores: ranks are not bound (hwloc_base_binding_policy=none; each node's
+# mpirun daemon would bind its rank to core 0, so every node's rank shared core 0) and
+# StarPU does not pin its workers (STARPU_WORKERS_NOBIND=1); the kernel places them.
 #
 # Slurm (unless --no-slurm). munged runs in the machine's namespace (its socket is a file,
 # reachable from every node), slurmctld on node0, one slurmd per node in that node's
@@ -290,6 +293,8 @@ OMPI_MCA_plm_rsh_agent=$STATE/agent
 OMPI_MCA_plm_rsh_no_tree_spawn=1
 OMPI_MCA_orte_default_hostfile=$STATE/hostfile
 OMPI_MCA_rmaps_base_mapping_policy=node
+OMPI_MCA_hwloc_base_binding_policy=none
+STARPU_WORKERS_NOBIND=1
 EOF
 }
 

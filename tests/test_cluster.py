@@ -151,6 +151,22 @@ def test_hosts_names_and_tcp_only(cluster6):
     assert env["OMPI_MCA_btl_tcp_if_include"] == "10.231.0.0/24"
 
 
+def test_ranks_may_run_on_every_core(cluster6):
+    """The nodes share this machine's cores: no node's rank is bound (each node's daemon
+    used to bind its rank to core 0, so all ranks shared one core and an MPI ping-pong
+    took 8 ms), and StarPU is told not to pin its workers."""
+    def allowed(text):
+        return next(line.split(":")[1].strip() for line in text.splitlines()
+                    if line.startswith("Cpus_allowed_list"))
+    mine = allowed(Path("/proc/self/status").read_text())
+    show = "cat /proc/self/status; echo nobind=$STARPU_WORKERS_NOBIND"
+    res = cluster6.mpirun(3, ["sh", "-c", show], timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = [line for line in res.stdout.splitlines() if line.startswith("Cpus_allowed_list")]
+    assert len(lines) == 3 and {allowed(line) for line in lines} == {mine}, res.stdout
+    assert res.stdout.count("nobind=1") == 3
+
+
 def test_mpirun_takes_the_callers_hostfile_and_hosts(cluster6, tmp_path):
     """`cluster.sh mpirun` lets the caller's --hostfile or --host replace the cluster's
     hostfile (mpirun refused a second --hostfile: 'More than one hostfile'); its own
