@@ -21,8 +21,10 @@ format:
   StarPU-MPI measured are compared with the exact model
   (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
 - with right-hand sides (``--rhs`` or ``--nrhs``), the factor then solves A X = B
-  (:meth:`starchol.linalg.cholesky.Factor.solve`), whose bytes are compared with
-  :func:`starchol.linalg.volume.solve_transfer_pairs_bytes`; log det A is always given.
+  (:meth:`starchol.linalg.cholesky.Factor.solve`, in the variant with fewer bytes on
+  the busiest link, named in the document's ``solve.solve_variant``), whose bytes are
+  compared with that variant's model (:mod:`starchol.linalg.rhs_volume`); log det A is
+  always given.
 - ``--dtype mixed`` (with ``--rhs`` or ``--nrhs``) runs
   :func:`starchol.linalg.mixed.solve_mixed` instead: a float32 factorization, the
   refinement to float64 answers, the float64 fallback; its bytes are compared with
@@ -468,6 +470,9 @@ def _solve_lines(doc):
              f"{bytes_text(sol['bytes_measured_total'])}, predicted "
              f"{bytes_text(sol['bytes_predicted_total'])}, per-pair match: "
              f"{'yes' if sol['match'] else 'NO'}"]
+    variant = sol.get("solve_variant")
+    if variant:
+        lines.append(f"  solve variant: {variant['variant']} ({variant['reason']})")
     res = sol.get("residual")
     lines.append("  solve residual ||B - A X||_F / (||A||_F ||X||_F + ||B||_F) = " +
                  ("not checked (add --check)" if res is None else f"{res:.3e}"))

@@ -77,8 +77,10 @@ def _named_grid(build, text):
 def model_pairs(run):
     """Bytes the exact model predicts between every pair of nodes for this run document:
     :func:`starchol.linalg.volume.transfer_pairs_bytes` (a factorization) or
-    :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes` (a solve, or one of its
-    passes: ``forward_solve``, ``backward_solve``), the functions
+    :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes` or
+    :func:`~starchol.linalg.rhs_volume.rhs_solve_transfer_pairs_bytes` (a solve, or one
+    of its passes: ``forward_solve``, ``backward_solve``, by the variant its
+    ``solve_variant`` names; ``"factor"`` without one), the functions
     ``starchol run`` records ``bytes_predicted_pairs`` with, on the document's map, N, NB,
     receive-cache setting and element size.
 
@@ -107,7 +109,14 @@ def model_pairs(run):
     if tile_map is None:
         return None, reason
     itemsize = _ITEMSIZE[dtype]
-    if solve:
+    variant = (run.get("solve_variant") or {}).get("variant", "factor") if solve else None
+    if variant == "rhs":
+        from ..linalg.rhs_volume import rhs_solve_transfer_pairs_bytes
+
+        pairs = rhs_solve_transfer_pairs_bytes(tile_map, run["n"], run["nb"], nrhs,
+                                               cache=cache, itemsize=itemsize,
+                                               which=SOLVE_PASSES[operation])
+    elif solve:
         pairs = solve_transfer_pairs_bytes(tile_map, run["n"], run["nb"], nrhs, cache=cache,
                                            itemsize=itemsize, which=SOLVE_PASSES[operation])
     else:
@@ -116,8 +125,8 @@ def model_pairs(run):
     what = (f"{tile_map}, N = {run['n']}, NB = {run['nb']}, receive cache "
             f"{'on' if cache else 'off'}, {dtype}"
             + ("" if "dtype" in run else " (no `dtype` key: the default)")
-            + (f", {operation.replace('_', ' ')} of {nrhs} right-hand sides" if solve
-               else ""))
+            + (f", {variant} variant, {operation.replace('_', ' ')} of {nrhs} right-hand "
+               f"sides" if solve else ""))
     return pairs, what
 
 
