@@ -35,9 +35,10 @@ from ..runtime.errors import SessionError, agree_callback_error
 from .errors import NotPositiveDefiniteError
 from .distributed import DistributedMatrix, check_map, map_key
 from .record import RunRecord, now_utc
+from ..model.counts import local_task_count, solve_task_count, task_count
+from ..model.operations import SOLVE_PASSES, predicted_pairs_bytes
+from ..model.rhs_volume import check_variant
 from .rhs_solve import residual_variant, solve_variant, submit_residual_rhs, submit_solve_rhs
-from .rhs_volume import check_variant
-from .volume import SOLVE_PASSES, transfer_pairs_bytes
 
 
 #: a graph of at most this many tasks per rank is submitted whole before the workers
@@ -52,25 +53,6 @@ def _small_graph(tasks, comm):
     return tasks <= WAKE_AFTER_TASKS * comm.Get_size()
 
 
-def task_count(nt):
-    """Tasks of the 2D Cholesky graph on nt x nt tiles, all ranks: nt POTRF, nt(nt-1)/2
-    TRSM and SYRK, nt(nt-1)(nt-2)/6 GEMM (= nt(nt+1)(nt+2)/6); the residual graph's
-    SYRK/GEMM count is of the same order."""
-    return nt * (nt + 1) * (nt + 2) // 6
-
-
-def solve_task_count(nt, kt, which="both"):
-    """Tasks of the two triangular solves on nt x nt tiles of L and nt x kt tiles of B,
-    all ranks: nt(nt+1)/2 TRSM or GEMM per tile column of B and per direction (``which``
-    "forward" or "backward": one direction)."""
-    return nt * (nt + 1) * kt // (2 if which in ("forward", "backward") else 1)
-
-
-def flops(n):
-    """Flop count of the factorization, N^3 / 3."""
-    return n ** 3 / 3.0
-
-
 def partial_mask(nt, c, s, it=None):
     """uint8 (nt, nt): tiles (i, j), i >= j, of which slice ``s`` keeps a partial sum
     (it updates them, it[k] == s for some k < j, and does not factor them, it[j] != s).
@@ -79,17 +61,6 @@ def partial_mask(nt, c, s, it=None):
     cols = (slice_updates(it, c)[s] > 0) & (it != s)
     return np.ascontiguousarray(np.tril(np.ones((nt, nt), dtype=bool)) & cols[None, :],
                                 dtype=np.uint8)
-
-
-def local_task_count(slice_owners, rank, it=None):
-    """Tasks of the Cholesky graph that run on ``rank`` (for progress displays): every
-    slice's updates of its copies, the ADDs and POTRF/TRSM of the factoring copies.
-    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map), ``it`` the slice of each
-    iteration; the count is :func:`starchol.distributions.load.task_counts`'s."""
-    from ..distributions.load import task_counts
-
-    counts = task_counts(slice_owners, it=it)
-    return int(counts[rank]) if 0 <= rank < len(counts) else 0
 
 
 def get_session(comm, session=None):
@@ -198,7 +169,7 @@ class Factor:
             partial sums (the ``solve_rhs`` graph), ``"factor"`` runs every task where
             its block of B lives and moves L's tiles there (the ``solve`` graph);
             ``"auto"`` (default) takes the one with fewer bytes on the busiest link for
-            B's K columns (:func:`~starchol.linalg.rhs_volume.choose_variant`: few
+            B's K columns (:func:`~starchol.model.rhs_volume.choose_variant`: few
             right-hand sides, ``"rhs"``). The same on every rank.
 
         Returns
@@ -304,7 +275,7 @@ class Factor:
 
     def _solve(self, operation, B, overwrite_b, variant="auto"):
         """:meth:`solve` or :meth:`solve_triangular`: the passes of ``operation``
-        (:data:`~starchol.linalg.volume.SOLVE_PASSES`) by the graph of ``variant``
+        (:data:`~starchol.model.volume.SOLVE_PASSES`) by the graph of ``variant``
         (checked and agreed on by the caller). Collective."""
         which = SOLVE_PASSES[operation]
         method = "solve" if operation == "solve" else "solve_triangular"
@@ -430,9 +401,9 @@ def rhs_residual(session, A, X, B, tiles=None, tile_map=None, variant="auto"):
     :func:`symmetric_tiles`, when the caller keeps them for several residuals (else
     made here). ``variant``: ``"factor"`` (the ``symm_residual`` graph: every task where
     R's row tile lives, A's tiles move; its bytes
-    :func:`~starchol.linalg.volume.residual_transfer_pairs_bytes`), ``"rhs"`` (the
+    :func:`~starchol.model.volume.residual_transfer_pairs_bytes`), ``"rhs"`` (the
     ``symm_residual_rhs`` graph: A in place, X's blocks and partial sums move;
-    :func:`~starchol.linalg.rhs_volume.rhs_residual_transfer_pairs_bytes`) or
+    :func:`~starchol.model.rhs_volume.rhs_residual_transfer_pairs_bytes`) or
     ``"auto"`` (fewer bytes on the busiest link; needs ``tile_map``, else
     ``"factor"``). Returns R, laid out like B; A, X and B are not modified.
     """
@@ -586,8 +557,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         raise NotPositiveDefiniteError(first, L.n, finite=finite)
     predicted = None
     if session.stats:
-        predicted = transfer_pairs_bytes(tile_map, L.n, L.nb, cache=session.cache,
-                                         itemsize=L.itemsize)
+        predicted = predicted_pairs_bytes("cholesky", tile_map, L.n, L.nb,
+                                          cache=session.cache, itemsize=L.itemsize)
     return Factor(L, tile_map, session,
                   _record(session, "cholesky", tile_map, L, c, tasks, predicted))
 
@@ -710,6 +681,5 @@ def _record(session, operation, tile_map, L, computation, tasks, predicted, nrhs
         extra=extra or {}, **{**job, "date": gathered[0][2]})
 
 
-__all__ = ["backward_error", "check_operand", "cholesky", "Factor", "flops", "get_session",
-           "local_task_count", "partial_mask", "rhs_residual", "solve_task_count",
-           "symmetric_tiles", "task_count"]
+__all__ = ["backward_error", "check_operand", "cholesky", "Factor", "get_session",
+           "partial_mask", "rhs_residual", "symmetric_tiles"]

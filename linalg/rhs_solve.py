@@ -1,8 +1,8 @@
 """The right-hand-side variant of the solve and of the residual B - A X on the runtime:
 the partial sums' handles and the calls of the graphs ``solve_rhs`` and
 ``symm_residual_rhs`` (``starchol.runtime._graphs``). Its bytes:
-:mod:`~starchol.linalg.rhs_volume`; the choice of a variant:
-:func:`~starchol.linalg.rhs_volume.choose_variant`.
+:mod:`~starchol.model.rhs_volume`; the choice of a variant:
+:func:`~starchol.model.rhs_volume.choose_variant`.
 
 Every product runs on the owner of its tile of L (of A); each node sums its products
 for one row block into a temporary NB x K block (one per (row block, node) pair, zero
@@ -13,7 +13,7 @@ itself holds N K / P.
 """
 import numpy as np
 
-from .rhs_volume import choose_variant, residual_bytes_by_variant, solve_bytes_by_variant
+from ..model.rhs_volume import choose_variant, residual_bytes_by_variant, solve_bytes_by_variant
 
 
 def partial_rows(owners, which):
@@ -58,7 +58,7 @@ def register_partials(comp, owners, nodes, rows, cols, itemsize, which):
 
 def solve_variant(session, tile_map, L, nrhs, which, variant):
     """``(name, summary, predicted)``: the variant of the solve (``which`` pass(es))
-    to run, as :func:`~starchol.linalg.rhs_volume.choose_variant` picks it from the
+    to run, as :func:`~starchol.model.rhs_volume.choose_variant` picks it from the
     model under the session's cache setting, with the bytes it predicts (int64 (P, P))."""
     by = solve_bytes_by_variant(tile_map, L.n, L.nb, nrhs, cache=session.cache,
                                 itemsize=L.itemsize, which=which)

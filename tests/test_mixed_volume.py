@@ -1,4 +1,4 @@
-"""The byte model of the mixed-precision solve (linalg/mixed_volume.py) and of the
+"""The byte model of the mixed-precision solve (starchol/model/mixed_volume.py) and of the
 residual B - A X it checks with, against the one oracle (volume_reference)."""
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ from volume_reference import (cholesky_bytes, residual_bytes, rhs_residual_bytes
                               rhs_solve_bytes, solve_bytes)
 
 from starchol.distributions import get_map
-from starchol.linalg.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
-from starchol.linalg.volume import residual_transfer_pairs_bytes, transfer_pairs_bytes
+from starchol.model.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
+from starchol.model.volume import residual_transfer_pairs_bytes, transfer_pairs_bytes
 
 MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
         ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),
@@ -61,7 +61,7 @@ def test_mixed_is_below_float64_with_the_rhs_variant(nodes, n, nb):
     """Issue 45's acceptance: with the variant chosen per graph, a mixed solve of one
     right-hand side and 2 iterations sends at most 0.6x float64's factorization +
     solve (it sent 1.92x at 6 nodes when the solves and residuals moved L and A)."""
-    from starchol.linalg.volume_summary import mixed_summary
+    from starchol.model.volume_summary import mixed_summary
 
     doc = mixed_summary(get_map("sbc", nodes), n, nb, 1, 2)
     assert doc["variants"] == {"solve32": "rhs", "residual64": "rhs", "solve64": "rhs"}

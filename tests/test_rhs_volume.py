@@ -5,7 +5,7 @@ import pytest
 from volume_reference import rhs_residual_bytes, rhs_solve_bytes
 
 from starchol.distributions import get_map
-from starchol.linalg.rhs_volume import (check_variant, choose_variant,
+from starchol.model.rhs_volume import (check_variant, choose_variant,
                                         residual_bytes_by_variant,
                                         rhs_residual_transfer_pairs_bytes,
                                         rhs_solve_transfer_pairs_bytes,

@@ -10,7 +10,7 @@ from volume_reference import (residual_bytes, rhs_residual_bytes, rhs_solve_byte
 
 from starchol import UsageError, cholesky
 from starchol.linalg.cholesky import rhs_residual, symmetric_tiles
-from starchol.linalg.rhs_volume import residual_bytes_by_variant, solve_bytes_by_variant
+from starchol.model.rhs_volume import residual_bytes_by_variant, solve_bytes_by_variant
 
 ORACLE = {"rhs": rhs_solve_bytes, "factor": solve_bytes}
 

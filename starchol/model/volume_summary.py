@@ -89,7 +89,7 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
 def solve_summary(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES, variant="auto"):
     """Predicted bytes of the solve A X = B after the factorization (K = ``nrhs``
     right-hand sides) in the variant ``Factor.solve(variant=...)`` runs
-    (:func:`~starchol.linalg.rhs_volume.choose_variant`; ``"auto"``: fewer bytes on the
+    (:func:`~starchol.model.rhs_volume.choose_variant`; ``"auto"``: fewer bytes on the
     busiest link).
 
     Returns a dict: ``nrhs``, ``variant`` (the one that runs), ``variant_reason``,
@@ -120,8 +120,8 @@ def mixed_summary(tile_map, n, nb, nrhs, iterations, fallback=None, cache=True,
     """Predicted bytes of a mixed-precision solve (``solve_mixed``: float32
     factorization, I = ``iterations`` refinement iterations with K = ``nrhs``
     right-hand sides, ``fallback`` None or one of
-    :data:`~starchol.linalg.mixed_volume.FALLBACKS`), beside the float64 factorization
-    and solve it replaces (:mod:`~starchol.linalg.mixed_volume`).
+    :data:`~starchol.model.mixed_volume.FALLBACKS`), beside the float64 factorization
+    and solve it replaces (:mod:`~starchol.model.mixed_volume`).
 
     Returns a dict: ``nrhs``, ``iterations``, ``fallback``, ``bytes`` (the whole mixed
     solve), ``phases`` (bytes per graph kind: ``factor32``, ``solve32``, ``residual64``,
