@@ -23,14 +23,14 @@ format:
 - rank 0 prints one summary (decimal units, :mod:`.run_summary`) and writes the JSON
   document; the bytes
   StarPU-MPI measured are compared with the exact model
-  (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
+  (:func:`starchol.model.volume.transfer_pairs_bytes`).
 - with right-hand sides (``--rhs`` or ``--nrhs``), the factor then solves A X = B
   (:meth:`starchol.linalg.cholesky.Factor.solve`), whose bytes are compared with
-  :func:`starchol.linalg.volume.solve_transfer_pairs_bytes`; log det A is always given.
+  :func:`starchol.model.volume.solve_transfer_pairs_bytes`; log det A is always given.
 - ``--dtype mixed`` (with ``--rhs`` or ``--nrhs``) runs
   :func:`starchol.linalg.mixed.solve_mixed` instead: a float32 factorization, the
   refinement to float64 answers, the float64 fallback; its bytes are compared with
-  :func:`starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`.
+  :func:`starchol.model.mixed_volume.mixed_transfer_pairs_bytes`.
 """
 import logging
 import os
@@ -259,8 +259,7 @@ def write_outputs(args, plan, done, writer, solution_writer):
     :class:`~starchol.files.OutputAppeared` of an output kept aside (another run
     published that name meanwhile), else None."""
     from ..files import OutputAppeared
-    from ..linalg.hdf5_io import now_iso
-    from ..version import VERSION
+        from ..version import VERSION
 
     tile_map, n = plan.tile_map, plan.n
     source = args.input or f"generated {plan.spec} seed {args.seed}"
@@ -268,7 +267,7 @@ def write_outputs(args, plan, done, writer, solution_writer):
     if writer is not None:
         attrs = {"map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                  "residual": np.nan if done.residual is None else done.residual,
-                 "starchol_version": VERSION, "date": now_iso(), "source": source}
+                 "starchol_version": VERSION, "date": now_utc(), "source": source}
         try:
             writer.write(done.factor.L, attrs)
         except OutputAppeared as exc:  # raised on every rank: the factor is kept aside
@@ -280,7 +279,7 @@ def write_outputs(args, plan, done, writer, solution_writer):
                 "map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                 "nrhs": x.ncols,
                 "residual": np.nan if done.solve_residual is None else done.solve_residual,
-                "starchol_version": VERSION, "date": now_iso(),
+                "starchol_version": VERSION, "date": now_utc(),
                 "source": f"solve of {source}"
                           f" with {args.rhs or f'--nrhs {args.nrhs} seed {args.seed}'}"})
         except OutputAppeared as exc:  # raised on every rank: X is kept aside
@@ -293,9 +292,9 @@ def document(args, plan, done, trace, appeared, solution_appeared, writer,
     """Rank 0: the run document, ``RunRecord.with_extra(...).to_dict()`` of the run's
     record with the rest of the run (seed, matrix, files, residuals, solve, memory,
     runtime, kernels, mixed, trace)."""
-    from ..distributions import node_load
-    from ..linalg.memory import node_memory
-    from ..linalg.volume import tile_bytes
+    from ..model.load import node_load
+    from ..model.memory import node_memory
+    from ..model.volume import tile_bytes
 
     tile_map, n, nb = plan.tile_map, plan.n, args.nb
     mixed = is_mixed(args)
@@ -324,7 +323,7 @@ def document(args, plan, done, trace, appeared, solution_appeared, writer,
                    "model_peak_bytes_per_rank": model_peak,
                    "note": "tile_bytes: model (every slice's copies held at once); "
                            "peak_rss: the process's peak resident memory over the run "
-                           "(getrusage); model_peak: starchol.linalg.memory.node_memory, "
+                           "(getrusage); model_peak: starchol.model.memory.node_memory, "
                            "what the pre-flight check and starchol plan use"},
         # the runtime's keys beyond the record's own (scheduler, workers, StarPU)
         "runtime": {"gpus_per_rank": info.get("gpus_per_rank", 0),

@@ -26,9 +26,9 @@ from ..files import OutputAppeared, parse_target
 from .hdf5_file import CONTENT, names_compared, unopenable
 from .hdf5_read import (SYMMETRY_TOL, check_symmetry_tol, content_key, inspect_dataset,
                         inspect_everywhere, inspect_file, inspect_input, look, read_tiles)
-from .hdf5_write import FactorWriter, check_output, now_iso, write_matrix
+from .hdf5_write import FactorWriter, check_output, write_matrix
 
 __all__ = ["SYMMETRY_TOL", "CONTENT", "check_symmetry_tol", "parse_target", "inspect_input",
            "inspect_file", "inspect_dataset", "inspect_everywhere", "content_key", "look",
            "read_tiles", "names_compared", "unopenable", "check_output", "OutputAppeared",
-           "FactorWriter", "write_matrix", "now_iso"]
+           "FactorWriter", "write_matrix"]

@@ -4,7 +4,6 @@ written row block by row block by one process (:func:`write_matrix`). The datase
 written into a temporary file (:mod:`.hdf5_tmp`) renamed over the final name only when
 complete; the input file is never opened for writing."""
 import os
-import time
 
 import numpy as np
 
@@ -222,8 +221,3 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
         return publish(tmp, path, before, overwrite)
     finally:
         drop_tmp(tmp)  # its private folder too (the file itself was renamed or kept)
-
-
-def now_iso():
-    """The current UTC time, ISO 8601 (for file attributes)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
