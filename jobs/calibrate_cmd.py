@@ -5,12 +5,13 @@ import logging
 
 from ..errors import UsageError
 from ..files import check_folder_writable, write_atomic
-from ..linalg.calibrate import calibrate, calibrate_runtime
+from ..linalg.calibrate import calibrate
 from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
 from ..integers import int_type
 from .options import DTYPE_NAMES
 from .progress import Progress
+from .traced_run import runtime_calibration
 
 log = logging.getLogger("starchol.calibrate")
 
@@ -64,7 +65,7 @@ def run(args):
     nbs = sorted(set(args.nb))
     if args.method == "runtime":
         progress = None if args.quiet else Progress("calibrating", unit="runs", enabled=True)
-        doc = calibrate_runtime(nbs, args.dtype, workers, args.ranks, progress)
+        doc = runtime_calibration(nbs, args.dtype, workers, args.ranks, progress)
     else:
         progress = None if args.quiet else Progress("calibrating", unit="kernels",
                                                     enabled=True)

@@ -406,7 +406,7 @@ def test_gantt_warns_when_its_time_axis_cuts_transfers(tmp_path, capsys):
     """The chart's time axis spans the tasks; a transfer that ends after the last task
     (received on a clock ahead of the sender's) or starts before the first is cut by it:
     the report says so, on stderr and in report.md, instead of cutting it silently."""
-    from starchol.runtime.traces import summarize
+    from starchol.reports.trace_records import summarize
 
     tasks = [{"kernel": "potrf", "rank": 0, "worker": 0, "start": 10.0, "end": 12.0},
              {"kernel": "trsm", "rank": 1, "worker": 0, "start": 13.0, "end": 20.0}]
