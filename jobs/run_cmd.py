@@ -259,7 +259,8 @@ def write_outputs(args, plan, done, writer, solution_writer):
     :class:`~starchol.files.OutputAppeared` of an output kept aside (another run
     published that name meanwhile), else None."""
     from ..files import OutputAppeared
-        from ..version import VERSION
+    from ..units import now_utc
+    from ..version import VERSION
 
     tile_map, n = plan.tile_map, plan.n
     source = args.input or f"generated {plan.spec} seed {args.seed}"
