@@ -25,8 +25,10 @@ format:
   StarPU-MPI measured are compared with the exact model
   (:func:`starchol.model.volume.transfer_pairs_bytes`).
 - with right-hand sides (``--rhs`` or ``--nrhs``), the factor then solves A X = B
-  (:meth:`starchol.linalg.cholesky.Factor.solve`), whose bytes are compared with
-  :func:`starchol.model.volume.solve_transfer_pairs_bytes`; log det A is always given.
+  (:meth:`starchol.linalg.cholesky.Factor.solve`, in the variant with fewer bytes on
+  the busiest link, named in the document's ``solve.solve_variant``), whose bytes are
+  compared with that variant's model (:mod:`starchol.model.rhs_volume`); log det A is
+  always given.
 - ``--dtype mixed`` (with ``--rhs`` or ``--nrhs``) runs
   :func:`starchol.linalg.mixed.solve_mixed` instead: a float32 factorization, the
   refinement to float64 answers, the float64 fallback; its bytes are compared with

@@ -43,6 +43,9 @@ def solve_lines(doc):
              f"{bytes_text(sol['bytes_measured_total'])}, predicted "
              f"{bytes_text(sol['bytes_predicted_total'])}, per-pair match: "
              f"{'yes' if sol['match'] else 'NO'}"]
+    variant = sol.get("solve_variant")
+    if variant:
+        lines.append(f"  solve variant: {variant['variant']} ({variant['reason']})")
     res = sol.get("residual")
     lines.append("  solve residual ||B - A X||_F / (||A||_F ||X||_F + ||B||_F) = " +
                  ("not checked (add --check)" if res is None else f"{res:.3e}"))

@@ -46,7 +46,8 @@ def graphs():
     return _graphs
 
 
-def computation_record(session, operation, tile_map, L, computation, tasks, predicted, nrhs=0):
+def computation_record(session, operation, tile_map, L, computation, tasks, predicted, nrhs=0,
+            extra=None):
     """The record of one ``measured`` computation (its times and bytes: a
     :class:`~starchol.runtime.computation.Computation`), identical on every rank.
     Collective."""
@@ -65,4 +66,4 @@ def computation_record(session, operation, tile_map, L, computation, tasks, pred
         nrhs=int(nrhs), dtype=str(L.dtype), time_s=elapsed, submit_s=t_sub,
         tasks=sum(g[1] for g in gathered), bytes_measured_pairs=measured,
         bytes_predicted_pairs=None if predicted is None else predicted.tolist(),
-        **{**job, "date": gathered[0][2]})
+        extra=extra or {}, **{**job, "date": gathered[0][2]})

@@ -370,9 +370,11 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     doc = json.load(open(run_json))
     pred = transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100)
     assert np.array_equal(np.array(doc["bytes_measured_pairs"]), pred)
-    from starchol.model.volume import solve_transfer_pairs_bytes
+    from starchol.model.rhs_volume import rhs_solve_transfer_pairs_bytes
 
-    solve_pred = solve_transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100, 3)
+    assert doc["solve"]["solve_variant"]["variant"] == "rhs"
+    solve_pred = rhs_solve_transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100,
+                                                3)
     assert np.array_equal(np.array(doc["solve"]["bytes_measured_pairs"]), solve_pred)
     assert 0 < doc["solve"]["residual"] < 1e-15
     # the same real document without its prediction: the report computes it from the
