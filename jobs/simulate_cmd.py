@@ -5,7 +5,6 @@ import logging
 import numpy as np
 
 from ..errors import UsageError
-from ..files import check_folder_writable
 from ..linalg.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
                                parse_latency)
 from ..linalg.task_graph import KERNELS
@@ -14,7 +13,8 @@ from ..linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
                       cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
-from .output import add_json_arg, emit, json_file
+from .output import add_json_arg, check_command_outputs, emit, json_file
+from .preflight import check_simulation_size
 from .progress import Progress
 
 log = logging.getLogger("starchol.simulate")
@@ -149,9 +149,9 @@ def run(args):
     plat.node.kernel_gflops(dtype, nb)          # a clear error before the work
     if args.nrhs is not None and args.nrhs < 1:
         raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
-    json_file(args)
-    if args.gantt:
-        check_folder_writable(args.gantt, "--gantt")
+    check_command_outputs(args, [("--gantt", args.gantt)])    # the one output check
+    json_file(args, [("--gantt", args.gantt)])
+    check_simulation_size(tile_map, nt, plat.node.workers, nrhs=args.nrhs)
     from ..linalg.cholesky import task_count
 
     progress = None

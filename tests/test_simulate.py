@@ -177,7 +177,7 @@ def test_bad_node_descriptions(change, message):
 
 
 def test_bad_node_files(tmp_path):
-    with pytest.raises(UsageError, match="cannot read node description .*missing.json"):
+    with pytest.raises(UsageError, match="--node .*missing.json not found"):
         load_node(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{workers: 2")
