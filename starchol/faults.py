@@ -315,6 +315,42 @@ def abort_job(message, code=1, comm=None, mpi_abort=True):
         os._exit(code)
 
 
+def exit_status(code):
+    """The process status of ``sys.exit(code)``: 0 for None, the number for an int, 1
+    for anything else (a message, which Python prints)."""
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    return 1
+
+
+def note_exit(code):
+    """Remember the status of a ``sys.exit(code)`` this process is making (its wrapper,
+    :func:`starchol.runtime.hooks.end_job_on_uncaught_errors`), for
+    :func:`end_failed_exit` at the interpreter's exit."""
+    _state["exit_code"] = code
+
+
+def end_failed_exit(comm=None):
+    """At the interpreter's exit, before a collective shutdown: when this process is
+    exiting with a non-zero status (``sys.exit("...")``, :func:`note_exit`) while
+    several ranks run, the other ranks may be waiting for it in a collective, and the
+    collective shutdown would wait for them forever: end the job on every rank
+    (``MPI_Abort`` with that status, one line). Returns otherwise (one rank, status 0)."""
+    status = exit_status(_state.get("exit_code"))
+    if not status:
+        return
+    comm = comm if comm is not None else _world()
+    if not _several(comm):
+        return
+    code = _state.get("exit_code")
+    said = "" if isinstance(code, int) else f" ({str(code)[:200]})"
+    abort_job(f"exited with status {status}{said} (sys.exit) while other ranks may wait "
+              f"for it in a collective; ending the job on every rank (MPI_Abort)",
+              status, comm)
+
+
 def end_diverged(exc, comm=None):
     """Abort the job if ``exc`` may exist on this rank only; return if it is agreed.
 
@@ -326,9 +362,14 @@ def end_diverged(exc, comm=None):
     """
     if exc is None or isinstance(exc, StarcholError) or getattr(exc, "starchol_agreed", False):
         return
+    if isinstance(exc, SystemExit) and not exit_status(exc.code):
+        return                       # sys.exit(0): a normal end, shut down together
     comm = comm if comm is not None else _world()
     if not _several(comm):
         return
+    if isinstance(exc, SystemExit):  # sys.exit("...") on this rank: the rank-exit rule
+        note_exit(exc.code)
+        end_failed_exit(comm)
     from .collective import describe
 
     if log.isEnabledFor(logging.INFO):

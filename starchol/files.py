@@ -191,6 +191,7 @@ def read_text_input(path, role, limit=MAX_TEXT_INPUT_BYTES):
     text (a binary file is refused). Every refusal is a :class:`UsageError` naming
     ``role path``.
     """
+    path = os.fspath(path)
     check_readable_file(path, role)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
