@@ -38,7 +38,7 @@ from common import (ArgumentParser, at_least, check_output_path, positive_int, r
 
 from starchol.distributions import get_map, node_load, square_grid
 from starchol.distributions.factory import sbc_candidates
-from starchol.linalg.volume import stored_tiles, transfer_pairs_tiles
+from starchol.model.volume import stored_tiles, transfer_pairs_tiles
 
 BEGIN, END = "<!-- symmetric-maps-table -->", "<!-- /symmetric-maps-table -->"
 

@@ -6,7 +6,7 @@ import logging
 from ..errors import UsageError
 from ..files import check_output, write_atomic
 from ..linalg.calibrate import calibrate, calibrate_runtime
-from ..linalg.platform import node_from_dict
+from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
 from .options import DTYPE_NAMES
 from .progress import Progress
@@ -78,7 +78,7 @@ def check_calibration_size(nbs, dtype, workers, ranks, method, cores):
         return
     from ..linalg.calibrate import _runtime_map
     from ..distributions import get_map
-    from ..linalg.memory import PROCESS_BASE_BYTES, node_memory
+    from ..model.memory import PROCESS_BASE_BYTES, node_memory
 
     avail, source = memory_available()
     if avail is None:

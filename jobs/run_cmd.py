@@ -19,14 +19,14 @@ format:
   the job instead of leaving the others waiting.
 - rank 0 prints one summary (decimal units) and writes the JSON document; the bytes
   StarPU-MPI measured are compared with the exact model
-  (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
+  (:func:`starchol.model.volume.transfer_pairs_bytes`).
 - with right-hand sides (``--rhs`` or ``--nrhs``), the factor then solves A X = B
   (:meth:`starchol.linalg.cholesky.Factor.solve`), whose bytes are compared with
-  :func:`starchol.linalg.volume.solve_transfer_pairs_bytes`; log det A is always given.
+  :func:`starchol.model.volume.solve_transfer_pairs_bytes`; log det A is always given.
 - ``--dtype mixed`` (with ``--rhs`` or ``--nrhs``) runs
   :func:`starchol.linalg.mixed.solve_mixed` instead: a float32 factorization, the
   refinement to float64 answers, the float64 fallback; its bytes are compared with
-  :func:`starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`.
+  :func:`starchol.model.mixed_volume.mixed_transfer_pairs_bytes`.
 """
 import logging
 import os
@@ -202,8 +202,8 @@ def run(args):
 def _run(args, plan, comm, writer, solution_writer):
     from ..distributions import node_load
     from ..linalg import DistributedMatrix, cholesky, matrices, solve_mixed
-    from ..linalg.memory import node_memory
-    from ..linalg.volume import tile_bytes
+    from ..model.memory import node_memory
+    from ..model.volume import tile_bytes
     from ..runtime import Session
 
     rank = comm.Get_rank()
@@ -322,7 +322,7 @@ def _run(args, plan, comm, writer, solution_writer):
                    "model_peak_bytes_per_rank": model_peak,
                    "note": "tile_bytes: model (every slice's copies held at once); "
                            "peak_rss: the process's peak resident memory over the run "
-                           "(getrusage); model_peak: starchol.linalg.memory.node_memory, "
+                           "(getrusage); model_peak: starchol.model.memory.node_memory, "
                            "what the pre-flight check and starchol plan use"},
         # the runtime's keys beyond the record's own (scheduler, workers, StarPU)
         "runtime": {"gpus_per_rank": info.get("gpus_per_rank", 0),

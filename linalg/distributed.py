@@ -11,7 +11,7 @@ Two kinds, with the map rules:
 - ``"symmetric"``: an N x N symmetric matrix, lower triangle stored (tiles i >= j).
   Tile (i, j) lives on the map's owner of (i, j); for a 2.5D map with c slices, on the
   owner of (i, j) in slice j mod c (the slice that factors column j), which is also
-  where L[i][j] ends (:func:`~starchol.linalg.volume.factor_owners`).
+  where L[i][j] ends (:func:`~starchol.model.volume.factor_owners`).
 - ``"rhs"``: right-hand sides, an N x K matrix, every tile stored. Row tile i lives
   where L's diagonal tile (i, i) lives, for every tile column (so the solve moves only
   L's off-diagonal tiles and the finished B[k]).
@@ -27,7 +27,7 @@ from ..errors import UsageError
 from .tile_arena import arena_views, packed
 from .tile_transfer import gather_dense, scatter_dense
 from .tiled import check_shape, check_sizes
-from .volume import factor_owners, tile_extents
+from ..model.volume import factor_owners, tile_extents
 
 #: dtypes with kernels
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32))

@@ -39,7 +39,7 @@ log-likelihood by 1.9e-6 relative; a float64 factor's is about 1e-13.
 (``exact=True`` factors A in float64 when no fallback did, for a log-determinant as
 accurate as float64's; that costs a float64 factorization).
 
-The bytes, exactly: :func:`~starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`
+The bytes, exactly: :func:`~starchol.model.mixed_volume.mixed_transfer_pairs_bytes`
 (``starchol volume --dtype mixed --nrhs K --iterations I``).
 """
 import math
@@ -54,7 +54,7 @@ from .cholesky import (backward_error, check_operand, cholesky, get_session, rhs
                        symmetric_tiles)
 from .distributed import DistributedMatrix, check_map, map_key
 from .errors import NotPositiveDefiniteError
-from .mixed_volume import FALLBACKS, mixed_phase_bytes
+from ..model.mixed_volume import FALLBACKS, mixed_phase_bytes
 from .record import RunRecord, now_utc
 
 #: LAPACK's unit roundoff for float64 (``dlamch('E')``): 2^-53
@@ -86,7 +86,7 @@ class MixedSolution:
     fallback : None or str
         None, or why the answer comes from a float64 factorization: ``"range"``,
         ``"factorization"`` or ``"refinement"``
-        (:data:`~starchol.linalg.mixed_volume.FALLBACKS`).
+        (:data:`~starchol.model.mixed_volume.FALLBACKS`).
     reason : str or None
         The fallback in words (what failed, with the figures), None without one.
     backward_error : float

@@ -126,11 +126,9 @@ class RunRecord:
     def flops(self):
         """Floating-point operations of the computation: N^3/3 for a factorization,
         2 N^2 K for a solve (forward and backward), N^2 K for one of its passes."""
-        if self.operation == "solve":
-            return 2.0 * self.n * self.n * self.nrhs
-        if self.operation in ("forward_solve", "backward_solve"):
-            return 1.0 * self.n * self.n * self.nrhs
-        return self.n ** 3 / 3.0
+        from ..model.counts import operation_flops
+
+        return operation_flops(self.operation, self.n, self.nrhs)
 
     @property
     def gflops(self):
@@ -305,7 +303,7 @@ def _check_mixed(mixed):
     """The ``mixed`` object of ``starchol run --dtype mixed`` (or None): ``iterations`` a
     count, ``fallback`` null or one of :data:`~.mixed_volume.FALLBACKS`, its figures
     numbers."""
-    from .mixed_volume import FALLBACKS
+    from ..model.mixed_volume import FALLBACKS
 
     if mixed is None:
         return

@@ -1,24 +1,32 @@
 """The layers point one way, with no import cycle, and no module takes another's private names.
 
-    core (starchol/*.py) <- distributions <- runtime (+ pyx/) <- linalg <- reports
-    <- command line
+    core (starchol/*.py) <- distributions <- model (starchol/model/) <- runtime (+ pyx/)
+    <- linalg <- reports <- command line
 
 The source folders are mapped into ``starchol.*`` by ``setup.py``'s ``package_dir``
 (``PACKAGE_DIRS``), which this test reads; every import counts, at module level or inside
 a function (an import inside a function still ties the two modules together: it only
 hides the cycle from Python). docs/architecture.md describes the layers.
+
+The model layer imports neither StarPU, mpi4py nor h5py: it sits below the runtime, and
+:func:`test_the_model_layer_imports_without_the_runtime` imports all of it with those
+blocked.
 """
 import ast
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: the layers, lowest first; a module may import its own layer and those below
-LAYERS = ("core", "distributions", "runtime", "linalg", "reports", "command line")
+LAYERS = ("core", "distributions", "model", "runtime", "linalg", "reports", "command line")
 
 #: modules of the root folder that belong to the command line (the rest are core)
 COMMAND_LINE_ROOT = ("starchol", "starchol.cli", "starchol.__main__")
@@ -39,7 +47,7 @@ def layer_of(module):
     """The index in :data:`LAYERS` of a ``starchol.*`` module."""
     if module in COMMAND_LINE_ROOT or module.startswith("starchol.jobs"):
         return LAYERS.index("command line")
-    for name in ("distributions", "runtime", "linalg", "reports"):
+    for name in ("distributions", "model", "runtime", "linalg", "reports"):
         if module == f"starchol.{name}" or module.startswith(f"starchol.{name}."):
             return LAYERS.index(name)
     return LAYERS.index("core")
@@ -175,8 +183,9 @@ def test_every_mapped_folder_is_read():
     mods = modules(ROOT)
     assert {"starchol.distributions.factory", "starchol.runtime.session",
             "starchol.linalg.cholesky", "starchol.jobs.run_cmd", "starchol.collective",
-            "starchol.reports.model",
+            "starchol.reports.model", "starchol.model.volume", "starchol.model.counts",
             "starchol.runtime._graphs"} <= set(mods)
+    assert layer_of("starchol.model.volume") == LAYERS.index("model")
     assert layer_of("starchol.runtime._binding") == LAYERS.index("runtime")
 
 
@@ -217,3 +226,51 @@ def test_a_planted_private_import_fails(tree):
     assert len(found) == 1
     assert "starchol.linalg.hdf5_io takes the private name _equal of starchol.collective" \
         in found[0]
+
+
+#: run in a fresh interpreter: mpi4py and h5py blocked, and any module of the runtime
+#: (its compiled part included) refused, then every module of the model layer imported
+_BLOCKED_IMPORT = textwrap.dedent("""
+    import importlib, json, os, sys
+    sys.modules["mpi4py"] = sys.modules["h5py"] = None
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            top = name.split(".")[0]
+            if top in ("mpi4py", "h5py") or name.split(".")[:2] == ["starchol", "runtime"]:
+                raise ImportError(f"blocked for the test: {name}")
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    import starchol.model
+    folder = os.path.dirname(starchol.model.__file__)
+    names = sorted(f[:-3] for f in os.listdir(folder)
+                   if f.endswith(".py") and f != "__init__.py")
+    for name in names:
+        importlib.import_module("starchol.model." + name)
+    heavy = sorted(m for m in sys.modules if sys.modules[m] is not None and (
+        m.split(".")[0] in ("mpi4py", "h5py") or m.startswith("starchol.runtime")
+        or m.startswith("starchol.linalg") or m.startswith("starchol.jobs")))
+    print(json.dumps({"names": names, "heavy": heavy}))
+""")
+
+
+def test_the_model_layer_imports_without_the_runtime():
+    """The whole model layer imports with mpi4py and h5py blocked and the runtime (its
+    compiled modules included) refused, and loads none of them, nor linalg or jobs."""
+    out = subprocess.run([sys.executable, "-c", _BLOCKED_IMPORT], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert {"volume", "mixed_volume", "memory", "plan", "volume_summary", "platform",
+            "counts", "operations", "link_load"} <= set(got["names"])
+    assert got["heavy"] == []
+
+
+def test_the_model_layer_sits_below_the_runtime(tree):
+    """An import of the runtime (or of linalg) from the model layer is an upward import."""
+    _plant(tree / "starchol" / "model" / "volume.py", "from ..runtime import backend")
+    found = problems(str(tree))
+    assert len(found) == 1 and found[0].startswith("starchol/model/volume.py:")
+    assert found[0].endswith("starchol.model.volume (model) imports starchol.runtime.backend "
+                             "(runtime), a layer above it")

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from .task_graph import KERNELS
+from .counts import KERNELS
 
 DTYPES = ("float64", "float32")
 
