@@ -59,7 +59,7 @@ def check_calibration_size(nbs, dtype, workers, ranks, method, cores):
     more processes (``ranks`` x ``workers`` for ``--method runtime``, ``workers`` for
     fork) than :data:`PROCESSES_PER_CORE` per core (at least
     :data:`MIN_PROCESS_LIMIT`), or a calibration run whose ranks need more memory than
-    is available (:func:`starchol.linalg.memory.node_memory` of the traced run, summed
+    is available (:func:`starchol.model.memory.node_memory` of the traced run, summed
     over its ranks). The message names the limit, the need and how to lower it."""
     from ..linalg.calibrate import runtime_n
     from ..units import format_bytes
@@ -76,14 +76,14 @@ def check_calibration_size(nbs, dtype, workers, ranks, method, cores):
                          f"and workers of one node of the run to simulate)")
     if method != "runtime":
         return
-    from ..linalg.calibrate import _runtime_map
+    from ..linalg.calibrate import runtime_map
     from ..distributions import get_map
     from ..model.memory import PROCESS_BASE_BYTES, node_memory
 
     avail, source = memory_available()
     if avail is None:
         return
-    words = _runtime_map(ranks)
+    words = runtime_map(ranks)
     slices = int(words[words.index("--slices") + 1]) if "--slices" in words else 1
     for nb in nbs:
         n = runtime_n(nb)

@@ -208,7 +208,7 @@ def speeds_from_trace(summary, nb):
             for k in KERNELS if k in count and seconds[k] > 0}
 
 
-def _runtime_map(ranks):
+def runtime_map(ranks):
     """``starchol run`` map arguments for a calibration on ``ranks`` ranks: a 2.5D map
     when there is one (its graph has ADD tasks), else 2DBC."""
     from ..distributions import get_map
@@ -239,7 +239,7 @@ def traced_run(nb, dtype, workers, ranks=1, folder=None, timeout=900, launcher=N
             faults.track(folder)
     try:
         trace = os.path.join(folder, "trace")
-        cmd = [sys.executable, "-m", "starchol", "run", *_runtime_map(ranks), "--n",
+        cmd = [sys.executable, "-m", "starchol", "run", *runtime_map(ranks), "--n",
                str(runtime_n(nb)), "--nb", str(nb), "--dtype", dtype, "--workers",
                str(workers), "--quiet", "--trace", trace]
         if launcher is not None:

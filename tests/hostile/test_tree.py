@@ -47,7 +47,8 @@ def start_and_signal(cmd, env, cwd, signum, ready, limit=60):
                 break
             time.sleep(0.05)
         if proc.poll() is not None:
-            pytest.fail(f"ended before the signal: {proc.returncode} {proc.stderr.read()}")
+            pytest.fail(f"ended before the signal: {proc.returncode} {proc.stderr.read()} "
+                        f"{[_cmdline(k) for k in seen]}")
         assert ready(seen), f"not ready after {limit} s"
         seen = _descendants(proc.pid)
         os.kill(proc.pid, signum)
@@ -131,7 +132,7 @@ def test_calibrate_mpirun_and_ranks_die_with_the_parent(signum, env, tmp_path):
            "-o", "cal.json", "--quiet"]
     status, err, seen = start_and_signal(
         cmd, env, str(tmp_path), signum,
-        lambda kids: sum("starchol" in _cmdline(k) and " run " in _cmdline(k)
+        lambda kids: sum("-m starchol run" in _cmdline(k) and not _cmdline(k).startswith("mpirun")
                          for k in kids) >= 2)
     assert status == 128 + signum, err
     assert "could not remove" not in err and "Traceback" not in err, err
