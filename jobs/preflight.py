@@ -18,9 +18,8 @@ import os
 
 from ..errors import UsageError
 from ..model.memory import PROCESS_BASE_BYTES, node_memory
+from ..model.volume import DOUBLE_BYTES as DOUBLE
 from ..units import format_bytes
-
-DOUBLE = 8
 
 
 def _read_int(path):

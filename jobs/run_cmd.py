@@ -200,7 +200,7 @@ def run(args):
 
 
 def _run(args, plan, comm, writer, solution_writer):
-    from ..distributions import node_load
+    from ..model.load import node_load
     from ..linalg import DistributedMatrix, cholesky, matrices, solve_mixed
     from ..model.memory import node_memory
     from ..model.volume import tile_bytes
@@ -271,11 +271,12 @@ def _run(args, plan, comm, writer, solution_writer):
     appeared = None
     if writer is not None:
         from ..version import VERSION
-        from ..linalg.hdf5_io import OutputAppeared, now_iso
+        from ..linalg.hdf5_io import OutputAppeared
+        from ..units import now_utc
 
         attrs = {"map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                  "residual": np.nan if res is None else res,
-                 "starchol_version": VERSION, "date": now_iso(),
+                 "starchol_version": VERSION, "date": now_utc(),
                  "source": args.input or f"generated {spec} seed {args.seed}"}
         try:
             writer.write(a, attrs)
@@ -284,13 +285,14 @@ def _run(args, plan, comm, writer, solution_writer):
     solution_appeared = None
     if solution_writer is not None:
         from ..version import VERSION
-        from ..linalg.hdf5_io import OutputAppeared, now_iso
+        from ..linalg.hdf5_io import OutputAppeared
+        from ..units import now_utc
 
         try:
             solution_writer.write(x, {
                 "map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                 "nrhs": x.ncols, "residual": np.nan if solve_res is None else solve_res,
-                "starchol_version": VERSION, "date": now_iso(),
+                "starchol_version": VERSION, "date": now_utc(),
                 "source": f"solve of {args.input or f'generated {spec} seed {args.seed}'}"
                           f" with {args.rhs or f'--nrhs {args.nrhs} seed {args.seed}'}"})
         except OutputAppeared as exc:  # raised on every rank: X is kept aside

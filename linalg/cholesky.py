@@ -34,7 +34,8 @@ from ..collective import agree, allreduce_min
 from ..runtime.errors import SessionError, agree_callback_error
 from .errors import NotPositiveDefiniteError
 from .distributed import DistributedMatrix, check_map, map_key
-from .record import RunRecord, now_utc
+from .record import RunRecord
+from ..units import now_utc
 from ..model.counts import local_task_count, solve_task_count, task_count
 from ..model.operations import SOLVE_PASSES, predicted_pairs_bytes
 
@@ -282,7 +283,7 @@ class Factor:
 
     def residual(self, A):
         """||A - L L^T||_F / ||A||_F, computed where the tiles live (the update as
-        SYRK/GEMM tasks, the norms scaled by the largest entry, so that entries near
+        SYRK/GEMM tasks, the norms scaled, so that entries near
         1e300 or 1e-300 neither overflow nor underflow:
         :meth:`~starchol.linalg.distributed.DistributedMatrix.frobenius_parts`).
         Collective. A: the factored matrix, a ``DistributedMatrix`` laid out like L."""

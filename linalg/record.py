@@ -7,7 +7,6 @@ dataclass, one :meth:`RunRecord.to_json`, one :meth:`RunRecord.from_json`.
 Units: seconds for times, bytes for volumes (``*_pairs`` are P x P lists, sender row,
 receiver column), tiles only where a name says so.
 """
-import datetime
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -341,10 +340,5 @@ def _plain(v):
     return v
 
 
-def now_utc():
-    """The current UTC time, ISO 8601 with seconds."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 __all__ = ["NUMBER_KEYS", "PAIR_KEYS", "REQUIRED", "RUNTIME_KEYS", "RunRecord", "check_document",
-           "pair_matrix", "now_utc"]
+           "pair_matrix"]

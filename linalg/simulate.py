@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import StarcholError
+from ..model.operations import BYTES_PER_ENTRY
 from ..model.platform import DTYPES
 from ..model.counts import KERNELS
 from .task_graph import record_cholesky, record_solve
@@ -215,7 +216,7 @@ def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, fl
                       progress=None, sends_in_flight=SENDS_IN_FLIGHT, pair_serial=False):
     """Simulate ``cholesky`` of an n x n matrix in nb x nb tiles under ``tile_map`` on
     ``platform``. Returns a :class:`SimulationResult` (GFlop/s of N^3/3 flops)."""
-    graph = record_cholesky(tile_map, n, nb, itemsize=4 if dtype == "float32" else 8,
+    graph = record_cholesky(tile_map, n, nb, itemsize=BYTES_PER_ENTRY[dtype],
                             flush=flush)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
                           pair_serial)
@@ -226,7 +227,7 @@ def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
                    pair_serial=False):
     """Simulate the solve L L^T X = B (B n x nrhs) after the factorization (which the
     runtime finishes first: the two times add up). GFlop/s of 2 N^2 nrhs flops."""
-    graph = record_solve(tile_map, n, nb, nrhs, itemsize=4 if dtype == "float32" else 8,
+    graph = record_solve(tile_map, n, nb, nrhs, itemsize=BYTES_PER_ENTRY[dtype],
                          which=which)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
                           pair_serial)

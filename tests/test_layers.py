@@ -68,12 +68,52 @@ def modules(root):
     return out
 
 
-def _pyx_tree(path):
-    """The Python ``import`` statements of a .pyx file as an AST (``cimport`` left out)."""
-    lines = [line for line in open(path).read().splitlines()
-             if re.match(r"(from\s+\S+\s+import\s|import\s)", line) and "cimport" not in line
-             and not line.rstrip().endswith(("(", "\\"))]
-    return ast.parse("\n".join(lines))
+#: the start of an import statement in Cython: ``import``/``cimport`` X, or ``from X
+#: import``/``cimport`` ..., at any indentation (inside a def, a cdef or a ``with`` block)
+_PYX_IMPORT = re.compile(r"\s*(from\s+\S+\s+c?import\b|c?import\s)")
+
+
+def _statements(text):
+    """``[(line, statement)]`` of the import statements of a Cython source, at any
+    indentation, with the lines a parenthesis or a trailing backslash continues joined
+    (comments dropped)."""
+    lines = [line.split("#", 1)[0].rstrip() for line in text.splitlines()]
+    out, k = [], 0
+    while k < len(lines):
+        if _PYX_IMPORT.match(lines[k]):
+            first, buf = k + 1, lines[k]
+            depth = buf.count("(") - buf.count(")")
+            while (depth > 0 or buf.endswith("\\")) and k + 1 < len(lines):
+                k += 1
+                buf = buf.rstrip("\\") + " " + lines[k].strip()
+                depth += lines[k].count("(") - lines[k].count(")")
+            out.append((first, buf.strip()))
+        k += 1
+    return out
+
+
+def _pyx_tree(*paths):
+    """The ``import`` and ``cimport`` statements of Cython sources (``.pyx``, and the
+    ``.pxd`` that declares the same module) as one AST, each at its line: a ``cimport``
+    ties two modules as an ``import`` does, and so does an indented import."""
+    body = []
+    for path in paths:
+        for number, statement in _statements(open(path).read()):
+            statement = re.sub(r"\bcimport\b", "import", statement)
+            try:
+                nodes = ast.parse(statement).body
+            except SyntaxError:      # prose in a docstring that reads like an import
+                continue
+            for node in nodes:
+                node.lineno = number
+                body.append(node)
+    return ast.Module(body=body, type_ignores=[])
+
+
+def _pxd_of(root, module):
+    """The ``.pxd`` of a compiled module (``pyx/starchol/runtime/_x.pxd``), if any."""
+    path = os.path.join(root, "pyx", *module.split(".")) + ".pxd"
+    return (path,) if os.path.isfile(path) else ()
 
 
 def imports(root):
@@ -84,7 +124,8 @@ def imports(root):
     mods = modules(root)
     out = []
     for mod, (path, is_pkg) in mods.items():
-        tree = _pyx_tree(path) if path.endswith(".pyx") else ast.parse(open(path).read())
+        tree = (_pyx_tree(path, *_pxd_of(root, mod)) if path.endswith(".pyx")
+                else ast.parse(open(path).read()))
         base = mod if is_pkg else mod.rsplit(".", 1)[0]
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -195,7 +236,8 @@ def tree(tmp_path):
     shutil.copy(os.path.join(ROOT, "setup.py"), tmp_path)
     for folder in list(package_dirs(ROOT).values()) + ["pyx"]:
         shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("*.so", "*.c", "*.h", "__pycache__"))
+                        ignore=shutil.ignore_patterns("*.so", "*.c", "*.cpp", "*.h",
+                                                      "__pycache__"))
     return tmp_path
 
 
@@ -263,7 +305,7 @@ def test_the_model_layer_imports_without_the_runtime():
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert {"volume", "mixed_volume", "memory", "plan", "volume_summary", "platform",
-            "counts", "operations", "link_load"} <= set(got["names"])
+            "counts", "operations", "link_load", "load"} <= set(got["names"])
     assert got["heavy"] == []
 
 
@@ -274,3 +316,28 @@ def test_the_model_layer_sits_below_the_runtime(tree):
     assert len(found) == 1 and found[0].startswith("starchol/model/volume.py:")
     assert found[0].endswith("starchol.model.volume (model) imports starchol.runtime.backend "
                              "(runtime), a layer above it")
+
+
+def test_cimports_and_indented_imports_of_pyx_are_read():
+    """The compiled modules' ``cimport`` statements (a parenthesised list over several
+    lines included) count as imports."""
+    found = {(mod, target) for mod, _, target, _ in imports(ROOT)}
+    assert ("starchol.runtime._graphs", "starchol.runtime._binding") in found
+    assert ("starchol.runtime._graphs", "starchol.runtime._kernels") in found
+
+
+@pytest.mark.parametrize("line", [
+    "    from starchol.linalg.record cimport RunRecord",
+    "        cimport starchol.linalg.record",
+    "    from starchol.linalg.record import (  # a comment\\n        RunRecord,\\n    )",
+])
+def test_a_planted_cimport_or_indented_import_in_pyx_fails(tree, line):
+    """A cimport, or an import indented inside a function, of the library from the
+    compiled runtime is an upward import."""
+    path = tree / "pyx" / "_graphs.pyx"
+    path.write_text(path.read_text() + "\n\ndef planted():\n" + line.replace("\\n", "\n")
+                    + "\n")
+    found = problems(str(tree))
+    assert len(found) == 1 and found[0].startswith("pyx/_graphs.pyx:"), found
+    assert found[0].endswith("starchol.runtime._graphs (runtime) imports "
+                             "starchol.linalg.record (linalg), a layer above it")

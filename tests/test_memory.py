@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from starchol import UsageError
-from starchol.distributions import BlockCyclic2D, get_map, node_load
-from starchol.distributions.load import task_counts
+from starchol.distributions import BlockCyclic2D, get_map
+from starchol.model.counts import task_counts
+from starchol.model.load import node_load
 from starchol.linalg.cholesky import partial_mask
 from starchol.model.counts import local_task_count
 from starchol.model.memory import (HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES,

@@ -158,7 +158,7 @@ def test_25d_factor_and_bytes(mpirun, tmp_path, np_, args, cache):
     it = tile_map.iteration_slices(5).tolist()
     back = any(it[j] == 0 and 1 in it[:j] for j in range(5))
     assert m[:half, half:].sum() > 0 and (m[half:, :half].sum() > 0) == back
-    from starchol.distributions import node_load
+    from starchol.model.load import node_load
     from starchol.model.volume import tile_bytes
     model = node_load(tile_map, 5, tile_bytes=tile_bytes(N, NB))["bytes"]
     assert doc["memory"]["tile_bytes_per_node"] == model.tolist()

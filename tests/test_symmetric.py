@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from starchol import UsageError
-from starchol.distributions import get_map, node_load, square_grid, symmetric_map
+from starchol.distributions import get_map, square_grid, symmetric_map
+from starchol.model.load import node_load
 from starchol.distributions.cover import cover, pair_bounds
 from starchol.distributions.designs import (affine_plane, field_tables, is_linear_space,
                                             prime_power, projective_plane)

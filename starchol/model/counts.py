@@ -9,14 +9,17 @@ rate); tasks are what StarPU creates, one per kernel call.
 - :func:`codelet_flops`: the flops of one task from its tiles' extents;
   :func:`kernel_flops` on NB x NB tiles.
 - :func:`operation_flops`: the flops of a whole operation (N^3/3 for a factorization).
-- :func:`task_count`, :func:`solve_task_count`, :func:`local_task_count`: tasks of the
-  graphs (all ranks, or one rank's).
+- :func:`task_count`, :func:`solve_task_count`: tasks of the graphs, all ranks;
+  :func:`task_counts`, :func:`local_task_count`, :func:`slice_task_weights`: the
+  Cholesky's tasks per node (2.5D partial sums' ADDs included).
 
 The per-node load of a map in NB^3 flop units is
-:func:`starchol.distributions.load.node_load`'s (the same weights: POTRF 1/3, TRSM 1,
+:func:`starchol.model.load.node_load`'s (the same weights: POTRF 1/3, TRSM 1,
 SYRK 1, GEMM 2, :func:`kernel_flops` with NB = 1).
 """
 import numpy as np
+
+from ..distributions.base import iteration_slices, slice_updates
 
 #: the kernels a node description gives speeds for
 KERNELS = ("potrf", "trsm", "syrk", "gemm", "add")
@@ -98,16 +101,51 @@ def solve_task_count(nt, kt, which="both"):
     return nt * (nt + 1) * kt // (2 if which in ("forward", "backward") else 1)
 
 
+def slice_task_weights(it, s, c=None):
+    """Tasks that write slice ``s``'s copy of each tile of column n, int64 (nt,): the
+    updates of iterations k < n with it[k] == s (SYRK/GEMM), plus, on the slice that
+    factors column n (it[n] == s), its POTRF/TRSM and the ADDs of the partial sums of
+    the other slices that updated column n. The same for every tile (m, n), m >= n, of
+    the column. ``it``: the slice of each iteration
+    (:func:`~starchol.distributions.base.iteration_slices`),
+    ``c`` the slice count (default max(it) + 1)."""
+    it = np.asarray(it, dtype=np.int64)
+    u = slice_updates(it, c)
+    factors = it == s
+    others = (u > 0).sum(axis=0) - (u[it, np.arange(len(it))] > 0)
+    return (u[s] + factors * (1 + others)).astype(np.int64)
+
+
+def task_counts(owners, nodes=None, it=None):
+    """Tasks of the Cholesky graph that run on each node, int64 array (P,).
+
+    ``owners`` is a (c, nt, nt) stack of the slices' owners (or one (nt, nt) map);
+    ``nodes`` defaults to the highest owner + 1; ``it`` is the slice of each iteration
+    (default :func:`~starchol.distributions.base.iteration_slices` with the default
+    block)."""
+    so = np.asarray(owners)
+    if so.ndim == 2:
+        so = so[None]
+    c, nt, _ = so.shape
+    it = iteration_slices(nt, c) if it is None else it
+    p = int(so.max()) + 1 if nodes is None else int(nodes)
+    rows, cols = np.tril_indices(nt)
+    out = np.zeros(p, dtype=np.int64)
+    for s in range(c):
+        out += np.bincount(so[s][rows, cols], weights=slice_task_weights(it, s, c)[cols],
+                           minlength=p).astype(np.int64)
+    return out
+
+
 def local_task_count(slice_owners, rank, it=None):
     """Tasks of the Cholesky graph that run on ``rank`` (for progress displays): every
     slice's updates of its copies, the ADDs and POTRF/TRSM of the factoring copies.
     ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map), ``it`` the slice of each
-    iteration; the count is :func:`starchol.distributions.load.task_counts`'s."""
-    from ..distributions.load import task_counts
-
+    iteration; the count is :func:`task_counts`'s."""
     counts = task_counts(np.asarray(slice_owners), it=it)
     return int(counts[rank]) if 0 <= rank < len(counts) else 0
 
 
 __all__ = ["KERNELS", "KERNEL_OF", "codelet_flops", "kernel_flops", "operation_flops",
-           "flops", "task_count", "solve_task_count", "local_task_count"]
+           "flops", "task_count", "solve_task_count", "slice_task_weights", "task_counts",
+           "local_task_count"]

@@ -8,10 +8,12 @@ its iterations: :func:`~starchol.model.mixed_volume.mixed_transfer_pairs_bytes`)
 :func:`predicted_pairs_bytes` is the one place that picks the exact model of each;
 ``cholesky``/``Factor.solve`` record it and ``starchol report`` settles against it.
 """
+from .mixed_volume import SINGLE_BYTES
 from .volume import DOUBLE_BYTES, solve_transfer_pairs_bytes, transfer_pairs_bytes
 
-#: bytes of one matrix entry for each dtype the runtime computes in
-BYTES_PER_ENTRY = {"float64": DOUBLE_BYTES, "float32": 4}
+#: bytes of one matrix entry for each dtype the runtime has kernels for (its keys are
+#: those dtypes: ``--dtype``'s choices, node descriptions' speeds, DistributedMatrix's)
+BYTES_PER_ENTRY = {"float64": DOUBLE_BYTES, "float32": SINGLE_BYTES}
 
 #: The triangular passes of each solve a run record names (``RunRecord.operation``):
 #: ``Factor.solve`` (L L^T X = B) runs both, ``Factor.solve_triangular`` one.

@@ -37,7 +37,7 @@ docs/volume-model.md, "How plan ranks the maps".)
 """
 import numpy as np
 
-from ..distributions import node_load
+from .load import node_load
 from ..distributions.base import iteration_slices
 from .memory import node_memory
 from .volume import DOUBLE_BYTES, tile_bytes

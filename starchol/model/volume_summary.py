@@ -1,6 +1,6 @@
 """One summary of a map's predicted traffic and load: what ``starchol volume`` reports."""
 
-from ..distributions import node_load
+from .load import node_load
 from .volume import (DOUBLE_BYTES, leading_term_tiles, stored_tiles, transfer_pairs,
                      tile_bytes)
 
