@@ -5,11 +5,12 @@ import logging
 
 from ..errors import UsageError
 from ..files import check_output, write_atomic
-from ..linalg.calibrate import calibrate, calibrate_runtime
+from ..linalg.calibrate import calibrate
 from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
 from .options import DTYPE_NAMES
 from .progress import Progress
+from .traced_run import runtime_calibration
 
 log = logging.getLogger("starchol.calibrate")
 
@@ -76,7 +77,7 @@ def check_calibration_size(nbs, dtype, workers, ranks, method, cores):
                          f"and workers of one node of the run to simulate)")
     if method != "runtime":
         return
-    from ..linalg.calibrate import runtime_map
+    from .traced_run import runtime_map_args as runtime_map
     from ..distributions import get_map
     from ..model.memory import PROCESS_BASE_BYTES, node_memory
 
@@ -125,7 +126,7 @@ def run(args):
     nbs = sorted(set(args.nb))
     if args.method == "runtime":
         progress = None if args.quiet else Progress("calibrating", unit="runs", enabled=True)
-        doc = calibrate_runtime(nbs, args.dtype, workers, args.ranks, progress)
+        doc = runtime_calibration(nbs, args.dtype, workers, args.ranks, progress)
     else:
         progress = None if args.quiet else Progress("calibrating", unit="kernels",
                                                     enabled=True)

@@ -75,8 +75,10 @@ def _named_grid(build, text):
 def model_pairs(run):
     """Bytes the exact model predicts between every pair of nodes for this run document:
     :func:`starchol.model.volume.transfer_pairs_bytes` (a factorization) or
-    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` (a solve, or one of its
-    passes: ``forward_solve``, ``backward_solve``), the functions
+    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` or
+    :func:`~starchol.model.rhs_volume.rhs_solve_transfer_pairs_bytes` (a solve, or one
+    of its passes: ``forward_solve``, ``backward_solve``, by the variant its
+    ``solve_variant`` names; ``"factor"`` without one), the functions
     ``starchol run`` records ``bytes_predicted_pairs`` with, on the document's map, N, NB,
     receive-cache setting and element size.
 
@@ -104,13 +106,15 @@ def model_pairs(run):
     tile_map, reason = document_map(run)
     if tile_map is None:
         return None, reason
+    variant = (run.get("solve_variant") or {}).get("variant", "factor") if solve else None
     pairs = predicted_pairs_bytes(operation, tile_map, run["n"], run["nb"], nrhs,
-                                  cache=cache, itemsize=BYTES_PER_ENTRY[dtype])
+                                  cache=cache, itemsize=BYTES_PER_ENTRY[dtype],
+                                  variant=variant or "factor")
     what = (f"{tile_map}, N = {run['n']}, NB = {run['nb']}, receive cache "
             f"{'on' if cache else 'off'}, {dtype}"
             + ("" if "dtype" in run else " (no `dtype` key: the default)")
-            + (f", {operation.replace('_', ' ')} of {nrhs} right-hand sides" if solve
-               else ""))
+            + (f", {variant} variant, {operation.replace('_', ' ')} of {nrhs} right-hand "
+               f"sides" if solve else ""))
     return pairs, what
 
 
