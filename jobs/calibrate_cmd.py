@@ -8,6 +8,7 @@ from ..files import check_output, write_atomic
 from ..linalg.calibrate import calibrate
 from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
+from ..integers import int_type
 from .options import DTYPE_NAMES
 from .progress import Progress
 from .traced_run import runtime_calibration
@@ -24,20 +25,20 @@ def register(sub):
                     "calling SciPy's BLAS at once (--method fork); write the node "
                     "description (JSON) that `starchol simulate --node` reads "
                     "(docs/simulation.md).")
-    p.add_argument("--nb", type=int, nargs="+", required=True, metavar="NB",
+    p.add_argument("--nb", type=int_type(1), nargs="+", required=True, metavar="NB",
                    help="tile sizes to measure (entries)")
     p.add_argument("--dtype", nargs="+", choices=DTYPE_NAMES, default=["float64"],
                    help="precisions to measure (default float64)")
-    p.add_argument("--workers", type=int, default=None, metavar="W",
+    p.add_argument("--workers", type=int_type(1), default=None, metavar="W",
                    help="concurrent workers (default: the cores this process may use)")
     p.add_argument("--method", choices=("runtime", "fork"), default="runtime",
                    help="runtime: traced factorizations with the runtime's kernels "
                         "(needs a StarPU with FxT; the default); fork: SciPy's BLAS in "
                         "forked processes")
-    p.add_argument("--ranks", type=int, default=1, metavar="R",
+    p.add_argument("--ranks", type=int_type(1), default=1, metavar="R",
                    help="--method runtime: ranks sharing this machine in the calibration "
                         "run (mpirun -np R), as in the run to simulate (default 1)")
-    p.add_argument("--repeats", type=int, default=None, metavar="K",
+    p.add_argument("--repeats", type=int_type(1), default=None, metavar="K",
                    help="--method fork: calls per measurement (default: about 0.25 s of "
                         "GEMM, 3..200)")
     p.add_argument("--bandwidth", metavar="BW", help="link bandwidth to record (e.g. 10Gbit)")
@@ -102,20 +103,14 @@ def check_calibration_size(nbs, dtype, workers, ranks, method, cores):
 
 
 def run(args):
-    if any(nb < 1 for nb in args.nb):
-        raise UsageError(f"--nb must be >= 1, got {min(args.nb)}")
     workers = args.workers if args.workers is not None else len(affinity_cores())
     if workers < 1:
         raise UsageError(f"--workers must be >= 1, got {workers}")
-    if args.ranks < 1:
-        raise UsageError(f"--ranks must be >= 1, got {args.ranks}")
     if args.method == "fork" and args.ranks != 1:
         raise UsageError("--ranks applies to --method runtime only")
     if args.method == "runtime":
         from ..runtime.traces import check_supported
         check_supported(".")                  # a StarPU with FxT, or a clear error
-    if args.repeats is not None and args.repeats < 1:
-        raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     check_output(args.output, "--output", args.overwrite)
     check_calibration_size(sorted(set(args.nb)), "float32" if args.dtype == ["float32"]
                            else "float64", workers, args.ranks, args.method,

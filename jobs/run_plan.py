@@ -150,8 +150,6 @@ def preflight(args, rank, size, host_ranks):
     if args.rhs and args.nrhs is not None:
         raise UsageError("give the right-hand sides once: --rhs FILE.h5:/DATASET or "
                          "--nrhs K")
-    if args.nrhs is not None and args.nrhs < 1:
-        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
     if args.solution and not (args.rhs or args.nrhs):
         raise UsageError("--solution writes X of A X = B: give the right-hand sides, "
                          "--rhs FILE.h5:/DATASET or --nrhs K")
