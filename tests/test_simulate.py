@@ -297,7 +297,7 @@ def test_simulate_command_figures_and_errors(capsys, tmp_path):
             (["--node-gflops", "5", "--cores", "2", "--bandwidth", "9 parsecs"],
              "unknown unit"),
             (["--node-gflops", "5", "--cores", "2", "--sends-in-flight", "-1"],
-             "argument --sends-in-flight: must be an integer >= 0, got '-1'")]:
+             "argument --sends-in-flight: must be an integer from 0 to 2147483647, got '-1'")]:
         try:
             code = main(argv + extra)
         except SystemExit as exc:                  # refused by the parser
