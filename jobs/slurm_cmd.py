@@ -49,8 +49,8 @@ from ..runtime.workers import (DEFAULT_CUDA_WORKERS_PER_GPU, installed_max_cpus,
 from .options import (GRID_MAPS, add_dtype_arg, add_seed_arg, build_map, check_input_order,
                       check_map_options, check_node_count, check_scheduler_name,
                       check_time_limit, map_argv, matrix_sizes)
-from ..files import OutputFolder, check_folder_writable
-from .output import write_atomic
+from ..files import OutputFolder
+from .output import check_command_outputs, command_inputs, write_atomic
 from .slurm_template import SCRIPT
 
 DEFAULT_TIME = "01:00:00"
@@ -169,7 +169,29 @@ def register(sub):
                    help="one script per (map, P, N) from comma lists; -o DIR required")
     p.add_argument("-o", "--out", metavar="FILE",
                    help="write the script to FILE (with --sweep: a folder); default stdout")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing -o file (with --sweep: write into a folder "
+                        "that holds files)")
     p.set_defaults(func=run, one_process=True)
+
+
+#: characters refused in an --sbatch-option: sbatch reads its lines itself, but a line
+#: that looks like shell code is a mistake (or an attempt) either way
+SBATCH_OPTION_REFUSED = set(";|&$`<>(){}\\")
+
+
+def check_script_text(args):
+    """Refuse, before anything is written, any option value or path of ``args`` that
+    holds a newline, a NUL or another non-printable character
+    (:func:`starchol.files.check_printable`): every value that reaches the script, its
+    comments included, is then one line, quoted where it is a shell word."""
+    from ..files import check_printable
+
+    for dest, value in sorted(vars(args).items()):
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, str):
+                check_printable(v, "--" + dest.replace("_", "-") if dest != "out" else "-o")
 
 
 # -- checks ------------------------------------------------------------------------------
@@ -712,9 +734,11 @@ def check_options(args):
     if args.mpi_plugin and not _NAME_RE.match(args.mpi_plugin):
         raise UsageError(f"--mpi-plugin {args.mpi_plugin!r}: e.g. pmix, pmix_v4")
     for opt in args.sbatch_option:
-        if not opt.startswith("-") or "\n" in opt:
+        bad = sorted(SBATCH_OPTION_REFUSED & set(opt))
+        if not opt.startswith("-") or "\n" in opt or bad:
             raise UsageError(f"--sbatch-option takes one sbatch option such as --qos=debug, "
-                             f"got {opt!r}")
+                             f"got {opt!r}" + (f" (it holds {' '.join(bad)}: no shell code)"
+                                               if bad else ""))
     if args.launcher == "mpirun" and args.mpi_plugin != "pmix":
         raise UsageError("--mpi-plugin applies to --launcher srun (the default launcher is "
                          "mpirun)")
@@ -814,6 +838,7 @@ def _check_with_run(args, plan, strict=True):
 
 def plans_from_args(args, validate_run=True):
     """Every :class:`JobPlan` the options describe (one without --sweep)."""
+    check_script_text(args)
     options = _check_files(args, check_options(args))
     if not args.sweep:
         for flag, value in (("--dist", args.dist), ("--nodes", args.nodes), ("--n", args.n)):
@@ -823,7 +848,10 @@ def plans_from_args(args, validate_run=True):
         n = None if args.n is None else _int_list(args.n, "--n")[0]
         plans = [plan_job(args, args.dist, nodes, n, options)]
     else:
-        dists = [d.strip() for d in args.dist.split(",") if d.strip()]
+        dists = [d.strip() for d in args.dist.split(",")]
+        if not all(dists):
+            raise UsageError(f"--dist {args.dist!r} has an empty item; give names "
+                             f"separated by single commas, e.g. sbc,2dbc")
         if len(set(dists)) != len(dists):
             raise UsageError(f"--dist {args.dist!r} names a map twice")
         if args.nodes is None and any(d != "custom" for d in dists):
@@ -869,7 +897,7 @@ def run(args):
         if os.path.isdir(args.out):
             raise UsageError(f"-o {args.out} is a folder; give a file name (folders are "
                              f"for --sweep)")
-        check_folder_writable(args.out, "-o", stdout=True)
+        check_command_outputs(args, [("-o", args.out)])    # the one output check
         write_atomic(args.out, text, role="-o")
         os.chmod(args.out, 0o755)
         print(f"wrote {args.out}: {plans[0].slurm_nodes} node(s), {plans[0].nodes} rank(s); "
@@ -877,7 +905,8 @@ def run(args):
         return 0
     if args.out is None:
         raise UsageError("--sweep writes one script per job: give the folder with -o DIR")
-    with OutputFolder(args.out) as out:   # made at the first write, removed on failure
+    with OutputFolder(args.out, overwrite=args.overwrite,
+                      inputs=command_inputs(args)) as out:   # made at the first write
         folder = os.path.abspath(args.out)
         json_dir = os.path.abspath(args.json_dir) if args.json_dir else \
             os.path.join(folder, "results")
