@@ -12,7 +12,7 @@ from starchol.cli import build_parser
 from starchol.distributions import candidate_maps, get_map, write_chameleon_text
 from starchol.distributions.base import DEFAULT_SLICE_BLOCK, MAP_PARAMS
 from starchol.jobs.options import add_map_args, map_argv, map_params_from_args
-from starchol.jobs.slurm_cmd import job_map
+from starchol.jobs.slurm_plan import job_map
 from starchol.linalg.distributed import map_key
 from starchol.linalg.record import RunRecord
 
