@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
+from ..integers import int_type
 from .options import add_dtype_arg, add_seed_arg
 from .output import add_json_arg, emit, json_file
 
@@ -30,7 +31,7 @@ def register(sub):
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     add_dtype_arg(p, "precision: float64 (default, against dpotrf) or float32 (the "
                      "float32 kernels, against spotrf)")
-    p.add_argument("--repeat", type=int, default=3, metavar="R", help="runs of each (default 3)")
+    p.add_argument("--repeat", type=int_type(1), default=3, metavar="R", help="runs of each (default 3)")
     add_seed_arg(p)
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
     p.add_argument("--workers", type=int, default=None, metavar="K",
@@ -59,8 +60,6 @@ def run(args):
                       gather=not args.no_lapack, itemsize=dtype.itemsize,
                       fix="use a smaller --n" + ("" if args.no_lapack else
                                                  " or time starchol alone (--no-lapack)"))
-    if args.repeat < 1:
-        raise UsageError(f"--repeat must be >= 1, got {args.repeat}")
     sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     workers = None if args.workers is None else check_workers(args.workers)
     from mpi4py import MPI

@@ -3,7 +3,8 @@
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
-from .options import SLICE_BLOCK_HELP, add_cache_arg, add_dtype_arg, add_seed_arg
+from .options import (SLICE_BLOCK_HELP, add_cache_arg, add_dtype_arg, add_nrhs_arg,
+                      add_seed_arg)
 from .output import add_json_arg
 
 
@@ -90,9 +91,8 @@ def register(sub, run):
                          "and --json files if they exist")
     io.add_argument("--symmetry-tol", type=float, default=None, metavar="TOL",
                     help="refuse an --input with max|A-A^T| > TOL max|A| (default 1e-10)")
-    p.add_argument("--nrhs", type=int, default=None, metavar="K",
-                   help="solve for K generated right-hand sides (reproducible from --seed) "
-                        "instead of --rhs")
+    add_nrhs_arg(p, "solve for K generated right-hand sides (reproducible from --seed) "
+                 "instead of --rhs")
     p.add_argument("--quiet", action="store_true", help="no progress line on rank 0")
     p.set_defaults(func=run)
     return p

@@ -45,7 +45,7 @@ from typing import Any, Optional
 from ..collective import run_everywhere
 from ..distributions.base import count_text
 from ..errors import StarcholError
-from ..units import format_bytes
+from ..units import format_bytes, now_utc
 from .options import cache_from_args, is_mixed
 from .output import dumps, publish_json, text_stream, write_atomic
 from .progress import Progress
@@ -261,7 +261,6 @@ def write_outputs(args, plan, done, writer, solution_writer):
     :class:`~starchol.files.OutputAppeared` of an output kept aside (another run
     published that name meanwhile), else None."""
     from ..files import OutputAppeared
-    from ..units import now_utc
     from ..version import VERSION
 
     tile_map, n = plan.tile_map, plan.n

@@ -301,7 +301,7 @@ def test_bad_session_argument_on_one_rank_is_refused_everywhere(mpi_python):
     assert proc.returncode == 0, out + err
     for words in ("comm must be an mpi4py communicator, got str",
                   "unknown scheduler 'bogus'", "workers must be between 1 and",
-                  "gpus must be >= 0", "cache: rank 0 has True, rank 1 has False",
+                  "gpus must be an integer >= 0", "cache: rank 0 has True, rank 1 has False",
                   "scheduler: rank 0 has 'prio', rank 1 has 'lws'"):
         assert out.count(words) == 3, out
     assert out.count(f"logdet {100 * np.log(2):.6f}") == 3, out

@@ -59,7 +59,8 @@ The choice (:func:`choose_variant`): the variant with fewer bytes on the busiest
 """
 import numpy as np
 
-from .volume import (DOUBLE_BYTES, exact_int, factor_owners, residual_transfer_pairs_bytes,
+from ..integers import check_int
+from .volume import (DOUBLE_BYTES, factor_owners, residual_transfer_pairs_bytes,
                      solve_transfer_pairs_bytes, tile_extents)
 
 #: the variants of the solve and of the residual B - A X
@@ -77,12 +78,7 @@ def check_variant(variant, auto=True):
 
 def _rhs_frame(tile_map, n, nb, nrhs, itemsize):
     """(F, d, P, bytes of the NB x K block of each row tile)."""
-    try:
-        ok = exact_int(nrhs) >= 1
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise ValueError(f"nrhs must be an integer >= 1, got {nrhs!r}")
+    check_int(nrhs, "nrhs", 1, error=ValueError)
     rows = tile_extents(n, nb)
     f = factor_owners(tile_map, len(rows))
     return f, np.diag(f).copy(), int(tile_map.nodes), rows * int(nrhs) * int(itemsize)

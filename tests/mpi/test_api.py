@@ -458,7 +458,7 @@ def test_session_arguments_are_checked_collectively(session, comm):
     last = comm.Get_size() - 1
     cases = [({"scheduler": "bogus"}, "unknown scheduler 'bogus'"),
              ({"workers": 0}, "workers must be between 1 and"),
-             ({"gpus": -1}, "gpus must be >= 0")]
+             ({"gpus": -1}, "gpus must be an integer >= 0")]
     if P > 1:
         cases += [({"scheduler": "lws"}, f"scheduler: rank 0 has 'prio', rank {last} has 'lws'"),
                   ({"stats": False}, f"stats: rank 0 has True, rank {last} has False"),
