@@ -143,9 +143,9 @@ GRID_MAPS = ("2dbc", "2dbc25d")
 def check_map_options(dist, grid=None, slices=None, map_file=None):
     """The map options that do not fit ``--dist`` (a :class:`UsageError` naming the
     flags): a custom map without ``--map-file`` or a ``--map-file`` of another map,
-    ``--grid`` of a map without a grid, ``--slices`` (None: not given) of a 2D map or
-    below 1. Local; the one home of these checks (``run``, ``slurm`` and the commands
-    of :func:`add_map_args`)."""
+    ``--grid`` of a map without a grid, ``--slices`` (None: not given) of a 2D map (its
+    range is the parsers', :func:`~starchol.integers.int_type`). Local; the one home of
+    these checks (``run``, ``slurm`` and the commands of :func:`add_map_args`)."""
     if dist == "custom" and not map_file:
         raise UsageError("--dist custom needs --map-file FILE")
     if map_file and dist != "custom":
@@ -155,8 +155,6 @@ def check_map_options(dist, grid=None, slices=None, map_file=None):
     if slices is not None and dist not in MAPS_25D:
         raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
                          f"not {dist}")
-    if slices is not None and slices < 1:
-        raise UsageError(f"--slices must be >= 1, got {slices}")
 
 
 def build_map(name, nodes=None, flags=None, context=None, **kwargs):
