@@ -6,7 +6,7 @@ import math
 from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
 from ..distributions.base import DEFAULT_SLICE_BLOCK, MAP_PARAMS
 from ..errors import UsageError
-from ..integers import int_type
+from ..integers import check_int, int_type
 from ..linalg.layout import DTYPES
 from ..model.operations import BYTES_PER_ENTRY
 
@@ -244,18 +244,13 @@ def matrix_sizes(nt=None, n=None, nb=None):
     if nt is not None:
         if n is not None:
             raise UsageError("give either --nt NT or --n N --nb NB, not both")
-        if nt < 1:
-            raise UsageError(f"--nt must be >= 1, got {nt}")
-        nb = DEFAULT_NB if nb is None else nb
-        if nb < 1:
-            raise UsageError(f"--nb must be >= 1, got {nb}")
+        nt = check_int(nt, "--nt", 1, param=None)
+        nb = check_int(DEFAULT_NB if nb is None else nb, "--nb", 1, param=None)
         return nt, nt * nb, nb
     if n is None or nb is None:
         raise UsageError("give the matrix size: --nt NT, or --n N and --nb NB")
-    if n < 1:
-        raise UsageError(f"--n must be >= 1, got {n}")
-    if nb < 1:
-        raise UsageError(f"--nb must be >= 1, got {nb}")
+    n = check_int(n, "--n", 1, param=None)
+    nb = check_int(nb, "--nb", 1, param=None)
     if nb > n:
         raise UsageError(f"--nb {nb} is larger than --n {n}; use --nb <= {n}")
     return math.ceil(n / nb), n, nb
@@ -288,13 +283,7 @@ def check_time_limit(seconds, text=None, limit=MAX_TIME_S):
 
 def check_node_count(nodes, flag="--nodes", limit=MAX_NODES):
     """Refuse a node count that is not an integer in 1..``limit``."""
-    try:
-        value = int(nodes)
-    except (TypeError, ValueError):
-        raise UsageError(f"{flag} must be an integer, got {nodes!r}") from None
-    if value < 1 or value > limit:
-        raise UsageError(f"{flag} must be between 1 and {limit}, got {value}")
-    return value
+    return check_int(nodes, flag, 1, limit, param=None)
 
 
 def check_scheduler_name(name, flag="--sched"):

@@ -501,7 +501,7 @@ def test_good_time(text, seconds):
     (["--dist", "sbc25d", "--nodes", "10", "--slices", "3"], "divisible by 3"),
     (["--dist", "nope", "--nodes", "6"], "unknown map"),
     (["--dist", "2dbc"], "2dbc needs --nodes"),
-    (["--dist", "2dbc", "--nodes", "100000000"], "--nodes must be between 1 and"),
+    (["--dist", "2dbc", "--nodes", "100000000"], "--nodes must be an integer from 1 to"),
 ])
 def test_bad_map(capsys, argv, message):
     err = usage_error(capsys, "slurm", *argv, "--n", "1000", "--nb", "100", "--max-workers", "4")
