@@ -33,6 +33,7 @@ from ..errors import UsageError
 from ..collective import agree, allreduce_min
 from ..runtime.errors import SessionError, agree_callback_error
 from .errors import NotPositiveDefiniteError
+from .memory import check_window
 from .distributed import DistributedMatrix, check_map, map_key
 from .record import RunRecord, now_utc
 from .volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes
@@ -494,7 +495,8 @@ def check_operand(comm, M, name, tile_map, overwrite=None, factor=None, **expect
     agree(comm, error, same=M.signature() if isinstance(M, DistributedMatrix) else {})
 
 
-def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=True):
+def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=True,
+             window=None):
     """Factor A = L L^T under any tile map. Collective.
 
     Parameters
@@ -519,6 +521,12 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     flush : bool
         Drop StarPU-MPI's received copies once read (as the volume model assumes).
         The same on every rank (StarPU-MPI's cache is flushed on all ranks or none).
+    window : int, optional
+        The submission window W in iterations (panels): each rank submits iteration k
+        once its own tasks of iteration k - W are done, which bounds the received tile
+        copies and the tasks held at once (:mod:`starchol.linalg.memory`). Default
+        :func:`~starchol.linalg.memory.default_window`; 0: the whole graph at once. The
+        factor and the bytes moved are the same whatever W. The same on every rank.
 
     Returns
     -------
@@ -527,8 +535,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     Raises
     ------
     UsageError
-        On every rank, when any rank's input is wrong: a map whose node count is not
-        the rank count, A made on a communicator that is not the session's (other
+        On every rank, when any rank's input is wrong: a bad ``window``, a map whose
+        node count is not the rank count, A made on a communicator that is not the session's (other
         processes, or the same in another order), A not laid out by the map, a missing or misshapen tile, a wrong
         dtype, ranks given different sizes or maps, or a read-only tile with
         ``overwrite_a``.
@@ -542,11 +550,11 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         ``session`` is not running (never started, or shut down).
     """
     session = get_session(A.comm if isinstance(A, DistributedMatrix) else None, session)
-    so = _check_cholesky(session.comm, A, tile_map, overwrite_a, flush)
+    so, window = _check_cholesky(session.comm, A, tile_map, overwrite_a, flush, window)
     L = A if overwrite_a else A.copy()
     info = np.zeros(L.nt, dtype=np.int64)
     it = np.ascontiguousarray(tile_map.iteration_slices(L.nt), dtype=np.int64)
-    tasks, failed, c = _factor(session, L, so, it, info, flush, progress)
+    tasks, failed, c = _factor(session, L, so, it, info, flush, progress, window)
     first, finite = _first_failure(L, info, session.comm, failed)
     if first < L.n:
         raise NotPositiveDefiniteError(first, L.n, finite=finite)
@@ -558,11 +566,15 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
                   _record(session, "cholesky", tile_map, L, c, tasks, predicted))
 
 
-def _check_cholesky(comm, A, tile_map, overwrite_a, flush):
+def _check_cholesky(comm, A, tile_map, overwrite_a, flush, window=None):
     """:func:`cholesky`'s checks: the same UsageError on every rank, else the slices'
-    owners (c, nt, nt), int64. Collective."""
+    owners (c, nt, nt), int64, and the window (iterations, 0: none). Collective."""
     error, so = None, None
     try:
+        try:
+            window = check_window(window, getattr(A, "nt", 1))
+        except ValueError as exc:
+            raise UsageError(str(exc), param="window") from None
         check_map(tile_map, comm.Get_size())
         if not isinstance(A, DistributedMatrix):
             raise UsageError(f"A must be a DistributedMatrix, got {type(A).__name__}",
@@ -579,23 +591,30 @@ def _check_cholesky(comm, A, tile_map, overwrite_a, flush):
     # flush too: StarPU-MPI's cache flush must happen on every rank or on none
     agree(comm, error, same={**signature,
                              "tile_map": map_key(tile_map, getattr(A, "nt", 0), so),
-                             "flush": flush if isinstance(flush, bool) else repr(flush)})
-    return so
+                             "flush": flush if isinstance(flush, bool) else repr(flush),
+                             "window": window if isinstance(window, int) else repr(window)})
+    return so, window
 
 
-def _factor(session, L, so, it, info, flush, progress):
+def _factor(session, L, so, it, info, flush, progress, window=0):
     """The Cholesky graph of L in place, over the slices whose owners are ``so`` (c, nt,
-    nt), iteration k on slice ``it[k]``, POTRF failures in ``info``. Returns the tasks this rank submitted, this rank's
-    ``CallbackError`` or None (for the caller to agree on) and the
+    nt), iteration k on slice ``it[k]``, POTRF failures in ``info``, submitted in a
+    window of ``window`` iterations (0: all at once). Returns the tasks this rank
+    submitted, this rank's ``CallbackError`` or None (for the caller to agree on) and the
     :class:`~starchol.runtime.computation.Computation` (its times and bytes). Collective.
 
     The workers sleep while this thread registers the tiles and submits the first panel
-    (the whole graph when it is small), then run it while the rest is submitted: workers
-    woken earlier only compete with this thread for the cores
-    (benchmarks/small_sizes.py). With GPUs, final tiles are copied back while the
-    factorization goes on (``c.writeback``)."""
+    (the whole graph when it is small and not windowed), then run it while the rest is
+    submitted: workers woken earlier only compete with this thread for the cores
+    (benchmarks/small_sizes.py). With a window, iteration k is submitted once this
+    rank's tasks of iteration k - W are done (:meth:`~.Computation.wait_iteration`:
+    a Ctrl-C reaches Python while it waits). With GPUs, final tiles are copied back
+    while the factorization goes on (``c.writeback``)."""
     nt, c = L.nt, so.shape[0]
+    window = window if 0 < window < nt else 0
     split = nt if _small_graph(task_count(nt), session.comm) else 1
+    if window:
+        split = min(split, window)
     graphs = _graphs()
     with session.computation(deferred=True, measured=True) as comp:
         home = comp.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
@@ -604,12 +623,21 @@ def _factor(session, L, so, it, info, flush, progress):
                     for s in range(c)] if c > 1 else []
         # from here on, even when it fails or is interrupted, L holds a (partial) factor
         L.factor = True
+        track = bool(window)
+        if track:
+            comp.track_iterations(nt)
         tasks = graphs.cholesky(home, partials, so, it, info, flush, 0, split,
-                                comp.writeback)
+                                comp.writeback, track)
         if split < nt:
             comp.wake()
-            tasks += graphs.cholesky(home, partials, so, it, info, flush, split, nt,
-                                     comp.writeback)
+            end = window or nt
+            if split < end:
+                tasks += graphs.cholesky(home, partials, so, it, info, flush, split, end,
+                                         comp.writeback, track)
+            for k in range(end, nt):
+                comp.wait_iteration(k - window)
+                tasks += graphs.cholesky(home, partials, so, it, info, flush, k, k + 1,
+                                         comp.writeback, track)
         comp.submitted()
         failed = comp.wait(progress, local_task_count(so, session.comm.Get_rank(), it)
                            if progress else None)

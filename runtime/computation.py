@@ -16,6 +16,8 @@ are the caller's (:mod:`starchol.runtime._graphs`).
 """
 import time
 
+from .backend import binding
+
 #: with CUDA workers, send each final tile of L back to host memory as soon as its panel
 #: is done (``starpu_data_wont_use``) rather than all at the unregistration;
 #: ``benchmarks/gpu_vs_cusolver.py --no-writeback`` turns it off to measure what it gives
@@ -54,6 +56,7 @@ class Computation:
         self.bytes_before = None
         self.submit_s = self.elapsed = 0.0
         self._handles = []
+        self._tracking = False
         self._running = None
         self._t0 = None
 
@@ -81,6 +84,20 @@ class Computation:
         self._handles.append(h)
         return h
 
+    def track_iterations(self, nt):
+        """Count this rank's tasks of each iteration 0..nt-1 as a graph submitted with
+        ``track`` inserts them, for :meth:`wait_iteration` (the submission window)."""
+        binding().panel_track(int(nt))
+        self._tracking = True
+
+    def wait_iteration(self, k, poll_s=0.05):
+        """Wait until this rank's tasks of iteration ``k`` are done (counted since
+        :meth:`track_iterations`). Waits in the binding ``poll_s`` seconds at a time, so
+        that a Ctrl-C reaches the session's handler in between."""
+        backend = binding()
+        while not backend.panel_wait(int(k), poll_s):
+            pass
+
     def submitted(self):
         """Mark the end of the submission (:attr:`submit_s`)."""
         self.submit_s = time.perf_counter() - self._t0
@@ -102,6 +119,9 @@ class Computation:
                 # an unregistration waits for the tiles' tasks: wake workers that have some
                 self.session.idle.wake_if_pending()
             finally:
+                if self._tracking:
+                    self._tracking = False
+                    binding().panel_track(0)
                 while self._handles:
                     self._handles.pop().unregister()
             self.elapsed = time.perf_counter() - self._t0
