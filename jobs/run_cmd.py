@@ -3,7 +3,7 @@
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
         [--matrix spd|indefinite:J] [--dtype float64|float32|mixed] [--check] [--sched NAME]
-        [--workers K] [--gpus K] [--cache on|off] [--input F.h5:/A]
+        [--workers K] [--gpus K] [--cache on|off] [--window W] [--input F.h5:/A]
         [--output F.h5:/L [--overwrite]] [--rhs F.h5:/B | --nrhs K] [--solution F.h5:/X]
         [--gather L.npy] [--json FILE|-] [--trace DIR]
 
@@ -105,6 +105,11 @@ def register(sub):
                         "STARPU_NWORKER_PER_CUDA says otherwise (default: every GPU the "
                         "rank sees; 0 for none)")
     add_cache_arg(p, old_spelling=True)
+    p.add_argument("--window", type=int, default=None, metavar="W",
+                   help="submission window in iterations: a rank submits iteration k once "
+                        "its tasks of iteration k - W are done, which bounds the tile "
+                        "copies it receives and holds (default 3, docs/runtime.md; 0: the "
+                        "whole task graph at once)")
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
                         "added when missing; an existing file is replaced only with "
@@ -249,7 +254,8 @@ def _run(args, plan, comm, writer, solution_writer):
             fac, x, res, solve_res = sol.factor, sol.X, None, sol.backward_error
         else:
             # in place (the pinned tiles become L); --check keeps the copy of A made above
-            fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress)
+            fac = cholesky(a, tile_map, session=rt, overwrite_a=True, progress=progress,
+                           window=args.window)
             rt.stop_trace()              # --trace: the factorization only, not the check
         kernels = comm.gather(rt.kernel_counts(), root=0)
         device_bytes = comm.gather(rt.device_bytes(), root=0)
@@ -305,7 +311,8 @@ def _run(args, plan, comm, writer, solution_writer):
     model_peak = node_memory(tile_map, n, args.nb, cache=cache_from_args(args),
                              check=args.check, gather=bool(plan.gather),
                              itemsize=dtype.itemsize,
-                             nrhs=0 if x is None else x.ncols, mixed=mixed)["total"]
+                             nrhs=0 if x is None else x.ncols, mixed=mixed,
+                             window=None if mixed else args.window)["total"]
     # the document is the record's (RunRecord.to_dict), with the rest of the run as extra
     extra = {
         "seed": args.seed,

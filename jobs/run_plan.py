@@ -90,6 +90,9 @@ def validate(args, nranks, n=None):
     n = args.n if n is None else n
     check_sizes(n, args.nb)
     cache_from_args(args)           # --cache on with --no-cache: refused
+    if args.window is not None and args.window < 0:
+        raise UsageError(f"--window {args.window}: give a number of iterations >= 0 (0: "
+                         f"the whole task graph at once)")
     spec = parse_matrix_spec(args.matrix, n)
     sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     if args.workers is not None:
@@ -217,7 +220,8 @@ def preflight(args, rank, size, host_ranks):
     memory = check_rank_memory(tile_map, n, args.nb, rank, host_ranks,
                                check=args.check, gather=bool(gather),
                                cache=cache_from_args(args), itemsize=itemsize,
-                               nrhs=nrhs, mixed=is_mixed(args))
+                               nrhs=nrhs, mixed=is_mixed(args),
+                               window=None if is_mixed(args) else args.window)
     if rank == 0:
         for role, path, ncols in (("--output", found.get("output_path"), n),
                                   ("--solution", found.get("solution_path"), nrhs)):

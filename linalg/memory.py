@@ -49,12 +49,12 @@ from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile
 
 #: bytes per registered tile handle (the measured figure: docs/volume-model.md, "Memory
 #: per node")
-HANDLE_BYTES = 20_000
+HANDLE_BYTES = 14_000
 #: bytes per task of the node (measured, as above; the whole graph is submitted at once)
 TASK_BYTES = 1_000
 #: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured, as
 #: above, with 1, 4 and 8 workers)
-PROCESS_BASE_BYTES = 100 * 10**6
+PROCESS_BASE_BYTES = 85 * 10**6
 #: owner tables up to this size are built for the exact per-node figures; above it
 #: (NT above about 11,000) the parts are the balanced means (:func:`node_memory`)
 EXACT_TABLE_BYTES = 2 * 10**9
@@ -285,10 +285,11 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         parts["tiles"] = np.full(p, -(-c * lower // p), dtype=np.int64)
         if window:
             # the first W iterations, the largest: (nt - k) tiles of NB^2 each, sent to
-            # the map's leading term of nodes; (nt - k)^2 / 2 tasks each
+            # one node more than the map's leading term (a node's share of one panel is
+            # above the mean: measured up to 1.2x for sbc); (nt - k)^2 / 2 tasks each
             k = np.arange(window)
             panel = int(((nt - k) * int(nb) ** 2 * int(itemsize)).sum())
-            parts["received tiles"] = np.full(p, int(np.ceil(lead * panel / p)),
+            parts["received tiles"] = np.full(p, int(np.ceil((lead + 1) * panel / p)),
                                               dtype=np.int64)
             tasks = np.full(p, -(-int(((nt - k) * (nt - k + 1) // 2 + (c - 1) * (nt - k))
                                       .sum()) // p), dtype=np.int64)
