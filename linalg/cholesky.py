@@ -634,8 +634,9 @@ def _factor(session, L, so, it, info, flush, progress, window=0):
             if split < end:
                 tasks += graphs.cholesky(home, partials, so, it, info, flush, split, end,
                                          comp.writeback, track)
+            total = local_task_count(so, session.comm.Get_rank(), it) if progress else None
             for k in range(end, nt):
-                comp.wait_iteration(k - window)
+                comp.wait_iteration(k - window, progress, total, tasks)
                 tasks += graphs.cholesky(home, partials, so, it, info, flush, k, k + 1,
                                          comp.writeback, track)
         comp.submitted()

@@ -17,6 +17,7 @@ are the caller's (:mod:`starchol.runtime._graphs`).
 import time
 
 from .backend import binding
+from .errors import CallbackError
 
 #: with CUDA workers, send each final tile of L back to host memory as soon as its panel
 #: is done (``starpu_data_wont_use``) rather than all at the unregistration;
@@ -57,6 +58,7 @@ class Computation:
         self.submit_s = self.elapsed = 0.0
         self._handles = []
         self._tracking = False
+        self._failed = self._next_report = None
         self._running = None
         self._t0 = None
 
@@ -90,13 +92,29 @@ class Computation:
         binding().panel_track(int(nt))
         self._tracking = True
 
-    def wait_iteration(self, k, poll_s=0.05):
+    def wait_iteration(self, k, progress=None, total=None, submitted=0, interval=0.25):
         """Wait until this rank's tasks of iteration ``k`` are done (counted since
-        :meth:`track_iterations`). Waits in the binding ``poll_s`` seconds at a time, so
-        that a Ctrl-C reaches the session's handler in between."""
+        :meth:`track_iterations`), while the rest of the graph is not yet submitted.
+
+        Waits in the binding at most ``interval`` seconds at a time, so that a Ctrl-C
+        reaches the session's handler in between. ``progress(done, total)``, if given,
+        is called every ``interval`` seconds of the block's waits (``done``: of the
+        ``submitted`` tasks of this rank so far, those that ran); if it raises, it is not
+        called again and :meth:`wait` returns the error (as ``Session.wait_local``)."""
         backend = binding()
-        while not backend.panel_wait(int(k), poll_s):
-            pass
+        while not backend.panel_wait(int(k), interval / 5):
+            if progress is None or self._failed is not None:
+                continue
+            now = time.perf_counter()
+            if self._next_report is None:
+                self._next_report = now + interval
+            elif now >= self._next_report:
+                self._next_report = now + interval
+                try:
+                    progress(max(0, int(submitted) - backend.tasks_pending()), total)
+                except Exception as exc:  # noqa: BLE001 - the user's code: any type
+                    self._failed = CallbackError.wrap("progress", progress, exc,
+                                                      self.session.rank)
 
     def submitted(self):
         """Mark the end of the submission (:attr:`submit_s`)."""
@@ -110,7 +128,11 @@ class Computation:
     def wait(self, progress=None, total=None):
         """:meth:`Session.wait_local`: wake the workers, wait for this rank's tasks and
         all communications; returns this rank's ``CallbackError`` or None, for the
-        caller to agree on. Collective."""
+        caller to agree on. Collective. A ``progress`` that raised in
+        :meth:`wait_iteration` is not called again, and its error is returned."""
+        if self._failed is not None:
+            self.session.wait_local(None, total)
+            return self._failed
         return self.session.wait_local(progress, total)
 
     def __exit__(self, exc_type, exc, tb):
