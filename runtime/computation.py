@@ -98,23 +98,30 @@ class Computation:
 
         Waits in the binding at most ``interval`` seconds at a time, so that a Ctrl-C
         reaches the session's handler in between. ``progress(done, total)``, if given,
-        is called every ``interval`` seconds of the block's waits (``done``: of the
+        is called every ``interval`` seconds while the window goes on (``done``: of the
         ``submitted`` tasks of this rank so far, those that ran); if it raises, it is not
         called again and :meth:`wait` returns the error (as ``Session.wait_local``)."""
         backend = binding()
-        while not backend.panel_wait(int(k), interval / 5):
-            if progress is None or self._failed is not None:
-                continue
-            now = time.perf_counter()
-            if self._next_report is None:
-                self._next_report = now + interval
-            elif now >= self._next_report:
-                self._next_report = now + interval
-                try:
-                    progress(max(0, int(submitted) - backend.tasks_pending()), total)
-                except Exception as exc:  # noqa: BLE001 - the user's code: any type
-                    self._failed = CallbackError.wrap("progress", progress, exc,
-                                                      self.session.rank)
+        while True:
+            self._report(progress, total, submitted, interval)
+            if backend.panel_wait(int(k), interval / 5):
+                return
+
+    def _report(self, progress, total, submitted, interval):
+        # progress(done, total) once ``interval`` seconds have passed since the last call
+        # (the first: ``interval`` after the first wait); never again once it raised
+        if progress is None or self._failed is not None:
+            return
+        now = time.perf_counter()
+        if self._next_report is None:
+            self._next_report = now + interval
+        elif now >= self._next_report:
+            self._next_report = now + interval
+            try:
+                progress(max(0, int(submitted) - binding().tasks_pending()), total)
+            except Exception as exc:  # noqa: BLE001 - the user's code: any type
+                self._failed = CallbackError.wrap("progress", progress, exc,
+                                                  self.session.rank)
 
     def submitted(self):
         """Mark the end of the submission (:attr:`submit_s`)."""
