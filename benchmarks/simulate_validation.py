@@ -45,7 +45,7 @@ from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 
 from starchol.distributions import get_map  # noqa: E402
 from starchol.linalg.calibrate import calibrate_runtime  # noqa: E402
-from starchol.linalg.platform import Platform, node_from_dict  # noqa: E402
+from starchol.model.platform import Platform, node_from_dict  # noqa: E402
 from starchol.linalg.simulate import (SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT,  # noqa: E402
                                       simulate_cholesky)
 

@@ -6,7 +6,7 @@ import logging
 from ..errors import UsageError
 from ..files import check_folder_writable, write_atomic
 from ..linalg.calibrate import calibrate, calibrate_runtime
-from ..linalg.platform import node_from_dict
+from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
 from .options import DTYPE_NAMES
 from .progress import Progress

@@ -19,14 +19,14 @@ format:
   the job instead of leaving the others waiting.
 - rank 0 prints one summary (decimal units) and writes the JSON document; the bytes
   StarPU-MPI measured are compared with the exact model
-  (:func:`starchol.linalg.volume.transfer_pairs_bytes`).
+  (:func:`starchol.model.volume.transfer_pairs_bytes`).
 - with right-hand sides (``--rhs`` or ``--nrhs``), the factor then solves A X = B
   (:meth:`starchol.linalg.cholesky.Factor.solve`), whose bytes are compared with
-  :func:`starchol.linalg.volume.solve_transfer_pairs_bytes`; log det A is always given.
+  :func:`starchol.model.volume.solve_transfer_pairs_bytes`; log det A is always given.
 - ``--dtype mixed`` (with ``--rhs`` or ``--nrhs``) runs
   :func:`starchol.linalg.mixed.solve_mixed` instead: a float32 factorization, the
   refinement to float64 answers, the float64 fallback; its bytes are compared with
-  :func:`starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`.
+  :func:`starchol.model.mixed_volume.mixed_transfer_pairs_bytes`.
 """
 import logging
 import os
@@ -205,10 +205,10 @@ def run(args):
 
 
 def _run(args, plan, comm, writer, solution_writer):
-    from ..distributions import node_load
+    from ..model.load import node_load
     from ..linalg import DistributedMatrix, cholesky, matrices, solve_mixed
-    from ..linalg.memory import node_memory
-    from ..linalg.volume import tile_bytes
+    from ..model.memory import node_memory
+    from ..model.volume import tile_bytes
     from ..runtime import Session
 
     rank = comm.Get_rank()
@@ -277,11 +277,12 @@ def _run(args, plan, comm, writer, solution_writer):
     appeared = None
     if writer is not None:
         from ..version import VERSION
-        from ..linalg.hdf5_io import OutputAppeared, now_iso
+        from ..linalg.hdf5_io import OutputAppeared
+        from ..units import now_utc
 
         attrs = {"map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                  "residual": np.nan if res is None else res,
-                 "starchol_version": VERSION, "date": now_iso(),
+                 "starchol_version": VERSION, "date": now_utc(),
                  "source": args.input or f"generated {spec} seed {args.seed}"}
         try:
             writer.write(a, attrs)
@@ -290,13 +291,14 @@ def _run(args, plan, comm, writer, solution_writer):
     solution_appeared = None
     if solution_writer is not None:
         from ..version import VERSION
-        from ..linalg.hdf5_io import OutputAppeared, now_iso
+        from ..linalg.hdf5_io import OutputAppeared
+        from ..units import now_utc
 
         try:
             solution_writer.write(x, {
                 "map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
                 "nrhs": x.ncols, "residual": np.nan if solve_res is None else solve_res,
-                "starchol_version": VERSION, "date": now_iso(),
+                "starchol_version": VERSION, "date": now_utc(),
                 "source": f"solve of {args.input or f'generated {spec} seed {args.seed}'}"
                           f" with {args.rhs or f'--nrhs {args.nrhs} seed {args.seed}'}"})
         except OutputAppeared as exc:  # raised on every rank: X is kept aside
@@ -329,7 +331,7 @@ def _run(args, plan, comm, writer, solution_writer):
                    "model_peak_bytes_per_rank": model_peak,
                    "note": "tile_bytes: model (every slice's copies held at once); "
                            "peak_rss: the process's peak resident memory over the run "
-                           "(getrusage); model_peak: starchol.linalg.memory.node_memory, "
+                           "(getrusage); model_peak: starchol.model.memory.node_memory, "
                            "what the pre-flight check and starchol plan use"},
         # the runtime's keys beyond the record's own (scheduler, workers, StarPU)
         "runtime": {"gpus_per_rank": info.get("gpus_per_rank", 0),

@@ -3,8 +3,8 @@ import logging
 import time
 
 from ..errors import UsageError
-from ..linalg.mixed_volume import FALLBACKS
-from ..linalg.volume_summary import mixed_summary, solve_summary, volume_summary
+from ..model.mixed_volume import FALLBACKS
+from ..model.volume_summary import mixed_summary, solve_summary, volume_summary
 from ..units import format_bytes
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args, is_mixed,
                       itemsize_from_args, map_from_args, sizes_from_args)

@@ -36,18 +36,12 @@ import time
 
 import numpy as np
 
-from .task_graph import KERNEL_OF, KERNELS
+from ..model.counts import KERNEL_OF, KERNELS, kernel_flops
 
 #: each worker's figure: this quantile of its call times (the median: a low quantile
 #: would pick the calls made while the other workers were descheduled, on a shared
 #: machine, and lose the effect of the workers running together)
 QUANTILE = 0.5
-#: flops of one call on NB x NB tiles
-FLOPS = {"potrf": lambda nb: nb ** 3 / 3, "trsm": lambda nb: float(nb) ** 3,
-         "syrk": lambda nb: float(nb) ** 3, "gemm": lambda nb: 2.0 * nb ** 3,
-         "add": lambda nb: float(nb) ** 2}
-
-
 def _kernel_call(kernel, nb, dtype, rng):
     """A function that runs ``kernel`` once on fresh-enough NB x NB operands."""
     from scipy.linalg import blas, lapack
@@ -153,9 +147,9 @@ def _node_document(by_nb, nbs, dtypes, workers, how, calibration):
 
 
 def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
-    """Measure every kernel of :data:`~starchol.linalg.task_graph.KERNELS` for each NB in
+    """Measure every kernel of :data:`~starchol.model.counts.KERNELS` for each NB in
     ``nbs`` and dtype in ``dtypes`` with ``workers`` concurrent workers; returns the
-    node description (a dict for :func:`~starchol.linalg.platform.node_from_dict`),
+    node description (a dict for :func:`~starchol.model.platform.node_from_dict`),
     with the seconds measured under ``calibration``. ``progress(done, total)`` after
     each measurement."""
     nbs = [int(nb) for nb in nbs]
@@ -169,7 +163,7 @@ def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
             for kernel in KERNELS:
                 t = time_kernel(kernel, nb, dtype, workers, reps)
                 secs[kernel] = t
-                speeds[kernel] = round(FLOPS[kernel](nb) / t / 1e9, 4)
+                speeds[kernel] = round(kernel_flops(kernel, nb) / t / 1e9, 4)
                 done += 1
                 if progress is not None:
                     progress(done, total)
@@ -196,7 +190,7 @@ def runtime_n(nb):
 def speeds_from_trace(summary, nb):
     """``{kernel: GFlop/s of one worker}`` from a trace summary (``trace.json`` of
     ``starchol run --trace``) of a run on whole NB x NB tiles: for each kernel of
-    :data:`~starchol.linalg.task_graph.KERNELS`, its tasks' flops over their total
+    :data:`~starchol.model.counts.KERNELS`, its tasks' flops over their total
     duration (codelets mapped to kernels as the simulator does: ``gemm0`` is GEMM, ...).
     Kernels without tasks are left out. ValueError on a summary without tasks."""
     fields = summary.get("task_fields", ["kernel", "rank", "worker", "start_ms", "end_ms"])
@@ -210,7 +204,7 @@ def speeds_from_trace(summary, nb):
         count[kernel] = count.get(kernel, 0) + 1
     if not count:
         raise ValueError("the trace has no tasks of the Cholesky's kernels")
-    return {k: float(f"{count[k] * FLOPS[k](nb) / seconds[k] / 1e9:.6g}")
+    return {k: float(f"{count[k] * kernel_flops(k, nb) / seconds[k] / 1e9:.6g}")
             for k in KERNELS if k in count and seconds[k] > 0}
 
 
@@ -281,7 +275,7 @@ def calibrate_runtime(nbs, dtypes=("float64",), workers=1, ranks=1, progress=Non
             speeds = speeds_from_trace(summary, nb)
             if "add" not in speeds:
                 t = time_kernel("add", nb, dtype, max(1, workers * ranks), repeats_for(nb))
-                speeds["add"] = round(FLOPS["add"](nb) / t / 1e9, 4)
+                speeds["add"] = round(kernel_flops("add", nb) / t / 1e9, 4)
             missing = [k for k in KERNELS if k not in speeds]
             if missing:
                 raise RuntimeError(f"the calibration run (NB = {nb}) has no "

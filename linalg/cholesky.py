@@ -33,10 +33,12 @@ from ..errors import UsageError
 from ..collective import agree, allreduce_min
 from ..runtime.errors import SessionError, agree_callback_error
 from .errors import NotPositiveDefiniteError
-from .memory import check_window
+from ..model.memory import check_window
 from .distributed import DistributedMatrix, check_map, map_key
-from .record import RunRecord, now_utc
-from .volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes
+from .record import RunRecord
+from ..units import now_utc
+from ..model.counts import local_task_count, solve_task_count, task_count
+from ..model.operations import SOLVE_PASSES, predicted_pairs_bytes
 
 
 #: a graph of at most this many tasks per rank is submitted whole before the workers
@@ -51,25 +53,6 @@ def _small_graph(tasks, comm):
     return tasks <= WAKE_AFTER_TASKS * comm.Get_size()
 
 
-def task_count(nt):
-    """Tasks of the 2D Cholesky graph on nt x nt tiles, all ranks: nt POTRF, nt(nt-1)/2
-    TRSM and SYRK, nt(nt-1)(nt-2)/6 GEMM (= nt(nt+1)(nt+2)/6); the residual graph's
-    SYRK/GEMM count is of the same order."""
-    return nt * (nt + 1) * (nt + 2) // 6
-
-
-def solve_task_count(nt, kt, which="both"):
-    """Tasks of the two triangular solves on nt x nt tiles of L and nt x kt tiles of B,
-    all ranks: nt(nt+1)/2 TRSM or GEMM per tile column of B and per direction (``which``
-    "forward" or "backward": one direction)."""
-    return nt * (nt + 1) * kt // (2 if which in ("forward", "backward") else 1)
-
-
-def flops(n):
-    """Flop count of the factorization, N^3 / 3."""
-    return n ** 3 / 3.0
-
-
 def partial_mask(nt, c, s, it=None):
     """uint8 (nt, nt): tiles (i, j), i >= j, of which slice ``s`` keeps a partial sum
     (it updates them, it[k] == s for some k < j, and does not factor them, it[j] != s).
@@ -78,17 +61,6 @@ def partial_mask(nt, c, s, it=None):
     cols = (slice_updates(it, c)[s] > 0) & (it != s)
     return np.ascontiguousarray(np.tril(np.ones((nt, nt), dtype=bool)) & cols[None, :],
                                 dtype=np.uint8)
-
-
-def local_task_count(slice_owners, rank, it=None):
-    """Tasks of the Cholesky graph that run on ``rank`` (for progress displays): every
-    slice's updates of its copies, the ADDs and POTRF/TRSM of the factoring copies.
-    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map), ``it`` the slice of each
-    iteration; the count is :func:`starchol.distributions.load.task_counts`'s."""
-    from ..distributions.load import task_counts
-
-    counts = task_counts(slice_owners, it=it)
-    return int(counts[rank]) if 0 <= rank < len(counts) else 0
 
 
 def get_session(comm, session=None):
@@ -285,7 +257,7 @@ class Factor:
 
     def _solve(self, operation, B, overwrite_b):
         """:meth:`solve` or :meth:`solve_triangular`: the passes of ``operation``
-        (:data:`~starchol.linalg.volume.SOLVE_PASSES`). Collective."""
+        (:data:`~starchol.model.operations.SOLVE_PASSES`). Collective."""
         which = SOLVE_PASSES[operation]
         method = "solve" if operation == "solve" else "solve_triangular"
         session, L = self._running_session(method), self.L
@@ -304,16 +276,15 @@ class Factor:
             c.wait()   # no callback: nothing to agree on
         predicted = None
         if session.stats:
-            predicted = solve_transfer_pairs_bytes(self.tile_map, L.n, L.nb, B.ncols,
-                                                   cache=session.cache, itemsize=L.itemsize,
-                                                   which=which)
+            predicted = predicted_pairs_bytes(operation, self.tile_map, L.n, L.nb, B.ncols,
+                                              cache=session.cache, itemsize=L.itemsize)
         self.solve_record = _record(session, operation, self.tile_map, L, c, tasks,
                                     predicted, nrhs=B.ncols)
         return X
 
     def residual(self, A):
         """||A - L L^T||_F / ||A||_F, computed where the tiles live (the update as
-        SYRK/GEMM tasks, the norms scaled by the largest entry, so that entries near
+        SYRK/GEMM tasks, the norms scaled, so that entries near
         1e300 or 1e-300 neither overflow nor underflow:
         :meth:`~starchol.linalg.distributed.DistributedMatrix.frobenius_parts`).
         Collective. A: the factored matrix, a ``DistributedMatrix`` laid out like L."""
@@ -407,7 +378,7 @@ def rhs_residual(session, A, X, B, tiles=None):
     (N x K) of A's dtype, all checked by the caller. ``tiles``: A's
     :func:`symmetric_tiles`, when the caller keeps them for several residuals (else
     made here). Returns R, laid out like B; A, X and B are not modified. Its bytes are
-    :func:`~starchol.linalg.volume.residual_transfer_pairs_bytes`.
+    :func:`~starchol.model.volume.residual_transfer_pairs_bytes`.
     """
     R = B.copy()
     # the diagonal tiles with both triangles (A stores the lower one): local copies
@@ -524,8 +495,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     window : int, optional
         The submission window W in iterations (panels): each rank submits iteration k
         once its own tasks of iteration k - W are done, which bounds the received tile
-        copies and the tasks held at once (:mod:`starchol.linalg.memory`). Default
-        :func:`~starchol.linalg.memory.default_window`; 0: the whole graph at once. The
+        copies and the tasks held at once (:mod:`starchol.model.memory`). Default
+        :func:`~starchol.model.memory.default_window`; 0: the whole graph at once. The
         factor and the bytes moved are the same whatever W. The same on every rank.
 
     Returns
@@ -560,8 +531,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         raise NotPositiveDefiniteError(first, L.n, finite=finite)
     predicted = None
     if session.stats:
-        predicted = transfer_pairs_bytes(tile_map, L.n, L.nb, cache=session.cache,
-                                         itemsize=L.itemsize)
+        predicted = predicted_pairs_bytes("cholesky", tile_map, L.n, L.nb,
+                                          cache=session.cache, itemsize=L.itemsize)
     return Factor(L, tile_map, session,
                   _record(session, "cholesky", tile_map, L, c, tasks, predicted))
 
@@ -704,6 +675,5 @@ def _record(session, operation, tile_map, L, computation, tasks, predicted, nrhs
         **{**job, "date": gathered[0][2]})
 
 
-__all__ = ["backward_error", "check_operand", "cholesky", "Factor", "flops", "get_session",
-           "local_task_count", "partial_mask", "rhs_residual", "solve_task_count",
-           "symmetric_tiles", "task_count"]
+__all__ = ["backward_error", "check_operand", "cholesky", "Factor", "get_session",
+           "partial_mask", "rhs_residual", "symmetric_tiles"]

@@ -20,7 +20,6 @@ another that failed.
 """
 import logging
 import os
-import time
 
 import numpy as np
 
@@ -33,7 +32,7 @@ from ..files import (OutputAppeared, check_folder_writable, disk_full,  # noqa: 
 
 __all__ = ["SYMMETRY_TOL", "check_symmetry_tol", "parse_target", "inspect_input",
            "inspect_dataset", "read_tiles", "check_output",
-           "FactorWriter", "write_matrix", "now_iso"]
+           "FactorWriter", "write_matrix"]
 
 log = logging.getLogger("starchol.hdf5")
 
@@ -736,8 +735,3 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
         return publish(tmp, path, before, overwrite)
     finally:
         _drop_tmp(tmp)  # its private folder too (the file itself was renamed or kept)
-
-
-def now_iso():
-    """The current UTC time, ISO 8601 (for file attributes)."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

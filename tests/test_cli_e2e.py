@@ -58,7 +58,7 @@ def test_float32_run_check_output_gather(mpirun, tmp_path):
 
     from starchol.distributions import get_map
     from starchol.linalg import matrices
-    from starchol.linalg.volume import transfer_pairs_bytes
+    from starchol.model.volume import transfer_pairs_bytes
 
     doc_path, out, npy = tmp_path / "r.json", tmp_path / "l.h5", tmp_path / "l.npy"
     p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--dtype", "float32",
@@ -103,7 +103,7 @@ def test_solve_generated_rhs_bytes_logdet_and_solution(mpirun, tmp_path):
 
     from starchol.distributions import get_map
     from starchol.linalg import matrices
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     doc_path, out = tmp_path / "r.json", tmp_path / "x.h5"
     p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--nrhs", "2",
@@ -207,7 +207,7 @@ def test_run_dtype_mixed_converges_and_falls_back(mpirun, tmp_path):
 
     from starchol.distributions import get_map
     from starchol.linalg import matrices
-    from starchol.linalg.mixed_volume import mixed_phase_bytes
+    from starchol.model.mixed_volume import mixed_phase_bytes
 
     doc_path, out = tmp_path / "r.json", tmp_path / "x.h5"
     p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--nrhs", "2",

@@ -54,7 +54,7 @@ def test_volume_counts_the_solve(capsys):
     them; sbc on 6 nodes, N = 3000, NB = 200, K = 4 is what a real `starchol run --nrhs 4`
     measured, 40,384,000 B (2026-12-04). float32 halves them; --nrhs 0 is refused."""
     from starchol.distributions import get_map
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", "3000", "--nb", "200"]
     d = run_json(capsys, *argv, "--nrhs", "4")
@@ -77,11 +77,11 @@ def test_volume_counts_the_solve(capsys):
 
 def test_volume_counts_a_mixed_precision_solve(capsys):
     """--dtype mixed --nrhs K --iterations I [--fallback WHY]: the sum of the graphs'
-    models (linalg/mixed_volume.py); the float32 factorization is half of float64's;
+    models (starchol/model/mixed_volume.py); the float32 factorization is half of float64's;
     without --nrhs, or --iterations without mixed, a one-line error."""
     from starchol.distributions import get_map
-    from starchol.linalg.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
-    from starchol.linalg.volume import transfer_pairs_bytes
+    from starchol.model.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
+    from starchol.model.volume import transfer_pairs_bytes
 
     argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", "2000", "--nb", "100",
             "--dtype", "mixed", "--nrhs", "1"]

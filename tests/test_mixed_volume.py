@@ -1,12 +1,12 @@
-"""The byte model of the mixed-precision solve (linalg/mixed_volume.py) and of the
+"""The byte model of the mixed-precision solve (starchol/model/mixed_volume.py) and of the
 residual B - A X it checks with, against the one oracle (volume_reference)."""
 import numpy as np
 import pytest
 from volume_reference import cholesky_bytes, residual_bytes, solve_bytes
 
 from starchol.distributions import get_map
-from starchol.linalg.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
-from starchol.linalg.volume import residual_transfer_pairs_bytes, transfer_pairs_bytes
+from starchol.model.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
+from starchol.model.volume import residual_transfer_pairs_bytes, transfer_pairs_bytes
 
 MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
         ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),

@@ -12,7 +12,7 @@ import pytest
 
 from starchol.cli import main
 from starchol.distributions import get_map
-from starchol.linalg.volume import transfer_pairs_bytes, transfer_pairs_tiles
+from starchol.model.volume import transfer_pairs_bytes, transfer_pairs_tiles
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -197,7 +197,7 @@ def test_run_report_shows_the_solve_against_its_model(tmp_path, capsys):
     pairs figure for the solve; its bytes are checked against solve_transfer_pairs_bytes
     (computed by the report when the document lacks them), a skewed matrix is flagged,
     and the run's own bytes never stand in for the solve's."""
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     m = get_map("sbc", 6)
     pred = solve_transfer_pairs_bytes(m, 1000, 96, 4)
@@ -370,7 +370,7 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     doc = json.load(open(run_json))
     pred = transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100)
     assert np.array_equal(np.array(doc["bytes_measured_pairs"]), pred)
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     solve_pred = solve_transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100, 3)
     assert np.array_equal(np.array(doc["solve"]["bytes_measured_pairs"]), solve_pred)

@@ -336,7 +336,7 @@ def test_mem_auto_asks_for_the_model_peak_of_a_node(capsys, tmp_path, monkeypatc
     import numpy as np
 
     from starchol.distributions import get_map
-    from starchol.linalg.memory import node_memory
+    from starchol.model.memory import node_memory
 
     def mib(peak, ranks):
         return -(-int(np.ceil(ranks * peak * 1.10)) // 2**20)
@@ -711,7 +711,7 @@ def test_float32_job(capsys):
     import numpy as np
 
     from starchol.distributions import get_map
-    from starchol.linalg.memory import node_memory
+    from starchol.model.memory import node_memory
 
     script = generate(capsys, "--dtype", "float32", "--mem", "auto")
     assert "--dtype float32" in launch_line(script)
@@ -730,7 +730,7 @@ def test_mem_auto_counts_generated_right_hand_sides(capsys):
     import numpy as np
 
     from starchol.distributions import get_map
-    from starchol.linalg.memory import node_memory
+    from starchol.model.memory import node_memory
 
     script = generate(capsys, "--mem", "auto", "--run-arg=--nrhs=64")
     peak = int(node_memory(get_map("sbc", 6), 20000, 500, nrhs=64)["total"].max())
@@ -745,7 +745,7 @@ def test_mem_auto_counts_right_hand_sides_of_a_file(capsys, tmp_path):
     import numpy as np
 
     from starchol.distributions import get_map
-    from starchol.linalg.memory import node_memory
+    from starchol.model.memory import node_memory
 
     with h5py.File(tmp_path / "b.h5", "w") as f:
         f["B"] = np.zeros((20000, 48))
@@ -767,7 +767,7 @@ def test_mem_auto_counts_mixed_precision(capsys):
     import numpy as np
 
     from starchol.distributions import get_map
-    from starchol.linalg.memory import node_memory
+    from starchol.model.memory import node_memory
 
     script = generate(capsys, "--mem", "auto", "--dtype", "mixed", "--run-arg=--nrhs=2")
     peak = int(node_memory(get_map("sbc", 6), 20000, 500, nrhs=2, mixed=True)["total"].max())

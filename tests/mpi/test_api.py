@@ -12,7 +12,7 @@ from starchol import (CallbackError, DistributedMatrix, NotPositiveDefiniteError
                       SessionError, UsageError, cholesky)
 from starchol.distributions import get_map
 from starchol.distributions.custom import CustomMap
-from starchol.linalg.cholesky import local_task_count, solve_task_count, task_count
+from starchol.model.counts import local_task_count, solve_task_count, task_count
 
 N, NB, K = 256, 64, 3          # NT = 4
 P = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
@@ -132,7 +132,7 @@ def test_solve_triangular(session, comm, name, tile_map):
     """One pass of the solve: L Y = B and L^T Y = B against SciPy, bytes measured ==
     model (which=forward/backward) == oracle per pair, half the solve's tasks; the two
     passes in turn give solve()'s X."""
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     a, b = make(tile_map)
     f = cholesky(a, tile_map)

@@ -1,6 +1,6 @@
 """One summary of a map's predicted traffic and load: what ``starchol volume`` reports."""
 
-from ..distributions import node_load
+from .load import node_load
 from .volume import (DOUBLE_BYTES, leading_term_tiles, stored_tiles, transfer_pairs,
                      tile_bytes)
 
@@ -88,7 +88,7 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
 
 def solve_summary(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
     """Predicted bytes of the solve A X = B after the factorization (K = ``nrhs``
-    right-hand sides, :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes`).
+    right-hand sides, :func:`~starchol.model.volume.solve_transfer_pairs_bytes`).
 
     Returns a dict: ``nrhs``, ``bytes`` (the whole solve), ``bytes_forward`` and
     ``bytes_backward`` (each pass on its own, as ``Factor.solve_triangular`` runs it),
@@ -111,8 +111,8 @@ def mixed_summary(tile_map, n, nb, nrhs, iterations, fallback=None, cache=True):
     """Predicted bytes of a mixed-precision solve (``solve_mixed``: float32
     factorization, I = ``iterations`` refinement iterations with K = ``nrhs``
     right-hand sides, ``fallback`` None or one of
-    :data:`~starchol.linalg.mixed_volume.FALLBACKS`), beside the float64 factorization
-    and solve it replaces (:mod:`~starchol.linalg.mixed_volume`).
+    :data:`~starchol.model.mixed_volume.FALLBACKS`), beside the float64 factorization
+    and solve it replaces (:mod:`~starchol.model.mixed_volume`).
 
     Returns a dict: ``nrhs``, ``iterations``, ``fallback``, ``bytes`` (the whole mixed
     solve), ``phases`` (bytes per graph kind: ``factor32``, ``solve32``, ``residual64``,

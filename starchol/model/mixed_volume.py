@@ -1,14 +1,14 @@
 """Exact inter-node bytes of a mixed-precision solve (``starchol.linalg.mixed.solve_mixed``).
 
 The solve is a sequence of graphs whose bytes the model of each already counts
-(:mod:`~starchol.linalg.volume`), so its count is their sum, per node pair:
+(:mod:`~starchol.model.volume`), so its count is their sum, per node pair:
 
-- the float32 factorization: :func:`~starchol.linalg.volume.transfer_pairs_bytes` with
+- the float32 factorization: :func:`~starchol.model.volume.transfer_pairs_bytes` with
   4-byte entries, half of float64's (the same transfers);
 - the first solve and each refinement iteration's correction: the float32 solve
-  (:func:`~starchol.linalg.volume.solve_transfer_pairs_bytes`, 4-byte entries);
+  (:func:`~starchol.model.volume.solve_transfer_pairs_bytes`, 4-byte entries);
 - each check of the backward error: the float64 residual R = B - A X
-  (:func:`~starchol.linalg.volume.residual_transfer_pairs_bytes`, 8-byte entries);
+  (:func:`~starchol.model.volume.residual_transfer_pairs_bytes`, 8-byte entries);
 - a fallback: the float64 factorization, its solve and one residual.
 
 With I refinement iterations (corrections X += D), the float32 part runs I + 1 solves
