@@ -1,7 +1,7 @@
 """Peak memory of every node (MPI rank) of a factorization: the one home of the rule.
 
-``starchol plan`` (memory per node of each map) and ``starchol run``'s pre-flight check
-use :func:`node_memory`. A node's peak, in bytes:
+``starchol plan`` (memory per node of each map), ``starchol run``'s pre-flight check and
+``starchol slurm --mem auto`` use :func:`node_memory`. A node's peak, in bytes:
 
 - ``tiles``: its tiles, every 2.5D slice's copies included (:func:`node_load`);
 - ``received tiles``: the tile copies it holds at once. The factorization is submitted in
@@ -35,9 +35,11 @@ use :func:`node_memory`. A node's peak, in bytes:
   graph frees them row by row). A fallback to float64 needs what a float64 run needs
   instead (the float32 factor is freed first): not counted here.
 
-The constants were fitted on ``starchol run`` under mpirun (peak RSS per rank from
-getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB per handle,
-0.93 kB per task, 83 MB per process, within 16 % of the remainder over 28 ranks of 7 runs.
+The constants were fitted on ``starchol run`` under mpirun in the default window (peak
+RSS per rank from getrusage; docs/volume-model.md, "Memory per node"): 11-13 kB per
+handle and 82-84 MB per process over 27 ranks of 6 runs, rounded up to 14 kB and 85 MB
+(the model is then within -1 % .. +5 % of every rank's peak; the fit with the whole
+graph at once had 20.5 kB per handle, 0.93 kB per task, 83 MB per process).
 """
 import numpy as np
 
@@ -51,10 +53,11 @@ from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile
 #: bytes per registered tile handle (the measured figure: docs/volume-model.md, "Memory
 #: per node")
 HANDLE_BYTES = 14_000
-#: bytes per task of the node (measured, as above; the whole graph is submitted at once)
+#: bytes per task of the node submitted and not yet run (measured with the whole graph
+#: at once, 2026-12-01)
 TASK_BYTES = 1_000
 #: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured, as
-#: above, with 1, 4 and 8 workers)
+#: above)
 PROCESS_BASE_BYTES = 85 * 10**6
 #: owner tables up to this size are built for the exact per-node figures; above it
 #: (NT above about 11,000) the parts are the balanced means (:func:`node_memory`)
