@@ -5,11 +5,13 @@ import logging
 
 from ..errors import UsageError
 from ..files import check_folder_writable, write_atomic
-from ..linalg.calibrate import calibrate, calibrate_runtime
+from ..linalg.calibrate import calibrate
 from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
+from ..integers import int_type
 from .options import DTYPE_NAMES
 from .progress import Progress
+from .traced_run import runtime_calibration
 
 log = logging.getLogger("starchol.calibrate")
 
@@ -23,20 +25,20 @@ def register(sub):
                     "calling SciPy's BLAS at once (--method fork); write the node "
                     "description (JSON) that `starchol simulate --node` reads "
                     "(docs/simulation.md).")
-    p.add_argument("--nb", type=int, nargs="+", required=True, metavar="NB",
+    p.add_argument("--nb", type=int_type(1), nargs="+", required=True, metavar="NB",
                    help="tile sizes to measure (entries)")
     p.add_argument("--dtype", nargs="+", choices=DTYPE_NAMES, default=["float64"],
                    help="precisions to measure (default float64)")
-    p.add_argument("--workers", type=int, default=None, metavar="W",
+    p.add_argument("--workers", type=int_type(1), default=None, metavar="W",
                    help="concurrent workers (default: the cores this process may use)")
     p.add_argument("--method", choices=("runtime", "fork"), default="runtime",
                    help="runtime: traced factorizations with the runtime's kernels "
                         "(needs a StarPU with FxT; the default); fork: SciPy's BLAS in "
                         "forked processes")
-    p.add_argument("--ranks", type=int, default=1, metavar="R",
+    p.add_argument("--ranks", type=int_type(1), default=1, metavar="R",
                    help="--method runtime: ranks sharing this machine in the calibration "
                         "run (mpirun -np R), as in the run to simulate (default 1)")
-    p.add_argument("--repeats", type=int, default=None, metavar="K",
+    p.add_argument("--repeats", type=int_type(1), default=None, metavar="K",
                    help="--method fork: calls per measurement (default: about 0.25 s of "
                         "GEMM, 3..200)")
     p.add_argument("--bandwidth", metavar="BW", help="link bandwidth to record (e.g. 10Gbit)")
@@ -48,20 +50,14 @@ def register(sub):
 
 
 def run(args):
-    if any(nb < 1 for nb in args.nb):
-        raise UsageError(f"--nb must be >= 1, got {min(args.nb)}")
     workers = args.workers if args.workers is not None else len(affinity_cores())
     if workers < 1:
         raise UsageError(f"--workers must be >= 1, got {workers}")
-    if args.ranks < 1:
-        raise UsageError(f"--ranks must be >= 1, got {args.ranks}")
     if args.method == "fork" and args.ranks != 1:
         raise UsageError("--ranks applies to --method runtime only")
     if args.method == "runtime":
         from ..runtime.traces import check_supported
         check_supported(".")                  # a StarPU with FxT, or a clear error
-    if args.repeats is not None and args.repeats < 1:
-        raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
     check_folder_writable(args.output, "--output")
     extra = {k: getattr(args, k) for k in ("bandwidth", "latency") if getattr(args, k)}
     node_from_dict({"workers": 1, "gflops": {"float64": dict.fromkeys(
@@ -69,7 +65,7 @@ def run(args):
     nbs = sorted(set(args.nb))
     if args.method == "runtime":
         progress = None if args.quiet else Progress("calibrating", unit="runs", enabled=True)
-        doc = calibrate_runtime(nbs, args.dtype, workers, args.ranks, progress)
+        doc = runtime_calibration(nbs, args.dtype, workers, args.ranks, progress)
     else:
         progress = None if args.quiet else Progress("calibrating", unit="kernels",
                                                     enabled=True)

@@ -6,6 +6,7 @@ import math
 from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
 from ..distributions.base import DEFAULT_SLICE_BLOCK
 from ..errors import UsageError
+from ..integers import int_type
 from ..linalg.distributed import DTYPES
 from ..model.operations import BYTES_PER_ENTRY
 
@@ -42,6 +43,13 @@ def itemsize_of(name):
     name = name or "float64"
     return BYTES_PER_ENTRY["float32" if name == MIXED else name]
 
+
+
+def add_nrhs_arg(parser, help_text):
+    """``--nrhs K``: right-hand sides, an integer >= 1 (default None: not given), with
+    the command's own help; the one definition of ``run``, ``plan``, ``volume`` and
+    ``simulate``'s option."""
+    parser.add_argument("--nrhs", type=int_type(1), default=None, metavar="K", help=help_text)
 
 
 def add_cache_arg(parser, old_spelling=False):
@@ -105,14 +113,15 @@ def add_map_args(parser):
     g = parser.add_argument_group("map")
     g.add_argument("--dist", required=True, choices=MAP_NAMES, metavar="D",
                    help=f"tile map: {', '.join(MAP_NAMES)}")
-    g.add_argument("--nodes", type=int, metavar="P",
+    g.add_argument("--nodes", type=int_type(1), metavar="P",
                    help="number of nodes (MPI ranks), all slices together; required "
                         "except for custom maps (default: highest id in the file + 1)")
     g.add_argument("--grid", metavar="PxQ",
                    help="2dbc grid (one slice's grid for 2dbc25d); default: most square, P <= Q")
-    g.add_argument("--slices", type=int, default=1, metavar="C",
+    g.add_argument("--slices", type=int_type(1), default=1, metavar="C",
                    help="slices c of a 2.5D map (2dbc25d, sbc25d, sym25d); default 1")
-    g.add_argument("--slice-block", type=int, default=None, metavar="B", help=SLICE_BLOCK_HELP)
+    g.add_argument("--slice-block", type=int_type(1), default=None, metavar="B",
+                   help=SLICE_BLOCK_HELP)
     g.add_argument("--map-file", metavar="FILE",
                    help="custom map: Chameleon text ('M N' then M rows) or .npy int array")
 
@@ -186,9 +195,9 @@ def map_from_args(args, nt=None):
 def add_size_args(parser, nt_help="number of tile rows/columns NT"):
     """--nt NT, or --n N --nb NB."""
     g = parser.add_argument_group("matrix size (give --nt, or --n and --nb)")
-    g.add_argument("--nt", type=int, metavar="NT", help=nt_help)
-    g.add_argument("--n", type=int, metavar="N", help="matrix order N (elements)")
-    g.add_argument("--nb", type=int, metavar="NB",
+    g.add_argument("--nt", type=int_type(1), metavar="NT", help=nt_help)
+    g.add_argument("--n", type=int_type(1), metavar="N", help="matrix order N (elements)")
+    g.add_argument("--nb", type=int_type(1), metavar="NB",
                    help=f"tile size NB (elements); default {DEFAULT_NB} with --nt")
 
 

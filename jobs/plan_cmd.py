@@ -27,8 +27,9 @@ from ..model.platform import load_node
 from ..model.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
                            versus_2d)
 from ..units import format_bytes, format_seconds
-from .options import (add_dtype_arg, candidates_for, check_positive_finite, is_mixed,
-                      itemsize_from_args)
+from ..integers import int_type
+from .options import (add_dtype_arg, add_nrhs_arg, candidates_for, check_positive_finite,
+                      is_mixed, itemsize_from_args)
 from .output import add_json_arg, emit, json_file
 from .progress import Progress
 
@@ -44,18 +45,17 @@ def register(sub):
         description="List the 2D and 2.5D maps that fit P nodes and the memory per node, "
                     "with predicted bytes and tile storage per node, best first, and explain "
                     "the pick.")
-    p.add_argument("--nodes", type=int, required=True, metavar="P",
+    p.add_argument("--nodes", type=int_type(1), required=True, metavar="P",
                    help="nodes available (maps on fewer nodes are listed too)")
-    p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
-    p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    p.add_argument("--n", type=int_type(1), required=True, metavar="N", help="matrix order")
+    p.add_argument("--nb", type=int_type(1), required=True, metavar="NB", help="tile size")
     add_dtype_arg(p, "precision of the run: float64 (default, 8-byte entries) or float32 "
                      "(4 bytes: half the bytes and tile memory; give --node-gflops at "
                      "single-precision speed); mixed: a float32 factorization refined to "
                      "float64 answers (run --dtype mixed): float32 tiles plus the float64 A "
                      "and right-hand sides in memory (see --nrhs)", mixed=True)
-    p.add_argument("--nrhs", type=int, default=None, metavar="K",
-                   help="--dtype mixed: right-hand sides of the solve (default 1), in the "
-                        "memory and the run command")
+    add_nrhs_arg(p, "--dtype mixed: right-hand sides of the solve (default 1), in the "
+                 "memory and the run command")
     p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",
                    help="memory of each node for its rank, bytes (e.g. 64e9); a map fits "
                         "when its peak per node (tiles, received tile copies, runtime) "
@@ -79,7 +79,7 @@ def register(sub):
     p.add_argument("--node", metavar="FILE",
                    help="--simulate: node description (workers, GFlop/s per kernel; "
                         "`starchol calibrate` writes one, examples/nodes/)")
-    p.add_argument("--simulate-top", type=int, default=8, metavar="K",
+    p.add_argument("--simulate-top", type=int_type(1), default=8, metavar="K",
                    help="--simulate: simulate the K best fitting maps by the estimate "
                         "(default 8)")
     add_json_arg(p, "the plan as a JSON document (keys: docs/volume-model.md, "
@@ -89,9 +89,6 @@ def register(sub):
 
 
 def run(args):
-    for name in ("nodes", "n", "nb"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.nb > args.n:
         raise UsageError(f"--nb {args.nb} is larger than --n {args.n}")
     check_positive_finite(args.memory_per_node, "--memory-per-node (bytes, e.g. 64e9)")
@@ -103,9 +100,8 @@ def run(args):
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
     itemsize = itemsize_from_args(args)
     mixed = is_mixed(args)
-    if args.nrhs is not None and (not mixed or args.nrhs < 1):
-        raise UsageError("--nrhs applies to --dtype mixed" if not mixed else
-                         f"--nrhs must be >= 1, got {args.nrhs}")
+    if args.nrhs is not None and not mixed:
+        raise UsageError("--nrhs applies to --dtype mixed")
     nrhs = (args.nrhs or 1) if mixed else 0
     node = None
     if args.simulate or args.node:
@@ -115,8 +111,6 @@ def run(args):
         if mixed:
             raise UsageError("--simulate simulates float64 or float32 factorizations, "
                              "not --dtype mixed")
-        if args.simulate_top < 1:
-            raise UsageError(f"--simulate-top must be >= 1, got {args.simulate_top}")
         node = load_node(args.node)
         node.kernel_gflops(args.dtype, args.nb)      # a clear error before the work
     json_file(args)

@@ -90,9 +90,6 @@ def validate(args, nranks, n=None):
     n = args.n if n is None else n
     check_sizes(n, args.nb)
     cache_from_args(args)           # --cache on with --no-cache: refused
-    if args.window is not None and args.window < 0:
-        raise UsageError(f"--window {args.window}: give a number of iterations >= 0 (0: "
-                         f"the whole task graph at once)")
     spec = parse_matrix_spec(args.matrix, n)
     sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     if args.workers is not None:
@@ -152,8 +149,6 @@ def preflight(args, rank, size, host_ranks):
     if args.rhs and args.nrhs is not None:
         raise UsageError("give the right-hand sides once: --rhs FILE.h5:/DATASET or "
                          "--nrhs K")
-    if args.nrhs is not None and args.nrhs < 1:
-        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
     if args.solution and not (args.rhs or args.nrhs):
         raise UsageError("--solution writes X of A X = B: give the right-hand sides, "
                          "--rhs FILE.h5:/DATASET or --nrhs K")

@@ -12,7 +12,8 @@ from ..model.counts import KERNELS
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
 from ..model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
-from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
+from ..integers import int_type
+from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args,
                       cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
 from .output import add_json_arg, emit, json_file
 from .progress import Progress
@@ -31,7 +32,7 @@ def add_platform_args(parser):
     g.add_argument("--node", metavar="FILE",
                    help="node description (JSON: workers, GFlop/s per worker per kernel; "
                         "`starchol calibrate` writes this machine's; examples/nodes/)")
-    g.add_argument("--cores", type=int, metavar="W",
+    g.add_argument("--cores", type=int_type(1), metavar="W",
                    help="workers per node (with --node-gflops, or to override --node's)")
     g.add_argument("--node-gflops", metavar="G|k=G,...",
                    help="GFlop/s of one worker: one number for every kernel, or per kernel "
@@ -44,7 +45,7 @@ def add_platform_args(parser):
                         f"description's, else {DEFAULT_LATENCY}")
     g.add_argument("--backbone", metavar="BW[,T]",
                    help="a shared link every transfer crosses (bandwidth, latency)")
-    g.add_argument("--sends-in-flight", type=int, default=None, metavar="K",
+    g.add_argument("--sends-in-flight", type=int_type(0), default=None, metavar="K",
                    help=f"sends a node keeps in flight, the others queued by priority "
                         f"(STARPU_MPI_NDETACHED_SEND; default {SENDS_IN_FLIGHT}, as starchol "
                         f"run sets it; StarPU's own is {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
@@ -74,8 +75,6 @@ def node_from_args(args, dtype):
     if args.node:
         node = load_node(args.node)
         if args.cores is not None:
-            if args.cores < 1:
-                raise UsageError(f"--cores must be >= 1, got {args.cores}")
             node.workers = args.cores
         return node
     if not args.node_gflops or args.cores is None:
@@ -109,8 +108,6 @@ def sends_from_args(args):
     from ..linalg.simulate import SENDS_IN_FLIGHT
 
     k = SENDS_IN_FLIGHT if args.sends_in_flight is None else args.sends_in_flight
-    if k < 0:
-        raise UsageError(f"--sends-in-flight must be >= 0, got {k}")
     return {"sends_in_flight": k, "pair_serial": bool(args.pair_serial)}
 
 
@@ -130,9 +127,8 @@ def register(sub):
     add_platform_args(p)
     add_json_arg(p, "the simulation document (makespan_s, gflops, busy_fraction, bytes, "
                     "pair_bytes, critical_path_s, ...)")
-    p.add_argument("--nrhs", type=int, default=None, metavar="K",
-                   help="also simulate the solve L L^T X = B with K right-hand sides after "
-                        "the factorization (as `starchol run --nrhs K`)")
+    add_nrhs_arg(p, "also simulate the solve L L^T X = B with K right-hand sides after "
+                 "the factorization (as `starchol run --nrhs K`)")
     p.add_argument("--gantt", metavar="FILE.png",
                    help="draw the simulated schedule (one row per worker, first nodes)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -147,8 +143,6 @@ def run(args):
     dtype = args.dtype
     plat = platform_from_args(args, tile_map.nodes, dtype)
     plat.node.kernel_gflops(dtype, nb)          # a clear error before the work
-    if args.nrhs is not None and args.nrhs < 1:
-        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
     json_file(args)
     if args.gantt:
         check_folder_writable(args.gantt, "--gantt")

@@ -4,7 +4,8 @@ Two ways, both giving a node description (:mod:`.platform`) with ``gflops_by_nb`
 
 - :func:`calibrate_runtime` (``starchol calibrate``'s default): a real factorization
   with the runtime's own codelets and BLAS (``starchol run --trace``, one rank and W
-  workers, or R ranks under ``mpirun``), and each kernel's speed from the tasks of its
+  workers, or R ranks under ``mpirun``, run by the command line's
+  :mod:`starchol.jobs.traced_run`), and each kernel's speed from the tasks of its
   FxT trace: the kernel's flops over the total time its tasks took (a flop-weighted mean
   of the task durations, so the slow calls count as much as the run spent in them).
 - :func:`calibrate` (``--method fork``): the first way below, SciPy's BLAS called from
@@ -24,14 +25,9 @@ kernel's flop count (POTRF NB^3/3, TRSM and SYRK NB^3, GEMM 2 NB^3, ADD NB^2).
 The result is a node description (:mod:`.platform`) with ``gflops_by_nb`` per dtype and
 NB, and ``gflops`` per dtype at the largest NB measured (for other tile sizes).
 """
-import json
 import multiprocessing
 import os
 import platform as _platform
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 
 import numpy as np
@@ -208,70 +204,23 @@ def speeds_from_trace(summary, nb):
             for k in KERNELS if k in count and seconds[k] > 0}
 
 
-def _runtime_map(ranks):
-    """``starchol run`` map arguments for a calibration on ``ranks`` ranks: a 2.5D map
-    when there is one (its graph has ADD tasks), else 2DBC."""
-    from ..distributions import get_map
-    from ..errors import UsageError
-
-    if ranks >= 2 and ranks % 2 == 0:
-        for name in ("sbc25d", "2dbc25d"):
-            try:
-                get_map(name, ranks, slices=2)
-                return ["--dist", name, "--slices", "2"]
-            except UsageError:
-                continue
-    return ["--dist", "2dbc"]
-
-
-def traced_run(nb, dtype, workers, ranks=1, folder=None, timeout=900, launcher=None):
-    """Run one traced factorization (``starchol run --trace``) of order
-    :func:`runtime_n` in NB x NB tiles with ``workers`` workers per rank on ``ranks``
-    ranks (``mpirun -np R --oversubscribe --bind-to none`` unless ``launcher`` gives
-    the command prefix); returns the trace summary. RuntimeError with the run's error
-    output when it fails."""
-    own = folder is None
-    folder = folder or tempfile.mkdtemp(prefix="starchol-calibrate-")
-    try:
-        trace = os.path.join(folder, "trace")
-        cmd = [sys.executable, "-m", "starchol", "run", *_runtime_map(ranks), "--n",
-               str(runtime_n(nb)), "--nb", str(nb), "--dtype", dtype, "--workers",
-               str(workers), "--quiet", "--trace", trace]
-        if launcher is not None:
-            cmd = [*launcher, *cmd]
-        elif ranks > 1:
-            cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), *cmd]
-        env = dict(os.environ, STARPU_SILENT="1", STARPU_WORKERS_NOBIND="1",
-                   STARPU_MPI_NOBIND="1")
-        env.setdefault("STARPU_HOME", folder)
-        if os.geteuid() == 0:
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"the calibration run failed ({proc.returncode}): "
-                               f"{' '.join(cmd)}\n{(proc.stderr or proc.stdout)[-2000:]}")
-        with open(os.path.join(trace, "trace.json")) as f:
-            return json.load(f)
-    finally:
-        if own:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def calibrate_runtime(nbs, dtypes=("float64",), workers=1, ranks=1, progress=None,
-                      launcher=None):
-    """Kernel speeds from traced factorizations (:func:`traced_run`, one per NB and
-    dtype) with the runtime's codelets and BLAS, ``workers`` workers on each of
-    ``ranks`` ranks sharing this machine (as the run to be simulated has them);
-    returns the node description (``workers`` = W). ADD, which only 2.5D graphs run,
-    is timed as :func:`calibrate` does when the run had none. ``progress(done, total)``
-    after each run."""
+def calibrate_runtime(nbs, traced_run, dtypes=("float64",), workers=1, ranks=1,
+                      progress=None):
+    """Kernel speeds from traced factorizations with the runtime's codelets and BLAS,
+    one per NB and dtype, ``workers`` workers on each of ``ranks`` ranks sharing this
+    machine (as the run to be simulated has them); returns the node description
+    (``workers`` = W). ``traced_run(n, nb, dtype)`` runs the factorization of order
+    ``n`` (:func:`runtime_n`) and returns its trace summary: the command line's
+    ``starchol.jobs.traced_run.traced_run`` (the library builds no command line). ADD,
+    which only 2.5D graphs run, is timed as :func:`calibrate` does when the run had none.
+    ``progress(done, total)`` after each run."""
     nbs = [int(nb) for nb in nbs]
     total, done = len(nbs) * len(dtypes), 0
     by_nb, spans = {}, {}
     for dtype in dtypes:
         by_nb[dtype], spans[dtype] = {}, {}
         for nb in nbs:
-            summary = traced_run(nb, dtype, workers, ranks, launcher=launcher)
+            summary = traced_run(runtime_n(nb), nb, dtype)
             speeds = speeds_from_trace(summary, nb)
             if "add" not in speeds:
                 t = time_kernel("add", nb, dtype, max(1, workers * ranks), repeats_for(nb))

@@ -11,9 +11,10 @@ and like LAPACK's ``dsposv``:
    communication; A stays float64 and unchanged) and factored, A32 = L L^T, with
    the float32 kernels: the same transfers as float64, half the bytes.
 2. X = (L L^T)^-1 B in float32, then iterative refinement in float64:
-   R = B - A X (distributed, tasks where R's row tiles live:
-   :func:`~starchol.linalg.cholesky.rhs_residual`, the graph of
-   ``Factor.solve_residual``), stop when the backward error
+   R = B - A X (distributed: :func:`~starchol.linalg.cholesky.rhs_residual`, the graph
+   of ``Factor.solve_residual``; it and the float32 solves run the variant with fewer
+   bytes on the busiest link, for few right-hand sides the one that keeps A and L in
+   place and moves NB x K blocks), stop when the backward error
    ||R||_F / (||A||_F ||X||_F + ||B||_F) is at most sqrt(N) eps (eps = 2^-53 =
    1.1e-16: LAPACK's ``dsposv`` stops at ||r||_inf <= sqrt(N) eps ||A||_inf ||x||_inf
    per column; starchol takes the normwise backward error of all columns at once),
@@ -50,6 +51,7 @@ import numpy as np
 
 from ..collective import agree, allreduce_max
 from ..errors import UsageError
+from ..integers import check_int
 from .cholesky import (backward_error, check_operand, cholesky, get_session, rhs_residual,
                        symmetric_tiles)
 from .distributed import DistributedMatrix, check_map, map_key
@@ -193,11 +195,7 @@ def _checked(comm, A, B, tile_map, max_iterations, tolerance):
     error, so_key = None, None
     try:
         check_map(tile_map, comm.Get_size())
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations,
-                                                                 (int, np.integer)) \
-                or not 0 <= max_iterations <= 1000:
-            raise UsageError(f"max_iterations must be an integer from 0 to 1000, got "
-                             f"{max_iterations!r}", param="max_iterations")
+        check_int(max_iterations, "max_iterations", 0, 1000, exact=False)
         if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(
                 tolerance, (int, float, np.floating)) or not 0 < tolerance < 1):
             raise UsageError(f"tolerance must be a number between 0 and 1 (a backward "
@@ -340,7 +338,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
         X = D.astype(np.float64, 1.0 / scale)
         while True:
             mark = session.bytes_sent()
-            R = rhs_residual(session, A, X, B, a_tiles)
+            R = rhs_residual(session, A, X, B, a_tiles, tile_map=tile_map)
             count("residual64", mark)
             r_parts = R.frobenius_parts()
             eta = backward_error(r_parts, a_parts, X.frobenius_parts(), b_parts)
@@ -384,7 +382,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
         mark = count("factor64", mark)
         X = factor.solve(B)
         mark = count("solve64", mark)
-        R = rhs_residual(session, A, X, B)
+        R = rhs_residual(session, A, X, B, tile_map=tile_map)
         count("residual64", mark)
         if a_parts is None or not np.isfinite(a_parts[0]):
             a_parts, b_parts = A.frobenius_parts(symmetric_tiles(A)), B.frobenius_parts()

@@ -11,6 +11,15 @@ from starchol.cli import main
 from volume_reference import as_matrix, reference_pairs
 
 
+def status(argv):
+    """The exit status of ``starchol ARGV``: ``main``'s, or the parser's (an option's
+    value refused by its argparse type exits at parsing)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
 def run_json(capsys, *argv):
     assert main(list(argv) + ["--json"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -51,28 +60,53 @@ def test_volume_json_keys_and_bytes(capsys):
 
 def test_volume_counts_the_solve(capsys):
     """--nrhs K: the solve's bytes (whole, and each pass alone) as the one model gives
-    them; sbc on 6 nodes, N = 3000, NB = 200, K = 4 is what a real `starchol run --nrhs 4`
-    measured, 40,384,000 B (2026-12-04). float32 halves them; --nrhs 0 is refused."""
+    them, in the variant that runs (auto: fewer bytes on the busiest link; --variant
+    forces one); sbc on 6 nodes, N = 3000, NB = 200, K = 4: the factor variant is what
+    a real `starchol run --nrhs 4` measured before the rhs variant, 40,384,000 B
+    (2026-12-04). float32 halves them; --nrhs 0 is refused."""
     from starchol.distributions import get_map
+    from starchol.model.rhs_volume import rhs_solve_transfer_pairs_bytes
     from starchol.model.volume import solve_transfer_pairs_bytes
 
     argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", "3000", "--nb", "200"]
     d = run_json(capsys, *argv, "--nrhs", "4")
     m = get_map("sbc", 6)
-    both = solve_transfer_pairs_bytes(m, 3000, 200, 4)
-    assert d["solve"]["nrhs"] == 4 and d["solve"]["bytes"] == int(both.sum()) == 40384000
+    both = rhs_solve_transfer_pairs_bytes(m, 3000, 200, 4)
+    assert d["solve"]["nrhs"] == 4 and d["solve"]["variant"] == "rhs"
+    assert d["solve"]["bytes"] == int(both.sum()) == 665600
+    assert d["solve"]["variants"]["factor"]["bytes"] == 40384000
+    assert d["solve"]["variants"]["rhs"]["busiest_link_bytes"] == int(both.max())
+    assert "busiest link" in d["solve"]["variant_reason"]
     assert d["solve"]["per_node"]["sent_bytes"] == both.sum(axis=1).tolist()
     assert d["solve"]["per_node"]["received_bytes"] == both.sum(axis=0).tolist()
     for which in ("forward", "backward"):
         assert d["solve"][f"bytes_{which}"] == int(
+            rhs_solve_transfer_pairs_bytes(m, 3000, 200, 4, which=which).sum())
+    forced = run_json(capsys, *argv, "--nrhs", "4", "--variant", "factor")["solve"]
+    assert forced["variant"] == "factor" and forced["bytes"] == 40384000
+    for which in ("forward", "backward"):
+        assert forced[f"bytes_{which}"] == int(
             solve_transfer_pairs_bytes(m, 3000, 200, 4, which=which).sum())
     assert run_json(capsys, *argv, "--nrhs", "4", "--dtype", "float32")["solve"]["bytes"] \
-        == 40384000 // 2
+        == 665600 // 2
     assert "solve" not in run_json(capsys, *argv)
     assert main(argv + ["--nrhs", "4"]) == 0
-    assert "solve:      K = 4: 40.38 MB (forward pass alone " in capsys.readouterr().out
-    assert main(argv + ["--nrhs", "0"]) == 2
-    assert "--nrhs must be >= 1, got 0" in capsys.readouterr().err
+    assert "solve:      K = 4, variant rhs: 665.60 kB (forward pass alone " in \
+        capsys.readouterr().out
+    assert status(argv + ["--nrhs", "0"]) == 2
+    assert "argument --nrhs: must be an integer >= 1, got '0'" in capsys.readouterr().err
+    assert main(argv + ["--variant", "rhs"]) == 2
+    assert "--variant chooses the graph of a solve: give --nrhs K" in \
+        capsys.readouterr().err
+
+
+def test_volume_acceptance_sbc28_solve(capsys):
+    """Issue 45: the solve of one right-hand side at 28 nodes, N = 100,000, NB = 500,
+    sends at least 100x less than the 65.7 GB of the variant that moves L."""
+    d = run_json(capsys, "volume", "--dist", "sbc", "--nodes", "28", "--n", "100000",
+                 "--nb", "500", "--nrhs", "1", "--quiet")["solve"]
+    assert d["variant"] == "rhs" and d["variants"]["factor"]["bytes"] > 65.7e9
+    assert d["bytes"] * 100 <= 65.7e9
 
 
 def test_volume_counts_a_mixed_precision_solve(capsys):
@@ -189,7 +223,7 @@ BAD = [
 
 @pytest.mark.parametrize("argv,words", BAD)
 def test_bad_input_gives_clear_error_and_nonzero_exit(argv, words, capsys):
-    assert main(argv) == 2
+    assert status(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"starchol {argv[0]}: error:")
     for w in words:
@@ -208,7 +242,11 @@ def test_argparse_errors_and_module_entry_point():
 
 @pytest.mark.parametrize("argv,words", [
     (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "1e3"],
-     ["argument --nt: invalid int value: '1e3'", "write it as an integer: 1000"]),
+     ["argument --nt: must be an integer >= 1, got '1e3'", "write it as an integer: 1000"]),
+    (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "4", "--nb", "1e2"],
+     ["argument --nb: must be an integer >= 1, got '1e2'", "write it as an integer: 100"]),
+    (["run", "--dist", "2dbc", "--n", "1e3", "--nb", "100"],
+     ["argument --n: invalid int value: '1e3'", "write it as an integer: 1000"]),
     (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "4", "--bogus", "1"],
      ["unrecognized arguments: --bogus 1"]),
     (["run", "--dist", "sbc", "--nodes", "6", "--n", "40", "--nb", "10"],

@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, _starchol_exe, follow_progress
+from conftest import MPIRUN, _starchol_exe, follow_progress, sigint_default
 from starchol.cli import main
 
 
@@ -125,7 +125,7 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
     cmd = [MPIRUN, "--oversubscribe", "-np", "3", *_starchol_exe(), "run", "--dist", "sbc",
            "--n", "4000", "--nb", "100", "--workers", "1", "--check", "--output", marker]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+                            env=env, start_new_session=True, preexec_fn=sigint_default)
     lines, started, reader = follow_progress(proc)
     try:
         assert started.wait(90), "the factorization did not start:\n" + "".join(lines)
@@ -301,7 +301,7 @@ def test_bad_session_argument_on_one_rank_is_refused_everywhere(mpi_python):
     assert proc.returncode == 0, out + err
     for words in ("comm must be an mpi4py communicator, got str",
                   "unknown scheduler 'bogus'", "workers must be between 1 and",
-                  "gpus must be >= 0", "cache: rank 0 has True, rank 1 has False",
+                  "gpus must be an integer >= 0", "cache: rank 0 has True, rank 1 has False",
                   "scheduler: rank 0 has 'prio', rank 1 has 'lws'"):
         assert out.count(words) == 3, out
     assert out.count(f"logdet {100 * np.log(2):.6f}") == 3, out

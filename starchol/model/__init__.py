@@ -8,7 +8,8 @@ beside their measurements).
 
 - :mod:`.volume` - exact inter-node bytes of the factorization (2D and 2.5D), the solve
   and the residual, per node pair; :mod:`.mixed_volume` those of ``solve_mixed``;
-  :mod:`.volume_summary` their summaries for reports
+  :mod:`.volume_summary` their summaries for reports; :mod:`.rhs_volume` those of the
+  solve and residual that keep L and A in place, and the choice between the variants
 - :mod:`.operations` - which volume model goes with which operation, bytes per entry
 - :mod:`.counts` - flop and task counts, the kernels and their flops
 - :mod:`.memory` - memory per node

@@ -34,7 +34,7 @@ def bytes_per_entry(dtype):
 
 
 def predicted_pairs_bytes(operation, tile_map, n, nb, nrhs=0, cache=True,
-                          itemsize=DOUBLE_BYTES):
+                          itemsize=DOUBLE_BYTES, variant="factor"):
     """Bytes the exact model predicts between every pair of nodes for ``operation`` (one
     of :data:`PAIR_MODELS`) on an N x N matrix in NB x NB tiles, ``nrhs`` right-hand
     sides for a solve, receive cache on or off, ``itemsize`` bytes per entry: an int64
@@ -42,11 +42,20 @@ def predicted_pairs_bytes(operation, tile_map, n, nb, nrhs=0, cache=True,
 
     ``cholesky``: :func:`~starchol.model.volume.transfer_pairs_bytes`; ``solve``,
     ``forward_solve``, ``backward_solve``:
-    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` with that pass. ValueError
-    for an operation without such a model (``solve_mixed`` needs its iterations).
+    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` with that pass, or with
+    ``variant="rhs"`` (the graph that keeps L in place, as the run record's
+    ``solve_variant`` names it)
+    :func:`~starchol.model.rhs_volume.rhs_solve_transfer_pairs_bytes`. ValueError for an
+    operation without such a model (``solve_mixed`` needs its iterations).
     """
     if operation == "cholesky":
         return transfer_pairs_bytes(tile_map, n, nb, cache=cache, itemsize=itemsize)
+    if operation in SOLVE_PASSES and variant == "rhs":
+        from .rhs_volume import rhs_solve_transfer_pairs_bytes
+
+        return rhs_solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
+                                              itemsize=itemsize,
+                                              which=SOLVE_PASSES[operation])
     if operation in SOLVE_PASSES:
         return solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
                                           itemsize=itemsize, which=SOLVE_PASSES[operation])

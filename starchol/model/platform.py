@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from ..integers import check_int
 from .counts import KERNELS
 from .operations import BYTES_PER_ENTRY
 
@@ -143,9 +144,7 @@ def node_from_dict(doc, where="node description"):
     if unknown:
         raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)} (known: "
                          f"{', '.join(sorted(known))})")
-    w = doc.get("workers")
-    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-        raise UsageError(f"{where}: workers must be an integer >= 1, got {w!r}")
+    w = check_int(doc.get("workers"), f"{where}: workers", 1, exact=False, param=None)
     gflops = {}
     for dt, table in (doc.get("gflops") or {}).items():
         if dt not in DTYPES:
@@ -206,8 +205,7 @@ class Platform:
     backbone_latency: float = 0.0
 
     def __post_init__(self):
-        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
-            raise UsageError(f"nodes must be an integer >= 1, got {self.nodes!r}")
+        check_int(self.nodes, "nodes", 1, exact=False, param=None)
         if not (self.bandwidth > 0 and math.isfinite(self.bandwidth)):
             raise UsageError(f"bandwidth must be > 0 bytes/s, got {self.bandwidth!r}")
         if not (self.latency >= 0 and math.isfinite(self.latency)):

@@ -11,6 +11,7 @@ for the solve's. Units: bytes.
 import numpy as np
 
 from ..errors import UsageError
+from ..integers import is_int
 from ..linalg.record import PAIR_KEYS
 from ..units import bytes_text
 from .runs import grid_text
@@ -75,8 +76,10 @@ def _named_grid(build, text):
 def model_pairs(run):
     """Bytes the exact model predicts between every pair of nodes for this run document:
     :func:`starchol.model.volume.transfer_pairs_bytes` (a factorization) or
-    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` (a solve, or one of its
-    passes: ``forward_solve``, ``backward_solve``), the functions
+    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` or
+    :func:`~starchol.model.rhs_volume.rhs_solve_transfer_pairs_bytes` (a solve, or one
+    of its passes: ``forward_solve``, ``backward_solve``, by the variant its
+    ``solve_variant`` names; ``"factor"`` without one), the functions
     ``starchol run`` records ``bytes_predicted_pairs`` with, on the document's map, N, NB,
     receive-cache setting and element size.
 
@@ -99,18 +102,20 @@ def model_pairs(run):
     if dtype not in BYTES_PER_ENTRY:
         return None, f"its dtype {dtype!r} is neither float64 nor float32"
     nrhs = run.get("nrhs", 0)
-    if solve and (not isinstance(nrhs, int) or isinstance(nrhs, bool) or nrhs < 1):
+    if solve and (not is_int(nrhs) or nrhs < 1):
         return None, f"it is a solve without a valid `nrhs` (got {nrhs!r})"
     tile_map, reason = document_map(run)
     if tile_map is None:
         return None, reason
+    variant = (run.get("solve_variant") or {}).get("variant", "factor") if solve else None
     pairs = predicted_pairs_bytes(operation, tile_map, run["n"], run["nb"], nrhs,
-                                  cache=cache, itemsize=BYTES_PER_ENTRY[dtype])
+                                  cache=cache, itemsize=BYTES_PER_ENTRY[dtype],
+                                  variant=variant or "factor")
     what = (f"{tile_map}, N = {run['n']}, NB = {run['nb']}, receive cache "
             f"{'on' if cache else 'off'}, {dtype}"
             + ("" if "dtype" in run else " (no `dtype` key: the default)")
-            + (f", {operation.replace('_', ' ')} of {nrhs} right-hand sides" if solve
-               else ""))
+            + (f", {variant} variant, {operation.replace('_', ' ')} of {nrhs} right-hand "
+               f"sides" if solve else ""))
     return pairs, what
 
 
@@ -124,7 +129,7 @@ def _mixed_model_pairs(run):
     if not isinstance(cache, bool):
         return None, ("it has no `cache` key (true/false), and the model needs the "
                       "receive-cache setting")
-    if not isinstance(mixed, dict) or not isinstance(nrhs, int) or nrhs < 1:
+    if not isinstance(mixed, dict) or not is_int(nrhs) or nrhs < 1:
         return None, "it is a mixed-precision solve without its `mixed` object or `nrhs`"
     tile_map, reason = document_map(run)
     if tile_map is None:
