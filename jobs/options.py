@@ -7,7 +7,7 @@ from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
 from ..distributions.base import DEFAULT_SLICE_BLOCK
 from ..errors import UsageError
 from ..integers import int_type
-from ..linalg.distributed import DTYPES
+from ..linalg.layout import DTYPES
 from ..model.operations import BYTES_PER_ENTRY
 
 DEFAULT_NB = 500

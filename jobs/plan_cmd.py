@@ -113,6 +113,11 @@ def run(args):
                              "not --dtype mixed")
         node = load_node(args.node)
         node.kernel_gflops(args.dtype, args.nb)      # a clear error before the work
+        from .preflight import check_simulation_size
+
+        for m in maps:                               # refused before any work
+            check_simulation_size(m, -(-args.n // args.nb), node.workers,
+                                  f"plan --simulate ({m})")
     json_file(args)
     log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
              nodes_text(args.nodes), args.n, args.nb)

@@ -142,8 +142,9 @@ def preflight(args, rank, size, host_ranks):
     if not math.isfinite(tol) or tol < 0:
         raise UsageError(f"--symmetry-tol must be a finite number >= 0, got {tol}")
     if args.overwrite and not (args.output or args.gather or args.solution or
-                               json_path(args)):
-        raise UsageError("--overwrite applies to --output, --solution, --gather and --json")
+                               json_path(args) or args.trace):
+        raise UsageError("--overwrite applies to --output, --solution, --gather, --json "
+                         "and --trace")
     if args.output:
         found["output_path"], found["output_dataset"] = parse_target(args.output, "--output")
     if args.rhs and args.nrhs is not None:
@@ -204,7 +205,7 @@ def preflight(args, rank, size, host_ranks):
     if json_out:
         found["json_before"] = check_json_file(json_out, args.overwrite)
     if args.trace:
-        _check_trace_dir(args.trace, files)
+        _check_trace_dir(args.trace, files, args.overwrite)
     for role, flag in (("--output", "output"), ("--solution", "solution")):
         if getattr(args, flag):
             problem = check_output(found[f"{flag}_path"], found[f"{flag}_dataset"],
@@ -233,10 +234,13 @@ def preflight(args, rank, size, host_ranks):
                    memory=memory, gather=gather, **found)
 
 
-def _check_trace_dir(folder, files):
+def _check_trace_dir(folder, files, overwrite=False):
     """--trace DIR: a folder (existing, or creatable in a writable parent) where none of
-    the run's files has a name the trace writes (``traces.TRACE_FILES``)."""
-    from ..files import check_folder_writable, resolve
+    the run's files has a name the trace writes (``traces.TRACE_FILES``); an existing
+    one that holds files only with ``overwrite`` (the folder rule of
+    :class:`starchol.files.OutputFolder`: ``--trace .`` would mix the trace's files
+    with the user's)."""
+    from ..files import OutputFolder, check_folder_writable, read_only, resolve
     from ..runtime.traces import is_trace_file
 
     target = resolve(folder)
@@ -244,8 +248,11 @@ def _check_trace_dir(folder, files):
         raise UsageError(f"--trace {folder} exists and is not a folder")
     if not os.path.isdir(target):
         check_folder_writable(target, "--trace")
-    elif not os.access(target, os.W_OK | os.X_OK):
+    elif read_only(target) or not os.access(target, os.W_OK | os.X_OK):
         raise UsageError(f"--trace {folder} is not writable")
+    OutputFolder(folder, "--trace", overwrite,
+                 [(role, path) for role, path in files if role in ("--input", "--rhs",
+                                                                   "--map-file")])
     for role, path in files:
         if not path:
             continue

@@ -5,9 +5,8 @@ import logging
 import numpy as np
 
 from ..errors import UsageError
-from ..files import check_folder_writable
-from ..model.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
-                               parse_latency)
+from ..model.platform import (MAX_WORKERS, Platform, load_node, node_from_dict,
+                              parse_bandwidth, parse_latency)
 from ..model.counts import KERNELS
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
 from ..model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
@@ -15,7 +14,8 @@ from ..units import format_bytes, format_seconds
 from ..integers import int_type
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args,
                       cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
-from .output import add_json_arg, emit, json_file
+from .output import add_json_arg, check_command_outputs, emit, json_file
+from .preflight import check_simulation_size
 from .progress import Progress
 
 log = logging.getLogger("starchol.simulate")
@@ -32,7 +32,7 @@ def add_platform_args(parser):
     g.add_argument("--node", metavar="FILE",
                    help="node description (JSON: workers, GFlop/s per worker per kernel; "
                         "`starchol calibrate` writes this machine's; examples/nodes/)")
-    g.add_argument("--cores", type=int_type(1), metavar="W",
+    g.add_argument("--cores", type=int_type(1, MAX_WORKERS), metavar="W",
                    help="workers per node (with --node-gflops, or to override --node's)")
     g.add_argument("--node-gflops", metavar="G|k=G,...",
                    help="GFlop/s of one worker: one number for every kernel, or per kernel "
@@ -45,7 +45,8 @@ def add_platform_args(parser):
                         f"description's, else {DEFAULT_LATENCY}")
     g.add_argument("--backbone", metavar="BW[,T]",
                    help="a shared link every transfer crosses (bandwidth, latency)")
-    g.add_argument("--sends-in-flight", type=int_type(0), default=None, metavar="K",
+    g.add_argument("--sends-in-flight", type=int_type(0, 2 ** 31 - 1), default=None,
+                   metavar="K",
                    help=f"sends a node keeps in flight, the others queued by priority "
                         f"(STARPU_MPI_NDETACHED_SEND; default {SENDS_IN_FLIGHT}, as starchol "
                         f"run sets it; StarPU's own is {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
@@ -143,9 +144,9 @@ def run(args):
     dtype = args.dtype
     plat = platform_from_args(args, tile_map.nodes, dtype)
     plat.node.kernel_gflops(dtype, nb)          # a clear error before the work
-    json_file(args)
-    if args.gantt:
-        check_folder_writable(args.gantt, "--gantt")
+    check_command_outputs(args, [("--gantt", args.gantt)])    # the one output check
+    json_file(args, [("--gantt", args.gantt)])
+    check_simulation_size(tile_map, nt, plat.node.workers, nrhs=args.nrhs)
     from ..model.counts import task_count
 
     progress = None

@@ -178,7 +178,10 @@ def test_map_outputs(tmp_path, capsys):
         assert (np.array(m["owner"])[0][low] == np.array(n["owner"])[0][low]).all()
     # a plane is aligned to the last tile row: the file is for this NT only, and says so
     assert main(["map", "--dist", "pplane", "--nodes", "7", "--nt", "17", "--chameleon",
-                 str(cham)]) == 0
+                 str(cham)]) == 2           # an existing file: replaced only with --overwrite
+    assert "exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["map", "--dist", "pplane", "--nodes", "7", "--nt", "17", "--chameleon",
+                 str(cham), "--overwrite"]) == 0
     assert (f"Chameleon map written to {cham}: a 14 x 14 pattern, the period of its owners "
             f"at NT = 17 only") in capsys.readouterr().out
     m = run_json(capsys, "map", "--dist", "custom", "--map-file", str(cham), "--nt", "17")

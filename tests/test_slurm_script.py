@@ -412,7 +412,7 @@ def test_output_run_would_refuse_warns_when_the_script_is_written(capsys, tmp_pa
         f["L"] = np.eye(4)
     before = (tmp_path / "l.h5").read_bytes()
     base = ["slurm", "--dist", "sbc", "--nodes", "6", "--n", "400", "--nb", "100",
-            "--max-workers", "4", "-o", "job.sbatch"]
+            "--max-workers", "4", "-o", "job.sbatch", "--overwrite"]   # (written again)
     assert main(base + ["--output", "l.h5:/L"]) == 0
     err = capsys.readouterr().err
     assert (f"warning: the job's starchol run would refuse its output if it started now: "
