@@ -4,7 +4,7 @@ import argparse
 import math
 
 from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
-from ..distributions.base import DEFAULT_SLICE_BLOCK
+from ..distributions.base import DEFAULT_SLICE_BLOCK, MAP_PARAMS
 from ..errors import UsageError
 from ..integers import int_type
 from ..linalg.layout import DTYPES
@@ -180,16 +180,46 @@ def candidates_for(nodes, nt=None):
         raise cli_message(exc) from None
 
 
+def map_argv(params, nodes=True):
+    """The command-line words of a map: ``params`` is :meth:`TileMap.params` (a run
+    document's ``map_params``, a plan row's fields), and the words are
+    ``--dist D [--nodes P] [--grid PxQ] [--slices C] [--slice-block B] [--map-file F]``,
+    which :func:`map_params_from_args` reads back into the same parameters (the map's
+    ``nt`` is the matrix's size, given by the size options). ``nodes``: False for
+    ``starchol run``, whose node count is mpirun's. ``--slices`` and ``--slice-block``
+    only for a 2.5D map, ``--slice-block`` only when not the default. The one
+    conversion from map parameters to flags (``plan``'s commands, ``slurm``'s run line);
+    tested on every map of the catalogue."""
+    from ..cli import flag_of
+
+    words = []
+    for key in MAP_PARAMS:
+        value = params.get(key)
+        if value is None or key == "nt" or (key == "nodes" and not nodes) or (
+                key in ("slices", "slice_block") and params["dist"] not in MAPS_25D) or (
+                key == "slice_block" and value == DEFAULT_SLICE_BLOCK):
+            continue
+        words += [flag_of(key), str(value)]
+    return words
+
+
+def map_params_from_args(args, nt=None):
+    """:func:`~starchol.distributions.get_map`'s parameters from parsed map options
+    (:func:`add_map_args`; the inverse of :func:`map_argv`). ``nt``: the matrix's tile
+    rows, which the ``sym`` maps need (default ``args.nt``)."""
+    return {"dist": args.dist, "nodes": getattr(args, "nodes", None), "grid": args.grid,
+            "slices": args.slices, "slice_block": getattr(args, "slice_block", None),
+            "path": args.map_file, "nt": getattr(args, "nt", None) if nt is None else nt}
+
+
 def map_from_args(args, nt=None):
     """Build the map the options describe (UsageError with a fix-it message if wrong).
 
     ``nt``: the matrix's tile rows, which the ``sym`` maps need (default ``args.nt``).
     """
     check_map_options(args.dist, map_file=args.map_file)
-    if nt is None:
-        nt = getattr(args, "nt", None)
-    return build_map(args.dist, args.nodes, grid=args.grid, slices=args.slices,
-                     path=args.map_file, nt=nt, slice_block=getattr(args, "slice_block", None))
+    params = map_params_from_args(args, nt)
+    return build_map(params.pop("dist"), params.pop("nodes"), **params)
 
 
 def add_size_args(parser, nt_help="number of tile rows/columns NT"):
