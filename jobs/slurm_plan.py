@@ -63,10 +63,6 @@ def job_resources(args, nodes, max_workers):
     """Slurm node count, ranks per node, cores per rank (None: whole nodes), workers per
     rank (None: every core of the rank, decided in the job)."""
     k, r = args.cpus_per_node, args.ranks_per_node
-    if k is not None and k < 1:
-        raise UsageError(f"--cpus-per-node must be >= 1, got {k}")
-    if r is not None and r < 1:
-        raise UsageError(f"--ranks-per-node must be >= 1, got {r}")
     if args.workers is not None and not 1 <= args.workers <= max_workers:
         raise UsageError(f"--workers must be between 1 and {max_workers} (the StarPU "
                          f"build's limit STARPU_MAXCPUS; raise --max-workers if yours is "
@@ -99,8 +95,6 @@ def plan_job(args, dist, nodes, n, options):
         if n is None:
             raise UsageError("give the matrix order --n N (or --input FILE.h5:/DSET)")
         matrix_sizes(n=n, nb=args.nb)
-    elif args.nb < 1:
-        raise UsageError(f"--nb must be >= 1, got {args.nb}")
     max_workers = max_workers_of(args)
     slurm_nodes, rpn, cores, workers = job_resources(args, nodes, max_workers)
     size = f"N{n}" if n is not None else "Nin"
