@@ -47,6 +47,7 @@ graph at once had 20.5 kB per handle, 0.93 kB per task, 83 MB per process).
 import numpy as np
 
 from ..distributions.base import iteration_slices, slice_updates
+from ..integers import check_int
 from .counts import slice_task_weights
 from .load import node_load
 from .mixed_volume import SINGLE_BYTES
@@ -98,10 +99,8 @@ def check_window(window, nt):
     ValueError for a negative or non-integer window."""
     if window is None:
         return default_window(nt)
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 0:
-        raise ValueError(f"window must be an integer >= 0 (iterations; 0: the whole "
-                         f"graph at once), got {window!r}")
-    return 0 if int(window) >= int(nt) else int(window)
+    window = check_int(window, "window", 0, error=ValueError, exact=False)
+    return 0 if window >= int(nt) else window
 
 
 def _windowed(per_panel, window):
