@@ -1,7 +1,7 @@
 """The sbatch script ``starchol slurm`` writes, as a template.
 
-``$name`` fields are filled by :func:`starchol.jobs.slurm_cmd.render_script` from a
-:class:`~starchol.jobs.slurm_cmd.JobPlan`; each field is one line or a block of lines,
+``$name`` fields are filled by :func:`starchol.jobs.slurm_script.render_script` from a
+:class:`~starchol.jobs.slurm_plan.JobPlan`; each field is one line or a block of lines,
 already shell-quoted. ``$$`` is a literal ``$`` (shell variables of the job).
 """
 from string import Template

@@ -52,8 +52,10 @@ import numpy as np
 from ..collective import agree, allreduce_max
 from ..errors import UsageError
 from ..integers import check_int
-from .cholesky import (backward_error, check_operand, cholesky, get_session, rhs_residual,
-                       symmetric_tiles)
+from .cholesky import cholesky
+from .computations import get_session
+from .factor import backward_error, rhs_residual, symmetric_tiles
+from .operands import check_operand
 from .distributed import DistributedMatrix, check_map, map_key
 from .errors import NotPositiveDefiniteError
 from .norms import block_norm, norm_parts

@@ -148,14 +148,17 @@ def rhs_residual_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True,
     return _pass_bytes(f, d, p, block, cross, cross, cache).reshape(p, p)
 
 
+#: the exact model of the solve's bytes under each variant (the one home of this choice:
+#: :func:`solve_bytes_by_variant`, :func:`~starchol.model.operations.predicted_pairs_bytes`)
+SOLVE_MODELS = {"factor": solve_transfer_pairs_bytes, "rhs": rhs_solve_transfer_pairs_bytes}
+
+
 def solve_bytes_by_variant(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES,
                            which="both"):
     """``{"factor": pairs, "rhs": pairs}``: the bytes of the solve (or of one pass,
-    ``which``) under each variant, int64 (P, P) arrays."""
-    return {"factor": solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                                 itemsize=itemsize, which=which),
-            "rhs": rhs_solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                                  itemsize=itemsize, which=which)}
+    ``which``) under each variant (:data:`SOLVE_MODELS`), int64 (P, P) arrays."""
+    return {v: SOLVE_MODELS[v](tile_map, n, nb, nrhs, cache=cache, itemsize=itemsize,
+                               which=which) for v in SOLVE_VARIANTS}
 
 
 def residual_bytes_by_variant(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
