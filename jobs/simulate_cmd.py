@@ -75,7 +75,7 @@ def node_from_args(args, dtype):
     if args.node and args.node_gflops:
         raise UsageError("give --node FILE or --node-gflops, not both")
     if args.node:
-        node = load_node(args.node)
+        node = load_node(args.node, "--node")
         if args.cores is not None:
             node.workers = args.cores
         return node

@@ -184,10 +184,11 @@ def node_from_dict(doc, where="node description"):
         name=str(doc.get("name", "node")), source=str(doc.get("source", "")))
 
 
-def load_node(path, role="--node"):
-    """Read a node description from a JSON file; UsageError naming the file and the
-    problem (missing, not a regular file, too large, not JSON, a bad field): the one
-    readable-input rule, :func:`starchol.files.read_json_input`."""
+def load_node(path, role="node description"):
+    """Read a node description from a JSON file; UsageError naming the file (as
+    ``role``: the command line passes its flag) and the problem (missing, not a regular
+    file, too large, not JSON, a bad field): the one readable-input rule,
+    :func:`starchol.files.read_json_input`."""
     from ..files import read_json_input
 
     doc = read_json_input(path, role)
