@@ -4,7 +4,9 @@ The owner's top-level folders are mapped into one import package, ``starchol``:
 
     starchol                 <- starchol/        version, ``python -m starchol``
     starchol.distributions   <- distributions/   tile -> node maps (pure Python)
-    starchol.linalg          <- linalg/          tiled Cholesky, volume model, matrices, I/O
+    starchol.model           <- starchol/model/  what a run costs: exact volumes, memory, counts,
+                                                 plan, platform (numpy only: no StarPU, MPI, HDF5)
+    starchol.linalg          <- linalg/          tiled Cholesky, solve, records, matrices, I/O
     starchol.runtime         <- runtime/         Python front of the StarPU-MPI runtime
     starchol.runtime._*      <- pyx/*.pyx        the compiled layer (binding, kernels, graphs, gpu)
     starchol.reports         <- starchol/reports/ the data of ``starchol report`` (model sweep, runs, traces)
@@ -13,7 +15,7 @@ The owner's top-level folders are mapped into one import package, ``starchol``:
 The compiler and linker flags for the Cython layer come from one place,
 ``build_flags.py`` (pkg-config for StarPU + ``mpicc --showme`` for Open MPI); the
 CMake build reads the same sources of truth.
-Set ``STARCHOL_NO_RUNTIME=1`` to install only the pure-Python parts (maps, volume model).
+Set ``STARCHOL_NO_RUNTIME=1`` to install only the pure-Python parts (maps, the model layer).
 """
 import os
 import sys
@@ -26,6 +28,7 @@ import build_flags  # noqa: E402  (lives beside this file)
 PACKAGE_DIRS = {
     "starchol": "starchol",
     "starchol.distributions": "distributions",
+    "starchol.model": "starchol/model",
     "starchol.linalg": "linalg",
     "starchol.runtime": "runtime",
     "starchol.reports": "starchol/reports",

@@ -6,7 +6,7 @@ not), the maps run in turn, ``--repeat`` times, alternating (sbc, 2dbc, sbc25d, 
 the next round); the median times are compared. The model's prediction of
 time(2dbc) / time(sbc) is the ratio of the maps' busiest-link bytes: the largest, over
 nodes, of max(bytes sent, bytes received) (full-duplex links of equal bandwidth; see
-:mod:`starchol.linalg.link_load`). The best 2dbc grid on 6 nodes is the one with the
+:mod:`starchol.model.link_load`). The best 2dbc grid on 6 nodes is the one with the
 smaller busiest-link bytes (3x2 or 2x3).
 
 Needs root (network namespaces, tc). Prints the chosen sizes, a table per bandwidth and
@@ -42,8 +42,8 @@ from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 from common import ArgumentParser, positive_int, run_main, write_json  # noqa: E402
 
 from starchol.distributions import get_map  # noqa: E402
-from starchol.linalg.link_load import busiest_link  # noqa: E402
-from starchol.linalg.volume import transfer_pairs_bytes  # noqa: E402
+from starchol.model.link_load import busiest_link  # noqa: E402
+from starchol.model.volume import transfer_pairs_bytes  # noqa: E402
 
 NODES = 6
 #: N = 3072 in NB = 128 tiles (NT = 24): the 2dbc/sbc busiest-link ratio is 1.33 at this

@@ -4,7 +4,7 @@
 :data:`starchol.distributions.base.MIN_PERIODS` times in NT after all the others. This
 sweep measures, for every P and NT given, every candidate of ``plan``
 (:func:`starchol.distributions.candidate_maps`) with the exact model
-(:func:`starchol.linalg.plan.score_map`: busiest node's flops and traffic) and reports
+(:func:`starchol.model.plan.score_map`: busiest node's flops and traffic) and reports
 
 - flops max/avg of the maps that rule set aside and of those it kept (quartiles);
 - how often the rule's pick differs from the least estimate, and by how much
@@ -28,7 +28,7 @@ from common import ArgumentParser, int_ranges, positive_int, run_main, write_jso
 
 from starchol.distributions import candidate_maps
 from starchol.distributions.base import MIN_PERIODS
-from starchol.linalg.plan import rank_key, score_map
+from starchol.model.plan import rank_key, score_map
 
 FIXED_NT = (3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15, 17, 18, 20, 24, 25, 30, 36, 45, 60, 90)
 

@@ -27,7 +27,7 @@ from common import (ArgumentParser, int_list, nonnegative_int, positive_int,  # 
                     run_main, write_json)
 
 from starchol.errors import UsageError  # noqa: E402
-from starchol.linalg.platform import Platform, load_node, parse_bandwidth
+from starchol.model.platform import Platform, load_node, parse_bandwidth
 from starchol.linalg.simulate import (SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT,
                                       simulate_cholesky, sweep_maps)
 from starchol.units import format_bytes

@@ -44,8 +44,8 @@ from common import ArgumentParser, nonnegative_int, positive_int, run_main  # no
 from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 
 from starchol.distributions import get_map  # noqa: E402
-from starchol.linalg.calibrate import calibrate_runtime  # noqa: E402
-from starchol.linalg.platform import Platform, node_from_dict  # noqa: E402
+from starchol.jobs.traced_run import runtime_calibration  # noqa: E402
+from starchol.model.platform import Platform, node_from_dict  # noqa: E402
 from starchol.linalg.simulate import (SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT,  # noqa: E402
                                       simulate_cholesky)
 
@@ -62,7 +62,7 @@ def single_node(repeat, env):
         measured, simulated = [], []
         with tempfile.TemporaryDirectory() as tmp:
             for rnd in range(repeat):
-                node = node_from_dict(calibrate_runtime([nb], ["float64"], workers=2))
+                node = node_from_dict(runtime_calibration([nb], ["float64"], workers=2))
                 plat = Platform(node=node, nodes=1, bandwidth=1e12)
                 out = Path(tmp) / f"run{rnd}.json"
                 cmd = [*starchol_exe(), "run", "--dist", "2dbc", "--n", str(n), "--nb",
@@ -92,7 +92,7 @@ def cluster(repeat, bandwidths, env, name, subnet, sends):
     """Part 2: {bandwidth: [(label, measured median, simulated, simulated with
     StarPU-MPI's default sends)]}, and the network figures per bandwidth."""
     maps = candidates(CLUSTER_N, CLUSTER_NB)
-    node = node_from_dict(calibrate_runtime([CLUSTER_NB], ["float64"], workers=1, ranks=2))
+    node = node_from_dict(runtime_calibration([CLUSTER_NB], ["float64"], workers=1, ranks=2))
     print(f"  kernels, GFlop/s per worker (NB = {CLUSTER_NB}): "
           + ", ".join(f"{k} {v:.2f}" for k, v in node.gflops["float64"].items()), flush=True)
     out, nets = {}, {}

@@ -36,9 +36,10 @@ import time
 from common import (ArgumentParser, at_least, check_output_path, positive_int, run_main,
                     write_json)
 
-from starchol.distributions import get_map, node_load, square_grid
+from starchol.distributions import get_map, square_grid
+from starchol.model.load import node_load
 from starchol.distributions.factory import sbc_candidates
-from starchol.linalg.volume import stored_tiles, transfer_pairs_tiles
+from starchol.model.volume import stored_tiles, transfer_pairs_tiles
 
 BEGIN, END = "<!-- symmetric-maps-table -->", "<!-- /symmetric-maps-table -->"
 

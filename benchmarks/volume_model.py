@@ -27,7 +27,7 @@ CASES = [
 CHILD = r"""
 import json, resource, sys, time
 from starchol.distributions import get_map
-from starchol.linalg.volume_summary import volume_summary
+from starchol.model.volume_summary import volume_summary
 dist, nodes, nt = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 m = get_map(dist, nodes)
 t = time.perf_counter()

@@ -9,7 +9,6 @@ from .custom import (CustomMap, chameleon_pattern, load_custom_map, read_chamele
                      write_chameleon_text)
 from .factory import (MAP_NAMES, MAPS_25D, candidate_maps, get_map, maps_for_nodes,
                       parse_grid, sbc_basic_r, sbc_extended_r, square_grid)
-from .load import node_load
 from .sliced import Sliced25D
 from .symmetric import affine_plane_map, projective_plane_map, symmetric_map
 from .symmetric_block_cyclic import SymmetricBlockCyclic
@@ -20,5 +19,5 @@ __all__ = [
     "SymmetricPattern", "projective_plane_map", "affine_plane_map", "symmetric_map",
     "MAP_NAMES", "MAPS_25D", "get_map", "candidate_maps", "maps_for_nodes", "parse_grid", "square_grid",
     "sbc_extended_r", "sbc_basic_r", "load_custom_map", "read_chameleon_text",
-    "write_chameleon_text", "chameleon_pattern", "node_load",
+    "write_chameleon_text", "chameleon_pattern",
 ]

@@ -160,7 +160,7 @@ class TileMap:
         """Tile rows of one pattern block (r for symmetric maps), or None.
 
         The load tends to balance as NT holds more such blocks, but how far it is from
-        balance at a given NT is measured by :func:`.load.node_load` (the planner uses
+        balance at a given NT is measured by :func:`starchol.model.load.node_load` (the planner uses
         that figure, not the count of blocks).
         """
         return None

@@ -168,7 +168,7 @@ def main(argv=None):
 def mixed_main(args):
     """``--mixed``: alpha by solve_mixed, log det K from float64 (or the float32 factor's
     with ``--approx-logdet``), the checks of the mixed solve."""
-    from starchol.linalg.volume import transfer_pairs_bytes
+    from starchol.model.volume import transfer_pairs_bytes
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()

@@ -43,7 +43,7 @@ def register(sub):
 def run(args):
     from ..distributions import get_map
     from ..linalg import DistributedMatrix, cholesky, matrices
-    from ..linalg.cholesky import flops
+    from ..model.counts import flops
     from ..linalg.tiled import check_sizes
     from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler
     from ..runtime.session import Session

@@ -5,11 +5,12 @@ import logging
 
 from ..errors import UsageError
 from ..files import check_folder_writable, write_atomic
-from ..linalg.calibrate import calibrate, calibrate_runtime
-from ..linalg.platform import node_from_dict
+from ..linalg.calibrate import calibrate
+from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
 from .options import DTYPE_NAMES
 from .progress import Progress
+from .traced_run import runtime_calibration
 
 log = logging.getLogger("starchol.calibrate")
 
@@ -69,7 +70,7 @@ def run(args):
     nbs = sorted(set(args.nb))
     if args.method == "runtime":
         progress = None if args.quiet else Progress("calibrating", unit="runs", enabled=True)
-        doc = calibrate_runtime(nbs, args.dtype, workers, args.ranks, progress)
+        doc = runtime_calibration(nbs, args.dtype, workers, args.ranks, progress)
     else:
         progress = None if args.quiet else Progress("calibrating", unit="kernels",
                                                     enabled=True)

@@ -3,7 +3,7 @@ import logging
 import time
 
 from ..distributions.base import nodes_text
-from ..linalg.volume_summary import volume_summary
+from ..model.volume_summary import volume_summary
 from ..units import format_bytes
 from .options import (add_cache_arg, add_dtype_arg, add_size_args, candidates_for,
                       itemsize_from_args, sizes_from_args)

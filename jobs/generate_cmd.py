@@ -6,7 +6,8 @@ import numpy as np
 from ..version import VERSION
 from ..errors import UsageError
 from ..linalg import matrices
-from ..linalg.hdf5_io import now_iso, parse_target, write_matrix
+from ..linalg.hdf5_io import parse_target, write_matrix
+from ..units import now_utc
 from .options import add_dtype_arg, add_seed_arg
 
 log = logging.getLogger("starchol.generate")
@@ -42,7 +43,7 @@ def run(args):
     log.info("writing the %d x %d %s matrix (seed %d) to %s:%s", args.n, args.n, spec,
              args.seed, path, dataset)
     attrs = {"kind": str(spec), "seed": np.uint64(args.seed), "n": args.n,
-             "generator": f"starchol {VERSION}", "date": now_iso()}
+             "generator": f"starchol {VERSION}", "date": now_utc()}
     write_matrix(path, dataset, args.n,
                  lambda r0, r1: matrices.block(spec, args.n, args.seed, r0, r1, 0, args.n),
                  attrs=attrs, overwrite=args.overwrite, dtype=args.dtype)

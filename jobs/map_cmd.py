@@ -3,7 +3,8 @@ import logging
 
 import numpy as np
 
-from ..distributions import chameleon_pattern, node_load, write_chameleon_text
+from ..distributions import chameleon_pattern, write_chameleon_text
+from ..model.load import node_load
 from ..errors import UsageError
 from .options import add_map_args, map_from_args
 from ..files import check_distinct, check_folder_writable

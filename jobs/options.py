@@ -7,6 +7,7 @@ from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
 from ..distributions.base import DEFAULT_SLICE_BLOCK
 from ..errors import UsageError
 from ..linalg.distributed import DTYPES
+from ..model.operations import BYTES_PER_ENTRY
 
 DEFAULT_NB = 500
 #: ``--dtype`` choices: the precisions with kernels
@@ -39,7 +40,7 @@ def itemsize_of(name):
     """Bytes per entry of the factorization for the ``--dtype`` ``name`` (8 for None:
     not given; 4 for ``mixed``, whose factor is float32)."""
     name = name or "float64"
-    return 4 if name == MIXED else DTYPES[DTYPE_NAMES.index(name)].itemsize
+    return BYTES_PER_ENTRY["float32" if name == MIXED else name]
 
 
 

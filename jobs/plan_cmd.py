@@ -1,7 +1,7 @@
 """``starchol plan``: choose a map (2D or 2.5D, and c) for P nodes and a memory budget.
 
 Every map that fits P nodes or fewer (the candidates of ``starchol compare``) is scored
-and ranked by :mod:`starchol.linalg.plan` (the one home of the rule): the exact volume
+and ranked by :mod:`starchol.model.plan` (the one home of the rule): the exact volume
 model and the exact per-node load at the run's NT give a time estimate,
 
     estimate = (flops of the busiest node) / node_gflops
@@ -11,7 +11,7 @@ model and the exact per-node load at the run's NT give a time estimate,
 so a map's imbalance at this NT is in its estimate, and a 2.5D map ranks above its 2D
 slice map only when it gains more time than its reduction steps cost (the explanation
 says which way it went). Maps whose peak memory on some node
-(:func:`starchol.linalg.memory.node_memory`: its tiles, every tile copy it receives, the
+(:func:`starchol.model.memory.node_memory`: its tiles, every tile copy it receives, the
 runtime's handles and tasks, the process) exceeds ``--memory-per-node`` are listed as
 not fitting. The pick is the fitting map
 with the smallest estimate (then the fewest bytes, then the least storage per node). With
@@ -23,8 +23,8 @@ import time
 
 from ..errors import UsageError
 from ..distributions.base import nodes_text
-from ..linalg.platform import load_node
-from ..linalg.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
+from ..model.platform import load_node
+from ..model.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
                            versus_2d)
 from ..units import format_bytes, format_seconds
 from .options import (add_dtype_arg, candidates_for, check_positive_finite, is_mixed,
@@ -157,7 +157,7 @@ def run(args):
 def simulate_rows(rows, maps, node, args):
     """Simulate the ``--simulate-top`` fitting rows with the least estimates (in place:
     ``simulated_s``, ``simulated_gflops``, ``simulated_busy_max``)."""
-    from ..linalg.platform import Platform
+    from ..model.platform import Platform
     from ..linalg.simulate import simulate_cholesky
 
     by_map = {str(m): m for m in maps}

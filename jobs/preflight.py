@@ -5,7 +5,7 @@ commands that build an NT x NT owner table (``map``, ``volume``). Figures are pr
 decimal units (1 GB = 10^9 bytes).
 
 The estimate of one rank's memory for ``starchol run`` is its node's peak from
-:func:`starchol.linalg.memory.node_memory` (the one home of the rule, shared with
+:func:`starchol.model.memory.node_memory` (the one home of the rule, shared with
 ``starchol plan``): its tiles (every 2.5D slice's
 copies), every tile copy it receives, the runtime's handles and tasks, the owner tables,
 the process itself, A's copies with ``--check`` and the gathered factor on rank 0.
@@ -17,10 +17,9 @@ that host.
 import os
 
 from ..errors import UsageError
-from ..linalg.memory import PROCESS_BASE_BYTES, node_memory
+from ..model.memory import PROCESS_BASE_BYTES, node_memory
+from ..model.volume import DOUBLE_BYTES as DOUBLE
 from ..units import format_bytes
-
-DOUBLE = 8
 
 
 def _read_int(path):
@@ -102,7 +101,7 @@ def check_table_memory(nt, slices=1, role="--nt"):
 def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
                 itemsize=DOUBLE, nrhs=0, mixed=False):
     """Estimated peak bytes of ``rank`` in ``starchol run``
-    (:func:`starchol.linalg.memory.node_memory`; ``itemsize``: bytes per entry, 8 for
+    (:func:`starchol.model.memory.node_memory`; ``itemsize``: bytes per entry, 8 for
     float64, 4 for float32; ``nrhs``: right-hand sides solved after; ``mixed``: a
     mixed-precision solve, ``--dtype mixed``). Returns ``(total, parts)`` with parts a
     dict of bytes, the parts that apply."""
@@ -151,7 +150,7 @@ def check_mean_memory(tile_map, n, nb, share, avail, source, ranks_on_host, fix=
                       **kwargs):
     """Refuse from arithmetic alone, before any owner table is built, a run whose ranks
     need on average more than ``share`` bytes each: the balanced parts of
-    :func:`starchol.linalg.memory.node_memory` (``exact=False``: the mean of the tiles
+    :func:`starchol.model.memory.node_memory` (``exact=False``: the mean of the tiles
     and tasks, and the handles, tables and process every rank has; received tiles left
     out), a lower bound of the largest rank's need. ``run --n 10000000`` is refused so
     in well under a second instead of building tables of gigabytes first."""
@@ -177,7 +176,7 @@ def dense_file_bytes(n, itemsize=DOUBLE, ncols=None):
 
 def model_memory_bytes(nodes):
     """Peak bytes of the exact model at ``nodes`` nodes, beyond the owner tables: the
-    node-pair matrix of :func:`starchol.linalg.volume.transfer_pairs`, P x P 8-byte
+    node-pair matrix of :func:`starchol.model.volume.transfer_pairs`, P x P 8-byte
     counts (the 2.5D partial sums are added into it in place), and one more for a
     transient copy. Measured: P = 9900, NT = 200, 0.86 GB peak resident."""
     return 2 * DOUBLE * int(nodes) ** 2

@@ -163,7 +163,7 @@ def run_model(args):
 def run_simulate(args):
     """``report --simulate``: every map of :func:`~starchol.linalg.simulate.sweep_maps`
     on each node count, simulated; simulate.json, simulate.md, simulate.png."""
-    from ..linalg.platform import Platform, load_node, parse_bandwidth
+    from ..model.platform import Platform, load_node, parse_bandwidth
     from ..linalg.simulate import simulate_cholesky, sweep_maps
     from .simulate_figures import sweep_png
 

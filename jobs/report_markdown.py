@@ -276,7 +276,7 @@ def mixed_section(runs):
             "(LAPACK's), and the float64 fallback when that fails. Times in seconds (the "
             "slowest rank): the float32 copy + factorization, the refinement, the fallback. "
             "Bytes of each graph measured by StarPU-MPI, each equal to its model per pair "
-            "unless said (`starchol.linalg.mixed_volume`).", "",
+            "unless said (`starchol.model.mixed_volume`).", "",
             table(["run", "map", "N", "NB", "K", "iterations", "fallback",
                    "backward error", "bound", "factor (s)", "refinement (s)",
                    "fallback (s)", "bytes per graph"], rows), "", *reasons,
@@ -287,7 +287,7 @@ def time_bytes_section(runs):
     """'Time against bytes': runs of the same nodes, N and NB side by side, each one's time
     and busiest-link bytes relative to the run with the fewest such bytes (none when no
     group holds two runs with a time and a pair matrix)."""
-    from ..linalg.link_load import busiest_link
+    from ..model.link_load import busiest_link
 
     groups = {}
     for k, run in enumerate(runs, start=1):

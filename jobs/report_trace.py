@@ -8,7 +8,7 @@ are in milliseconds from the first task's start; the time axis spans the tasks, 
 what it cuts (transfers that end after the last task, on another rank's clock) is
 said (:func:`clipped_text`: a warning from ``starchol report`` and a note in report.md).
 
-The critical path (:mod:`starchol.runtime.critical_path`: the chain of tasks and
+The critical path (:mod:`starchol.reports.critical_path`: the chain of tasks and
 transfers that ends last) is drawn over the chart and tabled: its length against the
 makespan, its time in kernels, transfers, reductions and waiting, its tasks per kernel.
 """

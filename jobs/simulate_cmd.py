@@ -6,11 +6,11 @@ import numpy as np
 
 from ..errors import UsageError
 from ..files import check_folder_writable
-from ..linalg.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
+from ..model.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
                                parse_latency)
-from ..linalg.task_graph import KERNELS
+from ..model.counts import KERNELS
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
-from ..linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from ..model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
                       cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
@@ -152,7 +152,7 @@ def run(args):
     json_file(args)
     if args.gantt:
         check_folder_writable(args.gantt, "--gantt")
-    from ..linalg.cholesky import task_count
+    from ..model.counts import task_count
 
     progress = None
     if not args.quiet and task_count(nt) * max(1, tile_map.slices) >= PROGRESS_MIN_TASKS:

@@ -2,7 +2,7 @@
 --simulate``), matplotlib through :mod:`.report_figures`'s helpers, written atomically."""
 import numpy as np
 
-from ..linalg.task_graph import KERNELS
+from ..model.counts import KERNELS
 from .report_figures import FAMILY_STYLE, family_of, pyplot, save_png
 
 #: colour of each kernel in Gantt charts

@@ -25,7 +25,7 @@ given. GPU jobs default to the ``dmdas`` scheduler (``--sched`` otherwise);
 
 ``--mem auto`` asks Slurm for the memory the job's ranks need on one node: R times the
 peak of the rank that needs the most under the model of ``starchol plan`` and ``starchol
-run``'s pre-flight check (:func:`starchol.linalg.memory.node_memory`; N read from
+run``'s pre-flight check (:func:`starchol.model.memory.node_memory`; N read from
 ``--input`` when ``--n`` is not given), plus :data:`MEM_HEADROOM`.
 
 Everything is checked before anything is written: the map (so a node count the map
@@ -393,7 +393,7 @@ def memory_request(args, plan):
         return "0", ("# all the memory of each node (--mem=0)",)
     if mem != "auto":
         return mem, ()
-    from ..linalg.memory import node_memory
+    from ..model.memory import node_memory
     from ..units import format_bytes
     from .options import MIXED, itemsize_of
 
@@ -419,7 +419,7 @@ def memory_request(args, plan):
         f"{format_bytes(rank)}, the peak of the rank",
         f"# that needs the most (N = {n}{', ' + ', '.join(extras) if extras else ''}; "
         f"tiles, received tile copies, runtime,",
-        f"# process: starchol.linalg.memory, as in starchol plan), + "
+        f"# process: starchol.model.memory, as in starchol plan), + "
         f"{round(100 * (MEM_HEADROOM - 1))} % = {mib} MiB", *unseen)
 
 

@@ -3,8 +3,9 @@ import logging
 import time
 
 from ..errors import UsageError
-from ..linalg.mixed_volume import FALLBACKS
-from ..linalg.volume_summary import mixed_summary, solve_summary, volume_summary
+from ..model.mixed_volume import FALLBACKS
+from ..model.rhs_volume import SOLVE_VARIANTS
+from ..model.volume_summary import mixed_summary, solve_summary, volume_summary
 from ..units import format_bytes
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args, is_mixed,
                       itemsize_from_args, map_from_args, sizes_from_args)
@@ -40,7 +41,14 @@ def register(sub):
     p.add_argument("--nrhs", type=int, default=None, metavar="K",
                    help="also count the solve A X = B with K right-hand sides after the "
                         "factorization (starchol run --nrhs K): its bytes, forward and "
-                        "backward passes")
+                        "backward passes, in the variant that runs (rhs: L in place, "
+                        "blocks of B move; factor: L's tiles move; the one with fewer "
+                        "bytes on the busiest link)")
+    p.add_argument("--variant", choices=("auto",) + SOLVE_VARIANTS, default=None,
+                   help="with --nrhs: the solve's graph (rhs: L in place, blocks of B and "
+                        "partial sums move; factor: L's tiles move to B's blocks; auto, "
+                        "the default: fewer bytes on the busiest link, as Factor.solve "
+                        "chooses)")
     p.add_argument("--iterations", type=int, default=None, metavar="I",
                    help=f"--dtype mixed: refinement iterations (float32 solve + float64 "
                         f"residual each; default {DEFAULT_ITERATIONS})")
@@ -63,6 +71,9 @@ def run(args):
     if not mixed and (args.iterations is not None or args.fallback is not None):
         raise UsageError("--iterations and --fallback count a mixed-precision solve: "
                          "give --dtype mixed")
+    if args.variant is not None and args.nrhs is None:
+        raise UsageError("--variant chooses the graph of a solve: give --nrhs K "
+                         "(right-hand sides)")
     if args.iterations is not None and args.iterations < 0:
         raise UsageError(f"--iterations must be >= 0, got {args.iterations}")
     if args.nodes is not None and args.nodes > 0:
@@ -82,10 +93,12 @@ def run(args):
     if args.nrhs and mixed:
         it = DEFAULT_ITERATIONS if args.iterations is None else args.iterations
         doc["mixed"] = mixed_summary(tile_map, n, nb, args.nrhs, it, args.fallback,
-                                     cache=args.cache == "on")
+                                     cache=args.cache == "on",
+                                     variant=args.variant or "auto")
     elif args.nrhs:
         doc["solve"] = solve_summary(tile_map, n, nb, args.nrhs, cache=args.cache == "on",
-                                     itemsize=itemsize_from_args(args))
+                                     itemsize=itemsize_from_args(args),
+                                     variant=args.variant or "auto")
     log.info("counted %d transfers in %.2f s", doc["transfers_tiles"],
              time.perf_counter() - t0)
     emit(args, doc, text_report(doc))
@@ -116,9 +129,15 @@ def text_report(doc):
     ]
     solve = doc.get("solve")
     if solve:
-        lines.append(f"solve:      K = {solve['nrhs']}: {format_bytes(solve['bytes'])} "
+        lines.append(f"solve:      K = {solve['nrhs']}, variant {solve['variant']}: "
+                     f"{format_bytes(solve['bytes'])} "
                      f"(forward pass alone {format_bytes(solve['bytes_forward'])}, backward "
                      f"alone {format_bytes(solve['bytes_backward'])})")
+        v = solve["variants"]
+        lines.append(f"            (rhs: L in place, {format_bytes(v['rhs']['bytes'])}, "
+                     f"busiest link {format_bytes(v['rhs']['busiest_link_bytes'])}; "
+                     f"factor: L's tiles move, {format_bytes(v['factor']['bytes'])}, "
+                     f"busiest link {format_bytes(v['factor']['busiest_link_bytes'])})")
     mixed = doc.get("mixed")
     if mixed:
         ph, k = mixed["phases"], mixed["iterations"] + 1
@@ -126,9 +145,11 @@ def text_report(doc):
                      f"refinement iteration(s): {format_bytes(mixed['bytes'])} in all, "
                      f"{mixed['ratio_to_float64']:.3f} x float64's factorization + solve "
                      f"({format_bytes(mixed['bytes_float64'])})")
+        var = mixed["variants"]
         lines.append(f"            float32 factorization {format_bytes(ph['factor32'])} "
-                     f"(float64's halved); float32 solves {format_bytes(ph['solve32'])}; "
-                     f"float64 residuals B - A X {format_bytes(ph['residual64'])}")
+                     f"(float64's halved); float32 solves {format_bytes(ph['solve32'])} "
+                     f"(variant {var['solve32']}); float64 residuals B - A X "
+                     f"{format_bytes(ph['residual64'])} (variant {var['residual64']})")
         if mixed["fallback"] is not None:
             lines.append(f"            fallback ({mixed['fallback']}): float64 "
                          f"factorization {format_bytes(ph['factor64'])}, solve "

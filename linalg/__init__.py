@@ -20,7 +20,7 @@ from .errors import NotPositiveDefiniteError
 from .matrices import MatrixSpec, parse_matrix_spec
 from .mixed import MixedSolution, solve_mixed
 from .record import RunRecord
-from .volume import (leading_term_tiles, solve_transfer_pairs_bytes, transfer_pairs,
+from ..model.volume import (leading_term_tiles, solve_transfer_pairs_bytes, transfer_pairs,
                      transfer_pairs_bytes, transfer_pairs_tiles)
 
 __all__ = ["DistributedMatrix", "cholesky", "Factor", "NotPositiveDefiniteError",

@@ -4,7 +4,8 @@ Two ways, both giving a node description (:mod:`.platform`) with ``gflops_by_nb`
 
 - :func:`calibrate_runtime` (``starchol calibrate``'s default): a real factorization
   with the runtime's own codelets and BLAS (``starchol run --trace``, one rank and W
-  workers, or R ranks under ``mpirun``), and each kernel's speed from the tasks of its
+  workers, or R ranks under ``mpirun``, run by the command line's
+  :mod:`starchol.jobs.traced_run`), and each kernel's speed from the tasks of its
   FxT trace: the kernel's flops over the total time its tasks took (a flop-weighted mean
   of the task durations, so the slow calls count as much as the run spent in them).
 - :func:`calibrate` (``--method fork``): the first way below, SciPy's BLAS called from
@@ -24,30 +25,19 @@ kernel's flop count (POTRF NB^3/3, TRSM and SYRK NB^3, GEMM 2 NB^3, ADD NB^2).
 The result is a node description (:mod:`.platform`) with ``gflops_by_nb`` per dtype and
 NB, and ``gflops`` per dtype at the largest NB measured (for other tile sizes).
 """
-import json
 import multiprocessing
 import os
 import platform as _platform
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
 
 import numpy as np
 
-from .task_graph import KERNEL_OF, KERNELS
+from ..model.counts import KERNEL_OF, KERNELS, kernel_flops
 
 #: each worker's figure: this quantile of its call times (the median: a low quantile
 #: would pick the calls made while the other workers were descheduled, on a shared
 #: machine, and lose the effect of the workers running together)
 QUANTILE = 0.5
-#: flops of one call on NB x NB tiles
-FLOPS = {"potrf": lambda nb: nb ** 3 / 3, "trsm": lambda nb: float(nb) ** 3,
-         "syrk": lambda nb: float(nb) ** 3, "gemm": lambda nb: 2.0 * nb ** 3,
-         "add": lambda nb: float(nb) ** 2}
-
-
 def _kernel_call(kernel, nb, dtype, rng):
     """A function that runs ``kernel`` once on fresh-enough NB x NB operands."""
     from scipy.linalg import blas, lapack
@@ -153,9 +143,9 @@ def _node_document(by_nb, nbs, dtypes, workers, how, calibration):
 
 
 def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
-    """Measure every kernel of :data:`~starchol.linalg.task_graph.KERNELS` for each NB in
+    """Measure every kernel of :data:`~starchol.model.counts.KERNELS` for each NB in
     ``nbs`` and dtype in ``dtypes`` with ``workers`` concurrent workers; returns the
-    node description (a dict for :func:`~starchol.linalg.platform.node_from_dict`),
+    node description (a dict for :func:`~starchol.model.platform.node_from_dict`),
     with the seconds measured under ``calibration``. ``progress(done, total)`` after
     each measurement."""
     nbs = [int(nb) for nb in nbs]
@@ -169,7 +159,7 @@ def calibrate(nbs, dtypes=("float64",), workers=1, repeats=None, progress=None):
             for kernel in KERNELS:
                 t = time_kernel(kernel, nb, dtype, workers, reps)
                 secs[kernel] = t
-                speeds[kernel] = round(FLOPS[kernel](nb) / t / 1e9, 4)
+                speeds[kernel] = round(kernel_flops(kernel, nb) / t / 1e9, 4)
                 done += 1
                 if progress is not None:
                     progress(done, total)
@@ -196,7 +186,7 @@ def runtime_n(nb):
 def speeds_from_trace(summary, nb):
     """``{kernel: GFlop/s of one worker}`` from a trace summary (``trace.json`` of
     ``starchol run --trace``) of a run on whole NB x NB tiles: for each kernel of
-    :data:`~starchol.linalg.task_graph.KERNELS`, its tasks' flops over their total
+    :data:`~starchol.model.counts.KERNELS`, its tasks' flops over their total
     duration (codelets mapped to kernels as the simulator does: ``gemm0`` is GEMM, ...).
     Kernels without tasks are left out. ValueError on a summary without tasks."""
     fields = summary.get("task_fields", ["kernel", "rank", "worker", "start_ms", "end_ms"])
@@ -210,78 +200,31 @@ def speeds_from_trace(summary, nb):
         count[kernel] = count.get(kernel, 0) + 1
     if not count:
         raise ValueError("the trace has no tasks of the Cholesky's kernels")
-    return {k: float(f"{count[k] * FLOPS[k](nb) / seconds[k] / 1e9:.6g}")
+    return {k: float(f"{count[k] * kernel_flops(k, nb) / seconds[k] / 1e9:.6g}")
             for k in KERNELS if k in count and seconds[k] > 0}
 
 
-def _runtime_map(ranks):
-    """``starchol run`` map arguments for a calibration on ``ranks`` ranks: a 2.5D map
-    when there is one (its graph has ADD tasks), else 2DBC."""
-    from ..distributions import get_map
-    from ..errors import UsageError
-
-    if ranks >= 2 and ranks % 2 == 0:
-        for name in ("sbc25d", "2dbc25d"):
-            try:
-                get_map(name, ranks, slices=2)
-                return ["--dist", name, "--slices", "2"]
-            except UsageError:
-                continue
-    return ["--dist", "2dbc"]
-
-
-def traced_run(nb, dtype, workers, ranks=1, folder=None, timeout=900, launcher=None):
-    """Run one traced factorization (``starchol run --trace``) of order
-    :func:`runtime_n` in NB x NB tiles with ``workers`` workers per rank on ``ranks``
-    ranks (``mpirun -np R --oversubscribe --bind-to none`` unless ``launcher`` gives
-    the command prefix); returns the trace summary. RuntimeError with the run's error
-    output when it fails."""
-    own = folder is None
-    folder = folder or tempfile.mkdtemp(prefix="starchol-calibrate-")
-    try:
-        trace = os.path.join(folder, "trace")
-        cmd = [sys.executable, "-m", "starchol", "run", *_runtime_map(ranks), "--n",
-               str(runtime_n(nb)), "--nb", str(nb), "--dtype", dtype, "--workers",
-               str(workers), "--quiet", "--trace", trace]
-        if launcher is not None:
-            cmd = [*launcher, *cmd]
-        elif ranks > 1:
-            cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), *cmd]
-        env = dict(os.environ, STARPU_SILENT="1", STARPU_WORKERS_NOBIND="1",
-                   STARPU_MPI_NOBIND="1")
-        env.setdefault("STARPU_HOME", folder)
-        if os.geteuid() == 0:
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"the calibration run failed ({proc.returncode}): "
-                               f"{' '.join(cmd)}\n{(proc.stderr or proc.stdout)[-2000:]}")
-        with open(os.path.join(trace, "trace.json")) as f:
-            return json.load(f)
-    finally:
-        if own:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def calibrate_runtime(nbs, dtypes=("float64",), workers=1, ranks=1, progress=None,
-                      launcher=None):
-    """Kernel speeds from traced factorizations (:func:`traced_run`, one per NB and
-    dtype) with the runtime's codelets and BLAS, ``workers`` workers on each of
-    ``ranks`` ranks sharing this machine (as the run to be simulated has them);
-    returns the node description (``workers`` = W). ADD, which only 2.5D graphs run,
-    is timed as :func:`calibrate` does when the run had none. ``progress(done, total)``
-    after each run."""
+def calibrate_runtime(nbs, traced_run, dtypes=("float64",), workers=1, ranks=1,
+                      progress=None):
+    """Kernel speeds from traced factorizations with the runtime's codelets and BLAS,
+    one per NB and dtype, ``workers`` workers on each of ``ranks`` ranks sharing this
+    machine (as the run to be simulated has them); returns the node description
+    (``workers`` = W). ``traced_run(n, nb, dtype)`` runs the factorization of order
+    ``n`` (:func:`runtime_n`) and returns its trace summary: the command line's
+    ``starchol.jobs.traced_run.traced_run`` (the library builds no command line). ADD,
+    which only 2.5D graphs run, is timed as :func:`calibrate` does when the run had none.
+    ``progress(done, total)`` after each run."""
     nbs = [int(nb) for nb in nbs]
     total, done = len(nbs) * len(dtypes), 0
     by_nb, spans = {}, {}
     for dtype in dtypes:
         by_nb[dtype], spans[dtype] = {}, {}
         for nb in nbs:
-            summary = traced_run(nb, dtype, workers, ranks, launcher=launcher)
+            summary = traced_run(runtime_n(nb), nb, dtype)
             speeds = speeds_from_trace(summary, nb)
             if "add" not in speeds:
                 t = time_kernel("add", nb, dtype, max(1, workers * ranks), repeats_for(nb))
-                speeds["add"] = round(FLOPS["add"](nb) / t / 1e9, 4)
+                speeds["add"] = round(kernel_flops("add", nb) / t / 1e9, 4)
             missing = [k for k in KERNELS if k not in speeds]
             if missing:
                 raise RuntimeError(f"the calibration run (NB = {nb}) has no "

@@ -34,8 +34,12 @@ from ..collective import agree, allreduce_min
 from ..runtime.errors import SessionError, agree_callback_error
 from .errors import NotPositiveDefiniteError
 from .distributed import DistributedMatrix, check_map, map_key
-from .record import RunRecord, now_utc
-from .volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes
+from .record import RunRecord
+from ..units import now_utc
+from ..model.counts import local_task_count, solve_task_count, task_count
+from ..model.operations import SOLVE_PASSES, predicted_pairs_bytes
+from ..model.rhs_volume import check_variant
+from .rhs_solve import residual_variant, solve_variant, submit_residual_rhs, submit_solve_rhs
 
 
 #: a graph of at most this many tasks per rank is submitted whole before the workers
@@ -50,25 +54,6 @@ def _small_graph(tasks, comm):
     return tasks <= WAKE_AFTER_TASKS * comm.Get_size()
 
 
-def task_count(nt):
-    """Tasks of the 2D Cholesky graph on nt x nt tiles, all ranks: nt POTRF, nt(nt-1)/2
-    TRSM and SYRK, nt(nt-1)(nt-2)/6 GEMM (= nt(nt+1)(nt+2)/6); the residual graph's
-    SYRK/GEMM count is of the same order."""
-    return nt * (nt + 1) * (nt + 2) // 6
-
-
-def solve_task_count(nt, kt, which="both"):
-    """Tasks of the two triangular solves on nt x nt tiles of L and nt x kt tiles of B,
-    all ranks: nt(nt+1)/2 TRSM or GEMM per tile column of B and per direction (``which``
-    "forward" or "backward": one direction)."""
-    return nt * (nt + 1) * kt // (2 if which in ("forward", "backward") else 1)
-
-
-def flops(n):
-    """Flop count of the factorization, N^3 / 3."""
-    return n ** 3 / 3.0
-
-
 def partial_mask(nt, c, s, it=None):
     """uint8 (nt, nt): tiles (i, j), i >= j, of which slice ``s`` keeps a partial sum
     (it updates them, it[k] == s for some k < j, and does not factor them, it[j] != s).
@@ -77,17 +62,6 @@ def partial_mask(nt, c, s, it=None):
     cols = (slice_updates(it, c)[s] > 0) & (it != s)
     return np.ascontiguousarray(np.tril(np.ones((nt, nt), dtype=bool)) & cols[None, :],
                                 dtype=np.uint8)
-
-
-def local_task_count(slice_owners, rank, it=None):
-    """Tasks of the Cholesky graph that run on ``rank`` (for progress displays): every
-    slice's updates of its copies, the ADDs and POTRF/TRSM of the factoring copies.
-    ``slice_owners`` is (c, nt, nt) (c = 1 for a 2D map), ``it`` the slice of each
-    iteration; the count is :func:`starchol.distributions.load.task_counts`'s."""
-    from ..distributions.load import task_counts
-
-    counts = task_counts(slice_owners, it=it)
-    return int(counts[rank]) if 0 <= rank < len(counts) else 0
 
 
 def get_session(comm, session=None):
@@ -109,6 +83,14 @@ def get_session(comm, session=None):
                     "Session(comm).start() before cholesky"))
         return session
     return Session.current() or Session(comm).start()
+
+
+def _check_variant(variant):
+    """UsageError unless ``variant`` names a solve variant or ``"auto"``."""
+    try:
+        check_variant(variant)
+    except ValueError as exc:
+        raise UsageError(str(exc), param="variant") from None
 
 
 def _graphs():
@@ -164,7 +146,7 @@ class Factor:
                 local += float(np.sum(np.log(np.diag(t).astype(np.float64))))
         return 2.0 * self.L.comm.allreduce(local)
 
-    def solve(self, B, overwrite_b=False, root=0):
+    def solve(self, B, overwrite_b=False, root=0, variant="auto"):
         """X with A X = B, by the tiled forward (L Y = B) and backward (L^T X = Y)
         triangular solves, run as tasks on the runtime. Collective.
 
@@ -183,17 +165,24 @@ class Factor:
             Ignored for a numpy B (which is never modified).
         root : int
             The rank that holds a numpy B and receives X (default 0).
+        variant : {"auto", "rhs", "factor"}
+            The graph: ``"rhs"`` keeps L in place and moves blocks of B and NB x K
+            partial sums (the ``solve_rhs`` graph), ``"factor"`` runs every task where
+            its block of B lives and moves L's tiles there (the ``solve`` graph);
+            ``"auto"`` (default) takes the one with fewer bytes on the busiest link for
+            B's K columns (:func:`~starchol.model.rhs_volume.choose_variant`: few
+            right-hand sides, ``"rhs"``). The same on every rank.
 
         Returns
         -------
         DistributedMatrix or numpy.ndarray or None
             X, laid out like B; for a numpy B, X on ``root`` and None elsewhere. The
-            solve's record (bytes measured and predicted per pair) is
-            :attr:`solve_record`.
+            solve's record (bytes measured and predicted per pair, the variant that ran
+            and why: ``extra["solve_variant"]``) is :attr:`solve_record`.
         """
-        return self._solve_any("solve", B, overwrite_b, root)
+        return self._solve_any("solve", B, overwrite_b, root, variant)
 
-    def solve_triangular(self, B, trans=False, overwrite_b=False, root=0):
+    def solve_triangular(self, B, trans=False, overwrite_b=False, root=0, variant="auto"):
         """Y with L Y = B, or with L^T Y = B when ``trans``: one of :meth:`solve`'s two
         passes, run as tasks on the runtime. Collective.
 
@@ -213,6 +202,8 @@ class Factor:
             Solve in place in B's tiles (no copy); a read-only tile is a UsageError.
         root : int
             The rank that holds a numpy B and receives Y (default 0).
+        variant : {"auto", "rhs", "factor"}
+            The graph, as for :meth:`solve` (chosen for this pass alone).
 
         Returns
         -------
@@ -229,9 +220,9 @@ class Factor:
             f"trans must be True or False, got {trans!r}", param="trans"),
             same={"trans": bool(trans) if valid else repr(trans)})
         return self._solve_any("backward_solve" if trans else "forward_solve", B,
-                               overwrite_b, root)
+                               overwrite_b, root, variant)
 
-    def _solve_any(self, operation, B, overwrite_b, root):
+    def _solve_any(self, operation, B, overwrite_b, root, variant="auto"):
         """:meth:`_solve` of a DistributedMatrix B, or of a numpy array on ``root``
         (scattered, solved, gathered back to ``root``; what other ranks pass is ignored,
         as by :meth:`DistributedMatrix.from_numpy`). The ranks agree first on which it
@@ -245,6 +236,7 @@ class Factor:
         error, mode = None, None
         try:
             root = check_root(root, comm)
+            _check_variant(variant)
             mode = ("distributed" if isinstance(B, DistributedMatrix) else
                     "none" if B is None else "array")
         except Exception as exc:  # noqa: BLE001 - shared below
@@ -255,9 +247,9 @@ class Factor:
                 "B must be a DistributedMatrix on every rank, or a numpy array on the root "
                 f"rank ({root}) and None elsewhere; the ranks gave "
                 + ", ".join(f"rank {r}: {m}" for r, m in enumerate(modes)), param="B")
-        agree(comm, error, same={"root": root})
+        agree(comm, error, same={"root": root, "variant": repr(variant)})
         if set(modes) == {"distributed"}:
-            return self._solve(operation, B, overwrite_b)
+            return self._solve(operation, B, overwrite_b, variant)
         L = self.L
         error, shape, array = None, None, None
         if comm.Get_rank() == root:
@@ -279,12 +271,13 @@ class Factor:
         shape = comm.bcast(shape, root=root)
         Bd = DistributedMatrix.from_numpy(array, L.nb, self.tile_map, kind="rhs", root=root,
                                           comm=comm)
-        X = self._solve(operation, Bd, True).gather(root)
+        X = self._solve(operation, Bd, True, variant).gather(root)
         return None if X is None else X.reshape(shape)
 
-    def _solve(self, operation, B, overwrite_b):
+    def _solve(self, operation, B, overwrite_b, variant="auto"):
         """:meth:`solve` or :meth:`solve_triangular`: the passes of ``operation``
-        (:data:`~starchol.linalg.volume.SOLVE_PASSES`). Collective."""
+        (:data:`~starchol.model.volume.SOLVE_PASSES`) by the graph of ``variant``
+        (checked and agreed on by the caller). Collective."""
         which = SOLVE_PASSES[operation]
         method = "solve" if operation == "solve" else "solve_triangular"
         session, L = self._running_session(method), self.L
@@ -292,27 +285,29 @@ class Factor:
         check_operand(comm, B, "B", self.tile_map, "overwrite_b" if overwrite_b else None,
                        kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
         X = B if overwrite_b else B.copy()
+        name, summary, predicted = solve_variant(session, self.tile_map, L, B.ncols, which,
+                                                 variant)
         count = solve_task_count(L.nt, X.kt, which)
         with session.computation(deferred=_small_graph(count, comm), measured=True) as c:
             hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
             hb = c.register(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
                             elemsize=X.itemsize)
-            tasks = _graphs().solve(hl, hb, forward=which != "backward",
-                                    backward=which != "forward")
+            if name == "rhs":
+                tasks = submit_solve_rhs(c, _graphs(), hl, hb, L, X, comm.Get_size(),
+                                         which)
+            else:
+                tasks = _graphs().solve(hl, hb, forward=which != "backward",
+                                        backward=which != "forward")
             c.submitted()
             c.wait()   # no callback: nothing to agree on
-        predicted = None
-        if session.stats:
-            predicted = solve_transfer_pairs_bytes(self.tile_map, L.n, L.nb, B.ncols,
-                                                   cache=session.cache, itemsize=L.itemsize,
-                                                   which=which)
         self.solve_record = _record(session, operation, self.tile_map, L, c, tasks,
-                                    predicted, nrhs=B.ncols)
+                                    predicted if session.stats else None, nrhs=B.ncols,
+                                    extra={"solve_variant": summary})
         return X
 
     def residual(self, A):
         """||A - L L^T||_F / ||A||_F, computed where the tiles live (the update as
-        SYRK/GEMM tasks, the norms scaled by the largest entry, so that entries near
+        SYRK/GEMM tasks, the norms scaled, so that entries near
         1e300 or 1e-300 neither overflow nor underflow:
         :meth:`~starchol.linalg.distributed.DistributedMatrix.frobenius_parts`).
         Collective. A: the factored matrix, a ``DistributedMatrix`` laid out like L."""
@@ -371,7 +366,7 @@ class Factor:
                        dtype=L.dtype)
         check_operand(comm, B, "B", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
                        dtype=L.dtype, ncols=X.ncols)
-        R = rhs_residual(session, A, X, B)
+        R = rhs_residual(session, A, X, B, tile_map=self.tile_map)
         return backward_error(R.frobenius_parts(), A.frobenius_parts(),
                                X.frobenius_parts(), B.frobenius_parts())
 
@@ -398,16 +393,24 @@ def symmetric_tiles(A):
     return {ij: (_symmetrized(t) if ij[0] == ij[1] else t) for ij, t in A.tiles.items()}
 
 
-def rhs_residual(session, A, X, B, tiles=None):
-    """R = B - A X as GEMM tasks where R's row tiles live (the ``symm_residual`` graph):
-    the body of :meth:`Factor.solve_residual`, without its checks. Collective.
+def rhs_residual(session, A, X, B, tiles=None, tile_map=None, variant="auto"):
+    """R = B - A X as GEMM tasks: the body of :meth:`Factor.solve_residual`, without
+    its checks. Collective.
 
-    ``A`` symmetric (lower tiles, laid out by the map), ``X`` and ``B`` right-hand sides
-    (N x K) of A's dtype, all checked by the caller. ``tiles``: A's
+    ``A`` symmetric (lower tiles, laid out by ``tile_map``), ``X`` and ``B`` right-hand
+    sides (N x K) of A's dtype, all checked by the caller. ``tiles``: A's
     :func:`symmetric_tiles`, when the caller keeps them for several residuals (else
-    made here). Returns R, laid out like B; A, X and B are not modified. Its bytes are
-    :func:`~starchol.linalg.volume.residual_transfer_pairs_bytes`.
+    made here). ``variant``: ``"factor"`` (the ``symm_residual`` graph: every task where
+    R's row tile lives, A's tiles move; its bytes
+    :func:`~starchol.model.volume.residual_transfer_pairs_bytes`), ``"rhs"`` (the
+    ``symm_residual_rhs`` graph: A in place, X's blocks and partial sums move;
+    :func:`~starchol.model.rhs_volume.rhs_residual_transfer_pairs_bytes`) or
+    ``"auto"`` (fewer bytes on the busiest link; needs ``tile_map``, else
+    ``"factor"``). Returns R, laid out like B; A, X and B are not modified.
     """
+    name = "factor" if tile_map is None and variant == "auto" else variant
+    if name == "auto":
+        name = residual_variant(session, tile_map, A, X.ncols, variant)[0]
     R = B.copy()
     # the diagonal tiles with both triangles (A stores the lower one): local copies
     if tiles is None:
@@ -419,7 +422,10 @@ def rhs_residual(session, A, X, B, tiles=None):
                         elemsize=X.itemsize)
         hr = c.register(R.owners, R.tiles, R.rows, R.cols, stored=R.stored,
                         elemsize=R.itemsize)
-        _graphs().symm_residual(ha, hx, hr)
+        if name == "rhs":
+            submit_residual_rhs(c, _graphs(), ha, hx, hr, A, X, session.comm.Get_size())
+        else:
+            _graphs().symm_residual(ha, hx, hr)
         c.wait()   # no callback: nothing to agree on
     return R
 
@@ -552,8 +558,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         raise NotPositiveDefiniteError(first, L.n, finite=finite)
     predicted = None
     if session.stats:
-        predicted = transfer_pairs_bytes(tile_map, L.n, L.nb, cache=session.cache,
-                                         itemsize=L.itemsize)
+        predicted = predicted_pairs_bytes("cholesky", tile_map, L.n, L.nb,
+                                          cache=session.cache, itemsize=L.itemsize)
     return Factor(L, tile_map, session,
                   _record(session, "cholesky", tile_map, L, c, tasks, predicted))
 
@@ -653,7 +659,8 @@ def _first_failure(L, info, comm, failed=None):
     return first // 2, not first % 2
 
 
-def _record(session, operation, tile_map, L, computation, tasks, predicted, nrhs=0):
+def _record(session, operation, tile_map, L, computation, tasks, predicted, nrhs=0,
+            extra=None):
     """The record of one ``measured`` computation (its times and bytes: a
     :class:`~starchol.runtime.computation.Computation`), identical on every rank.
     Collective."""
@@ -672,9 +679,8 @@ def _record(session, operation, tile_map, L, computation, tasks, predicted, nrhs
         nrhs=int(nrhs), dtype=str(L.dtype), time_s=elapsed, submit_s=t_sub,
         tasks=sum(g[1] for g in gathered), bytes_measured_pairs=measured,
         bytes_predicted_pairs=None if predicted is None else predicted.tolist(),
-        **{**job, "date": gathered[0][2]})
+        extra=extra or {}, **{**job, "date": gathered[0][2]})
 
 
-__all__ = ["backward_error", "check_operand", "cholesky", "Factor", "flops", "get_session",
-           "local_task_count", "partial_mask", "rhs_residual", "solve_task_count",
-           "symmetric_tiles", "task_count"]
+__all__ = ["backward_error", "check_operand", "cholesky", "Factor", "get_session",
+           "partial_mask", "rhs_residual", "symmetric_tiles"]

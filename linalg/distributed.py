@@ -11,7 +11,7 @@ Two kinds, with the map rules:
 - ``"symmetric"``: an N x N symmetric matrix, lower triangle stored (tiles i >= j).
   Tile (i, j) lives on the map's owner of (i, j); for a 2.5D map with c slices, on the
   owner of (i, j) in slice j mod c (the slice that factors column j), which is also
-  where L[i][j] ends (:func:`~starchol.linalg.volume.factor_owners`).
+  where L[i][j] ends (:func:`~starchol.model.volume.factor_owners`).
 - ``"rhs"``: right-hand sides, an N x K matrix, every tile stored. Row tile i lives
   where L's diagonal tile (i, i) lives, for every tile column (so the solve moves only
   L's off-diagonal tiles and the finished B[k]).
@@ -21,16 +21,18 @@ import operator
 
 import numpy as np
 
-from ..collective import Keyed, agree, allreduce_max
+from ..collective import Keyed, agree
 from ..distributions.base import TileMap, nodes_text
 from ..errors import UsageError
 from .tile_arena import arena_views, packed
 from .tile_transfer import gather_dense, scatter_dense
+from .norms import block_norm, norm_parts
 from .tiled import check_shape, check_sizes
-from .volume import factor_owners, tile_extents
+from ..model.operations import BYTES_PER_ENTRY
+from ..model.volume import factor_owners, tile_extents
 
 #: dtypes with kernels
-DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+DTYPES = tuple(np.dtype(name) for name in BYTES_PER_ENTRY)
 KINDS = ("symmetric", "rhs")
 
 
@@ -462,28 +464,22 @@ class DistributedMatrix:
             else:
                 yield t, 2.0 if self.kind == "symmetric" else 1.0
 
-    def frobenius_parts(self):
-        """``(amax, ssq)`` with ||M||_F = amax * sqrt(ssq), for the whole symmetric
-        matrix when ``symmetric``. Collective (two reductions on :attr:`comm`).
-
-        amax is the largest magnitude and ssq the sum of squares of M / amax, so that
-        entries near 1e300 or 1e-300 neither overflow nor underflow (a plain sum of
-        squares is inf beyond about 1e154 and 0 below 1e-162); a ratio of two norms
-        taken from these parts stays exact where the norms themselves would not. A NaN
-        or Inf entry gives amax Inf and an unscaled ssq (Inf or NaN).
-        """
-        local = 0.0
-        for t, _ in self._lower_parts():
-            if t.size:
-                m = float(np.max(np.abs(t)))
-                local = max(local, m if np.isfinite(m) else np.inf)
-        amax = allreduce_max(self.comm, local)
-        scale = amax if 0.0 < amax < np.inf else 1.0
-        ssq = 0.0
-        for t, weight in self._lower_parts():
-            t = t / scale
-            ssq += weight * float(np.vdot(t, t))
-        return amax, self.comm.allreduce(ssq)
+    def frobenius_parts(self, tiles=None):
+        """``(scale, ssq)`` with ||M||_F = scale * sqrt(ssq), for the whole symmetric
+        matrix when ``symmetric`` (:func:`~starchol.linalg.norms.norm_parts`: scale is
+        the largest norm of a block of entries, so that entries near 1e300 or 1e-300
+        neither overflow nor underflow, and a ratio of two norms taken from these parts
+        stays exact where the norms themselves would not). A NaN or Inf entry gives
+        ``(inf, inf)``. ``tiles``: read these tiles instead of M's own (for a symmetric
+        M, diagonal tiles that hold both triangles, as
+        :func:`~starchol.linalg.cholesky.symmetric_tiles` makes them: no temporary
+        copies). Collective (two reductions on :attr:`comm`)."""
+        if tiles is None:
+            blocks = self._lower_parts()
+        else:
+            blocks = ((t, 2.0 if self.kind == "symmetric" and i != j else 1.0)
+                      for (i, j), t in tiles.items())
+        return norm_parts(self.comm, [(block_norm(t), w) for t, w in blocks if t.size])
 
     def __repr__(self):
         return (f"<DistributedMatrix {self.kind} {self.n} x {self.ncols} {self.dtype}, "

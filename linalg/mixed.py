@@ -11,9 +11,10 @@ and like LAPACK's ``dsposv``:
    communication; A stays float64 and unchanged) and factored, A32 = L L^T, with
    the float32 kernels: the same transfers as float64, half the bytes.
 2. X = (L L^T)^-1 B in float32, then iterative refinement in float64:
-   R = B - A X (distributed, tasks where R's row tiles live:
-   :func:`~starchol.linalg.cholesky.rhs_residual`, the graph of
-   ``Factor.solve_residual``), stop when the backward error
+   R = B - A X (distributed: :func:`~starchol.linalg.cholesky.rhs_residual`, the graph
+   of ``Factor.solve_residual``; it and the float32 solves run the variant with fewer
+   bytes on the busiest link, for few right-hand sides the one that keeps A and L in
+   place and moves NB x K blocks), stop when the backward error
    ||R||_F / (||A||_F ||X||_F + ||B||_F) is at most sqrt(N) eps (eps = 2^-53 =
    1.1e-16: LAPACK's ``dsposv`` stops at ||r||_inf <= sqrt(N) eps ||A||_inf ||x||_inf
    per column; starchol takes the normwise backward error of all columns at once),
@@ -39,7 +40,7 @@ log-likelihood by 1.9e-6 relative; a float64 factor's is about 1e-13.
 (``exact=True`` factors A in float64 when no fallback did, for a log-determinant as
 accurate as float64's; that costs a float64 factorization).
 
-The bytes, exactly: :func:`~starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`
+The bytes, exactly: :func:`~starchol.model.mixed_volume.mixed_transfer_pairs_bytes`
 (``starchol volume --dtype mixed --nrhs K --iterations I``).
 """
 import math
@@ -54,8 +55,10 @@ from .cholesky import (backward_error, check_operand, cholesky, get_session, rhs
                        symmetric_tiles)
 from .distributed import DistributedMatrix, check_map, map_key
 from .errors import NotPositiveDefiniteError
-from .mixed_volume import FALLBACKS, mixed_phase_bytes
-from .record import RunRecord, now_utc
+from .norms import block_norm, norm_parts
+from ..model.mixed_volume import FALLBACKS, mixed_phase_bytes
+from .record import RunRecord
+from ..units import now_utc
 
 #: LAPACK's unit roundoff for float64 (``dlamch('E')``): 2^-53
 EPS64 = 2.0 ** -53
@@ -86,7 +89,7 @@ class MixedSolution:
     fallback : None or str
         None, or why the answer comes from a float64 factorization: ``"range"``,
         ``"factorization"`` or ``"refinement"``
-        (:data:`~starchol.linalg.mixed_volume.FALLBACKS`).
+        (:data:`~starchol.model.mixed_volume.FALLBACKS`).
     reason : str or None
         The fallback in words (what failed, with the figures), None without one.
     backward_error : float
@@ -211,30 +214,6 @@ def _checked(comm, A, B, tile_map, max_iterations, tolerance):
     check_operand(comm, B, "B", tile_map, kind="rhs", n=A.n, nb=A.nb, dtype=np.float64)
 
 
-def _norm_parts(M, tiles=None):
-    """``(scale, ssq)`` with ||M||_F = scale * sqrt(ssq) (the whole symmetric matrix for
-    a symmetric M), in the form :func:`~starchol.linalg.cholesky.backward_error` takes
-    (:meth:`~starchol.linalg.distributed.DistributedMatrix.frobenius_parts`'s), from one
-    BLAS ``nrm2`` per tile (scaled: no overflow or underflow), without the temporary
-    copies of ``frobenius_parts``: one read of A instead of several, which matters at
-    N = 8192 (0.5 GB). ``tiles``: M's tiles to read (for a symmetric M, the diagonal
-    ones with both triangles: :func:`~starchol.linalg.cholesky.symmetric_tiles`).
-    Collective (two reductions)."""
-    from scipy.linalg.blas import dnrm2
-
-    tiles = M.tiles if tiles is None else tiles
-    norms = []
-    for (i, j), t in tiles.items():
-        weight = 2.0 if M.kind == "symmetric" and i != j else 1.0
-        if t.size:
-            norms.append((float(dnrm2(t.reshape(-1, order="F"))), weight))
-    local = max((v for v, _ in norms), default=0.0)
-    scale = allreduce_max(M.comm, local if np.isfinite(local) else np.inf)
-    if not 0.0 < scale < np.inf:
-        return scale, (0.0 if scale == 0.0 else np.inf)
-    return scale, M.comm.allreduce(sum(w * (v / scale) ** 2 for v, w in norms))
-
-
 class _TileNorms:
     """``each`` of :meth:`DistributedMatrix.astype` for the float32 copy of a symmetric
     A: the Frobenius norm of each new tile (BLAS ``snrm2``, while the tile is in cache;
@@ -263,15 +242,8 @@ class _TileNorms:
         """(scale, ssq) of ||A||_F: the off-diagonal tiles' norms of float32's rounding
         of A (a relative 6e-8, nothing for a stopping test), the diagonal ones from
         ``tiles``, A's :func:`~starchol.linalg.cholesky.symmetric_tiles`. Collective."""
-        from scipy.linalg.blas import dnrm2
-
-        self.norms += [(float(dnrm2(t.reshape(-1, order="F"))), 1.0)
-                       for (i, j), t in tiles.items() if i == j and t.size]
-        local = max((v for v, _ in self.norms), default=0.0)
-        scale = allreduce_max(comm, local if np.isfinite(local) else np.inf)
-        if not 0.0 < scale < np.inf:
-            return scale, (0.0 if scale == 0.0 else np.inf)
-        return scale, comm.allreduce(sum(w * (v / scale) ** 2 for v, w in self.norms))
+        self.norms += [(block_norm(t), 1.0) for (i, j), t in tiles.items() if i == j and t.size]
+        return norm_parts(comm, self.norms)
 
 
 def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
@@ -369,7 +341,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
         X = D.astype(np.float64, 1.0 / scale)
         while True:
             mark = session.bytes_sent()
-            R = rhs_residual(session, A, X, B, a_tiles)
+            R = rhs_residual(session, A, X, B, a_tiles, tile_map=tile_map)
             count("residual64", mark)
             r_parts = R.frobenius_parts()
             eta = backward_error(r_parts, a_parts, X.frobenius_parts(), b_parts)
@@ -413,10 +385,10 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
         mark = count("factor64", mark)
         X = factor.solve(B)
         mark = count("solve64", mark)
-        R = rhs_residual(session, A, X, B)
+        R = rhs_residual(session, A, X, B, tile_map=tile_map)
         count("residual64", mark)
         if a_parts is None or not np.isfinite(a_parts[0]):
-            a_parts, b_parts = _norm_parts(A, symmetric_tiles(A)), B.frobenius_parts()
+            a_parts, b_parts = A.frobenius_parts(symmetric_tiles(A)), B.frobenius_parts()
         eta = backward_error(R.frobenius_parts(), a_parts, X.frobenius_parts(), b_parts)
         times["fallback"] = time.perf_counter() - t0
     elapsed = time.perf_counter() - t_start

@@ -7,7 +7,6 @@ dataclass, one :meth:`RunRecord.to_json`, one :meth:`RunRecord.from_json`.
 Units: seconds for times, bytes for volumes (``*_pairs`` are P x P lists, sender row,
 receiver column), tiles only where a name says so.
 """
-import datetime
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -126,11 +125,9 @@ class RunRecord:
     def flops(self):
         """Floating-point operations of the computation: N^3/3 for a factorization,
         2 N^2 K for a solve (forward and backward), N^2 K for one of its passes."""
-        if self.operation == "solve":
-            return 2.0 * self.n * self.n * self.nrhs
-        if self.operation in ("forward_solve", "backward_solve"):
-            return 1.0 * self.n * self.n * self.nrhs
-        return self.n ** 3 / 3.0
+        from ..model.counts import operation_flops
+
+        return operation_flops(self.operation, self.n, self.nrhs)
 
     @property
     def gflops(self):
@@ -305,7 +302,7 @@ def _check_mixed(mixed):
     """The ``mixed`` object of ``starchol run --dtype mixed`` (or None): ``iterations`` a
     count, ``fallback`` null or one of :data:`~.mixed_volume.FALLBACKS`, its figures
     numbers."""
-    from .mixed_volume import FALLBACKS
+    from ..model.mixed_volume import FALLBACKS
 
     if mixed is None:
         return
@@ -343,10 +340,5 @@ def _plain(v):
     return v
 
 
-def now_utc():
-    """The current UTC time, ISO 8601 with seconds."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 __all__ = ["NUMBER_KEYS", "PAIR_KEYS", "REQUIRED", "RUNTIME_KEYS", "RunRecord", "check_document",
-           "pair_matrix", "now_utc"]
+           "pair_matrix"]

@@ -7,7 +7,7 @@ SimGrid (C++ S4U API): one host per node with W cores, per-node list scheduling 
 priority (StarPU's ``prio``), one transfer per tile version and receiving node with the
 cache on (per task and remote operand with it off), each node's full-duplex link and an
 optional shared backbone. The simulated bytes per node pair are the exact model's
-(:func:`~starchol.linalg.volume.transfer_pairs_bytes`), by construction and by test.
+(:func:`~starchol.model.volume.transfer_pairs_bytes`), by construction and by test.
 
 SimGrid keeps one engine per process, and aborts the process on some internal
 errors: every simulation runs in a child process of its own (fork), which sends its
@@ -23,8 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import StarcholError
-from .platform import DTYPES
-from .task_graph import KERNELS, record_cholesky, record_solve
+from ..model.operations import BYTES_PER_ENTRY
+from ..model.platform import DTYPES
+from ..model.counts import KERNELS
+from .task_graph import record_cholesky, record_solve
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT  # noqa: F401
 
 #: report progress every this many simulated tasks
@@ -44,7 +46,7 @@ class SimulationResult:
 
     ``pair_bytes[a, b]`` is what node a sent to node b; ``busy`` each node's task time
     over W x makespan; per task (submission order): ``start``, ``end`` (s), ``node``,
-    ``worker``, ``kernel`` (index in :data:`~starchol.linalg.task_graph.KERNELS`).
+    ``worker``, ``kernel`` (index in :data:`~starchol.model.counts.KERNELS`).
     ``critical_path_s``: the longest chain of task durations (transfers free);
     ``critical_path_comm_s``: the same with each transfer's time alone on its route.
     """
@@ -162,7 +164,7 @@ def _run_in_child(args, kwargs, progress):
 def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progress=None,
                    sends_in_flight=None, pair_serial=False, runtime=None):
     """Simulate a recorded :class:`~starchol.linalg.task_graph.TaskGraph` on
-    ``platform`` (a :class:`~starchol.linalg.platform.Platform` with as many nodes as
+    ``platform`` (a :class:`~starchol.model.platform.Platform` with as many nodes as
     the graph). ``nb``: the tile size, to pick calibrated kernel speeds. ``progress``:
     callable(done_tasks, total_tasks). ``sends_in_flight``: sends per node at once, the
     others queued by priority (0: no limit; None: the runtime's); ``pair_serial``: one
@@ -210,7 +212,7 @@ def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, fl
                       progress=None, sends_in_flight=None, pair_serial=False, runtime=None):
     """Simulate ``cholesky`` of an n x n matrix in nb x nb tiles under ``tile_map`` on
     ``platform``. Returns a :class:`SimulationResult` (GFlop/s of N^3/3 flops)."""
-    graph = record_cholesky(tile_map, n, nb, itemsize=4 if dtype == "float32" else 8,
+    graph = record_cholesky(tile_map, n, nb, itemsize=BYTES_PER_ENTRY[dtype],
                             flush=flush)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
                           pair_serial, runtime)
@@ -221,7 +223,7 @@ def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
                    pair_serial=False, runtime=None):
     """Simulate the solve L L^T X = B (B n x nrhs) after the factorization (which the
     runtime finishes first: the two times add up). GFlop/s of 2 N^2 nrhs flops."""
-    graph = record_solve(tile_map, n, nb, nrhs, itemsize=4 if dtype == "float32" else 8,
+    graph = record_solve(tile_map, n, nb, nrhs, itemsize=BYTES_PER_ENTRY[dtype],
                          which=which)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
                           pair_serial, runtime)

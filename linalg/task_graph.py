@@ -17,17 +17,11 @@ import numpy as np
 
 from .cholesky import partial_mask
 from .distributed import layout
-from .volume import DOUBLE_BYTES, tile_extents
+from ..model.counts import KERNEL_OF, KERNELS, codelet_flops, operation_flops
+from ..model.volume import DOUBLE_BYTES, tile_extents
 
 #: a record's columns: see pyx/starchol_sim.h (key, priority, then 3 x (data, mode, owner))
 REC_WIDTH = 12
-#: the kernel of each codelet the graphs insert, for durations (2.5D's first updates
-#: and the solve's passes run the same BLAS/LAPACK calls)
-KERNEL_OF = {"potrf": "potrf", "trsm": "trsm", "syrk": "syrk", "syrk0": "syrk",
-             "gemm": "gemm", "gemm0": "gemm", "add": "add", "tril": "add",
-             "trsm_fwd": "trsm", "trsm_bwd": "trsm", "gemm_fwd": "gemm", "gemm_bwd": "gemm"}
-#: the kernels a node description gives speeds for
-KERNELS = ("potrf", "trsm", "syrk", "gemm", "add")
 
 
 @dataclass
@@ -113,21 +107,7 @@ def _finish(records, itemsize, data, nodes, flops_total):
     flops = np.zeros(len(tasks))
     for x, name in enumerate(key_names):
         sel = which == x
-        if name == "potrf":
-            f = wr ** 3 / 3
-        elif name == "trsm":                         # L[m][k] = A[m][k] L[k][k]^-T
-            f = wr * wc ** 2
-        elif name in ("syrk", "syrk0"):              # A[n][n] -= L[n][k] L[n][k]^T
-            f = wr ** 2 * r0
-        elif name in ("gemm", "gemm0"):              # A[m][n] -= L[m][k] L[n][k]^T
-            f = 2 * wr * wc * r0
-        elif name in ("trsm_fwd", "trsm_bwd"):       # B[k] = L[k][k]^-1 B[k]
-            f = wr ** 2 * wc
-        elif name in ("gemm_fwd", "gemm_bwd"):       # B[m] -= L[.][.] B[k]
-            f = 2 * wr * wc * r1
-        else:                                        # add, tril: one flop per entry
-            f = wr * wc
-        flops[sel] = f[sel]
+        flops[sel] = codelet_flops(name, wr, wc, r0, r1)[sel]
     return TaskGraph(records=np.ascontiguousarray(records),
                      codelet=which.astype(np.int32), codelet_names=key_names,
                      kernel_names=[KERNEL_OF[n] for n in key_names], flops=flops,
@@ -163,7 +143,8 @@ def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):
         g.cholesky(home, partials, so, it, info, flush, 0, nt, False)
     finally:
         records, _ = b.record_stop()
-    return _finish(records, itemsize, data, tile_map.nodes, n ** 3 / 3.0)
+    return _finish(records, itemsize, data, tile_map.nodes,
+                   operation_flops("cholesky", n))
 
 
 def record_solve(tile_map, n, nb, nrhs, itemsize=DOUBLE_BYTES, which="both"):
@@ -188,5 +169,6 @@ def record_solve(tile_map, n, nb, nrhs, itemsize=DOUBLE_BYTES, which="both"):
         g.solve(hl, hb, forward=which != "backward", backward=which != "forward")
     finally:
         records, _ = b.record_stop()
-    passes = 2 if which == "both" else 1
-    return _finish(records, itemsize, data, tile_map.nodes, passes * float(n) ** 2 * nrhs)
+    operation = {"both": "solve", "forward": "forward_solve", "backward": "backward_solve"}
+    return _finish(records, itemsize, data, tile_map.nodes,
+                   operation_flops(operation[which], n, nrhs))

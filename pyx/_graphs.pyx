@@ -367,3 +367,208 @@ cdef int _symm_residual(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
     for k in range(nt * kt):
         cache_flush(x[k])
     return 0
+
+
+# ---------------------------------------------------------------------------
+# The right-hand-side variant: L (A) stays in place, the blocks of B and the NB x K
+# partial sums move (starchol.linalg.rhs_volume counts its bytes)
+# ---------------------------------------------------------------------------
+def solve_rhs(TileHandles L, TileHandles B, TileHandles Tf, TileHandles Tb, int nodes,
+              bint forward=True, bint backward=True):
+    """Submit the triangular solves of L L^T X = B in place in B, each product on the
+    owner of its tile of L (or one pass: ``forward`` L Y = B, ``backward`` L^T X = B).
+    Collective.
+
+    ``L``: nt x nt lower tiles on the factor's owners F; ``B``: nt x kt tiles, row tile
+    i on d(i) = F[i, i]. ``Tf`` (forward) and ``Tb`` (backward): the partial sums,
+    nt x (kt * nodes) tiles, tile (m, j * nodes + q) on node q, zero-filled, a handle
+    only where node q != d(m) writes into row m (forward: q owns some L[m][k], k < m;
+    backward: q owns some L[k][m], k > m); None for a pass that does not run.
+
+    Forward, k = 0..nt-1: on d(k), B[k] += Tf_q[k] for each such q (ADD; the partial
+    sum is then dropped), B[k] = L[k][k]^-1 B[k] (TRSM); for m > k, on q = F[m, k]:
+    Tf_q[m] -= L[m][k] B[k], or B[m] -= L[m][k] B[k] when q = d(m). Backward, k =
+    nt-1..0: the same with Tb, L[k][k]^-T and the products L[k][m]^T B[k], m < k, into
+    row m. B's received copies are dropped after each pass. Returns the tasks that run
+    on this rank.
+    """
+    if L.h == NULL or B.h == NULL or B.mt != L.nt or B.elemsize != L.elemsize:
+        raise ValueError("solve_rhs: the factor and the right-hand sides do not match")
+    for T, on in ((Tf, forward), (Tb, backward)):
+        if on and (T is None or T.h == NULL or T.mt != L.nt or T.nt != B.nt * nodes
+                   or T.elemsize != L.elemsize):
+            raise ValueError("solve_rhs: the partial sums do not match the right-hand sides")
+    cdef Codelets *cl = codelets(_single(L))
+    cdef int64_t count = 0
+    cdef int rc
+    cdef starpu_data_handle_t *tf = Tf.h if forward else NULL
+    cdef starpu_data_handle_t *tb = Tb.h if backward else NULL
+    cdef int64_t *tfo = Tf.own if forward else NULL
+    cdef int64_t *tbo = Tb.own if backward else NULL
+    with nogil:
+        rc = _solve_rhs(cl, L.h, L.own, B.h, B.own, tf, tfo, tb, tbo, L.nt, B.nt, nodes,
+                        my_rank(), forward, backward, &count)
+    CHKERR(rc, "starpu_task_insert (solve, rhs variant)")
+    return count
+
+
+cdef int _add_partials(Codelets *cl, starpu_data_handle_t *t, int64_t *to,
+                       starpu_data_handle_t *b, int64_t *bo, int k, int kt, int nodes,
+                       int prio, int me, int64_t *count) noexcept nogil:
+    # B[k] += T_q[k] for every node q with a partial sum of row k; each is read once
+    cdef int q, j, rc
+    cdef int64_t w = <int64_t>kt * nodes, x
+    for q in range(nodes):
+        for j in range(kt):
+            x = <int64_t>k * w + <int64_t>j * nodes + q
+            if t[x] == NULL:
+                continue
+            rc = ins2(cl.add, prio, STARPU_R, t[x], to[x], STARPU_RW, b[_ij(kt, k, j)],
+                      bo[_ij(kt, k, j)], me, count)
+            if rc != 0:
+                return rc
+            cache_flush(t[x])
+    return 0
+
+
+cdef int _solve_rhs(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
+                    starpu_data_handle_t *b, int64_t *bo, starpu_data_handle_t *tf,
+                    int64_t *tfo, starpu_data_handle_t *tb, int64_t *tbo, int nt, int kt,
+                    int nodes, int me, bint forward, bint backward,
+                    int64_t *count) noexcept nogil:
+    cdef int k, m, j, rc = 0
+    cdef int64_t kk, lt, q, x, w = <int64_t>kt * nodes
+    cdef starpu_data_handle_t out
+    cdef int64_t oo
+    # forward: L Y = B
+    for k in range(nt if forward else 0):
+        kk = _ij(nt, k, k)
+        rc = _add_partials(cl, tf, tfo, b, bo, k, kt, nodes, 2 * nt - k, me, count)
+        if rc != 0:
+            return rc
+        for j in range(kt):
+            rc = ins2(cl.trsm_fwd, 2 * nt - k, STARPU_R, l[kk], lo[kk],
+                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+            if rc != 0:
+                return rc
+        for m in range(k + 1, nt):
+            lt = _ij(nt, m, k)
+            q = lo[lt]
+            for j in range(kt):
+                if q == bo[_ij(kt, m, j)]:
+                    out, oo = b[_ij(kt, m, j)], bo[_ij(kt, m, j)]
+                else:
+                    x = <int64_t>m * w + <int64_t>j * nodes + q
+                    out, oo = tf[x], tfo[x]
+                rc = ins3(cl.gemm_fwd, 2 * nt - m, STARPU_R, l[lt], lo[lt],
+                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
+                          STARPU_RW, out, oo, me, count)
+                if rc != 0:
+                    return rc
+    if forward:
+        for k in range(nt * kt):
+            cache_flush(b[k])
+    # backward: L^T X = Y
+    for k in range(nt - 1 if backward else -1, -1, -1):
+        kk = _ij(nt, k, k)
+        rc = _add_partials(cl, tb, tbo, b, bo, k, kt, nodes, nt + k, me, count)
+        if rc != 0:
+            return rc
+        for j in range(kt):
+            rc = ins2(cl.trsm_bwd, nt + k, STARPU_R, l[kk], lo[kk],
+                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+            if rc != 0:
+                return rc
+        for m in range(k - 1, -1, -1):
+            lt = _ij(nt, k, m)
+            q = lo[lt]
+            for j in range(kt):
+                if q == bo[_ij(kt, m, j)]:
+                    out, oo = b[_ij(kt, m, j)], bo[_ij(kt, m, j)]
+                else:
+                    x = <int64_t>m * w + <int64_t>j * nodes + q
+                    out, oo = tb[x], tbo[x]
+                rc = ins3(cl.gemm_bwd, nt + m, STARPU_R, l[lt], lo[lt],
+                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
+                          STARPU_RW, out, oo, me, count)
+                if rc != 0:
+                    return rc
+    if backward:
+        for k in range(nt * kt):
+            cache_flush(b[k])
+    return 0
+
+
+def symm_residual_rhs(TileHandles A, TileHandles X, TileHandles R, TileHandles T,
+                      int nodes):
+    """Submit R := R - A X (R holding B), each product on the owner of its tile of A.
+    Collective.
+
+    ``A``: the symmetric matrix by its lower tiles on the factor's owners F, the
+    diagonal tiles with both triangles; ``X``, ``R``: nt x kt tiles, row tile i on
+    d(i) = F[i, i]; ``T``: the partial sums, nt x (kt * nodes) tiles, tile
+    (i, j * nodes + q) on node q, zero-filled, a handle only where q != d(i) owns a tile
+    of row i (A[i][k], k < i) or of column i (A[m][i], m > i). Row i: on d(i),
+    R[i] -= A[i][i] X[i]; on q = F[i, k], k < i: T_q[i] -= A[i][k] X[k]; on
+    q = F[m, i], m > i: T_q[i] -= A[m][i]^T X[m] (the upper triangle from the lower
+    tile); R[i] itself where q = d(i); then R[i] += T_q[i] on d(i) (ADD; the partial sum
+    is dropped). X's received copies are dropped at the end. Returns the tasks that run
+    on this rank.
+    """
+    if A.h == NULL or X.h == NULL or R.h == NULL or T is None or T.h == NULL \
+            or X.mt != A.nt or R.mt != A.nt or R.nt != X.nt or T.mt != A.nt \
+            or T.nt != X.nt * nodes or X.elemsize != A.elemsize \
+            or R.elemsize != A.elemsize or T.elemsize != A.elemsize:
+        raise ValueError("symm_residual_rhs: the matrix, the solution, the residual and "
+                         "the partial sums do not match")
+    cdef Codelets *cl = codelets(_single(A))
+    cdef int64_t count = 0
+    cdef int rc
+    with nogil:
+        rc = _symm_residual_rhs(cl, A.h, A.own, X.h, X.own, R.h, R.own, T.h, T.own, A.nt,
+                                X.nt, nodes, my_rank(), &count)
+    CHKERR(rc, "starpu_task_insert (solve residual, rhs variant)")
+    return count
+
+
+cdef int _symm_residual_rhs(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
+                            starpu_data_handle_t *x, int64_t *xo, starpu_data_handle_t *r,
+                            int64_t *ro, starpu_data_handle_t *t, int64_t *to, int nt,
+                            int kt, int nodes, int me, int64_t *count) noexcept nogil:
+    cdef int i, k, j, rc = 0
+    cdef int64_t ii, at, q, y, w = <int64_t>kt * nodes
+    cdef starpu_data_handle_t out
+    cdef int64_t oo
+    cdef starpu_codelet *op
+    for i in range(nt):
+        ii = _ij(nt, i, i)
+        for j in range(kt):
+            rc = ins3(cl.gemm_fwd, 0, STARPU_R, a[ii], ao[ii],
+                      STARPU_R, x[_ij(kt, i, j)], xo[_ij(kt, i, j)],
+                      STARPU_RW, r[_ij(kt, i, j)], ro[_ij(kt, i, j)], me, count)
+            if rc != 0:
+                return rc
+        # k < i: A[i][k] X[k]; k > i: A[k][i]^T X[k]
+        for k in range(nt):
+            if k == i:
+                continue
+            at = _ij(nt, i, k) if k < i else _ij(nt, k, i)
+            op = cl.gemm_fwd if k < i else cl.gemm_bwd
+            q = ao[at]
+            for j in range(kt):
+                if q == ro[_ij(kt, i, j)]:
+                    out, oo = r[_ij(kt, i, j)], ro[_ij(kt, i, j)]
+                else:
+                    y = <int64_t>i * w + <int64_t>j * nodes + q
+                    out, oo = t[y], to[y]
+                rc = ins3(op, 0, STARPU_R, a[at], ao[at],
+                          STARPU_R, x[_ij(kt, k, j)], xo[_ij(kt, k, j)],
+                          STARPU_RW, out, oo, me, count)
+                if rc != 0:
+                    return rc
+        rc = _add_partials(cl, t, to, r, ro, i, kt, nodes, 0, me, count)
+        if rc != 0:
+            return rc
+    for k in range(nt * kt):
+        cache_flush(x[k])
+    return 0

@@ -7,7 +7,7 @@
  *    on another node than its owner arrives by a transfer (owner -> reader's node) that
  *    starts when its version is written; with the cache on, one transfer per (version,
  *    node) until a cache flush of that datum, with it off one per (task, operand) --
- *    the rules of linalg/volume.py. A transfer reads the datum on its owner (a later
+ *    the rules of starchol/model/volume.py. A transfer reads the datum on its owner (a later
  *    write waits for it).
  * 2. Simulation on SimGrid, without actors: every activity is started from the
  *    completion callback of the one that made it ready. A node's W workers take its

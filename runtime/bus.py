@@ -3,11 +3,15 @@
 StarPU 1.3 measures the bus at its first start on a host and keeps the result under
 :func:`perf_model_dir`; :class:`bus_calibration_lock` serialises the starts of one host
 until the files are complete (see its docstring), and :func:`bus_calibrated` says whether
-they are.
+they are. A traced start cannot wait for that lock (StarPU-MPI's FxT start has an
+``MPI_Barrier``): :func:`calibrate_bus` calibrates the bus beforehand.
 """
 import logging
 import os
+import subprocess
 import time
+
+from ..errors import StarcholError
 
 log = logging.getLogger("starchol.runtime")
 
@@ -121,3 +125,24 @@ class bus_calibration_lock:
     def __exit__(self, *exc):
         self._close()
         return False
+
+
+def calibrate_bus(fxt_tool):
+    """Run ``starpu_calibrate_bus`` (found beside ``fxt_tool``, the path of the loaded
+    StarPU's ``starpu_fxt_tool``, or None) under the session's start lock when this
+    host's bus calibration is missing, so that a traced start needs no lock.
+    StarcholError when the tool is missing or writes no calibration."""
+    with bus_calibration_lock() as lock:
+        if not lock.held:
+            return
+        calibrate = (os.path.join(os.path.dirname(fxt_tool), "starpu_calibrate_bus")
+                     if fxt_tool else "")
+        if not os.access(calibrate, os.X_OK):
+            raise StarcholError("the StarPU bus is not calibrated on this host and "
+                                "starpu_calibrate_bus is missing: start StarPU once without a "
+                                "trace first (it calibrates the bus)")
+        env = dict(os.environ, STARPU_FXT_TRACE="0", STARPU_SILENT="1")
+        subprocess.run([calibrate], env=env, capture_output=True, timeout=600, check=False)
+        if not bus_calibrated():
+            raise StarcholError("starpu_calibrate_bus did not write the bus calibration "
+                                f"under {os.environ.get('STARPU_HOME', '~')}/.starpu")

@@ -3,6 +3,10 @@
 #   scripts/test.sh -m slow              the slow cases
 #   scripts/test.sh -m ""                every case
 #   scripts/test.sh tests/test_cli.py -x one file (still without the slow cases)
+#   scripts/test.sh --fast               what a developer runs between changes: neither the
+#                                        slow cases nor those that start a Slurm (slurm) or
+#                                        the emulated cluster (cluster); CI (.ci/run) runs
+#                                        them (no --fast)
 # Without an -m of its own the run keeps -m "not slow"; without a test path it runs tests/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,10 +14,13 @@ VENV=${STARCHOL_VENV:-.venv}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 marker=(-m "not slow")
 paths=(tests)
+args=()
 for arg in "$@"; do
     case "$arg" in
+        --fast) marker=(-m "not slow and not slurm and not cluster"); continue ;;
         -m|-m*) marker=() ;;
         tests|tests/*) paths=() ;;
     esac
+    args+=("$arg")
 done
-exec "$VENV/bin/python" -m pytest -q -ra "${marker[@]}" "$@" "${paths[@]}"
+exec "$VENV/bin/python" -m pytest -q -ra "${marker[@]}" "${args[@]}" "${paths[@]}"

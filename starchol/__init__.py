@@ -1,9 +1,11 @@
 """starchol: communication-avoiding distributed dense Cholesky on StarPU-MPI.
 
-Subpackages (each a top-level folder of the source tree, mapped by setup.py):
+Subpackages (each a folder of the source tree, mapped by setup.py):
 
 - :mod:`starchol.distributions` - tile -> node maps (2DBC, SBC, 2.5D, custom)
-- :mod:`starchol.linalg` - tiled Cholesky, exact communication-volume model, matrices, I/O
+- :mod:`starchol.model` - what a run costs: exact communication volumes, memory, flop and
+  task counts, the planner (numpy only: no StarPU, MPI or HDF5)
+- :mod:`starchol.linalg` - tiled Cholesky, solve, run records, matrices, I/O
 - :mod:`starchol.runtime` - the StarPU-MPI runtime layer (Cython)
 - :mod:`starchol.jobs` - the ``starchol`` command line
 
@@ -25,9 +27,29 @@ except ImportError as _exc:  # pragma: no cover - only in a raw, uninstalled che
     ) from _exc
 
 from .errors import StarcholError, UsageError  # noqa: E402
-from .linalg import (DistributedMatrix, Factor, MixedSolution,  # noqa: E402
-                     NotPositiveDefiniteError, RunRecord, cholesky, solve_mixed)
-from .runtime import CallbackError, Session, SessionError, StarPUError  # noqa: E402
+
+#: the public names of the library and the runtime, and their modules: imported when
+#: first used (PEP 562), so that ``import starchol.model`` loads neither the runtime
+#: nor mpi4py
+_LAZY = {"DistributedMatrix": "linalg", "Factor": "linalg", "MixedSolution": "linalg",
+         "NotPositiveDefiniteError": "linalg", "RunRecord": "linalg", "cholesky": "linalg",
+         "solve_mixed": "linalg", "CallbackError": "runtime", "Session": "runtime",
+         "SessionError": "runtime", "StarPUError": "runtime"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'starchol' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["__version__", "StarcholError", "UsageError", "DistributedMatrix", "cholesky",
            "solve_mixed", "MixedSolution", "Factor", "RunRecord", "Session",

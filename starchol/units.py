@@ -1,5 +1,7 @@
-"""Figures with their units, as messages and reports print them (decimal units)."""
+"""Figures with their units, as messages and reports print them (decimal units), and the
+time of day as run documents and file attributes record it."""
 import math
+import time
 
 
 def format_bytes(nbytes):
@@ -31,3 +33,9 @@ def format_seconds(seconds):
             v = value / scale
             digits = max(0, 2 - int(math.floor(math.log10(abs(v)))))
             return f"{v:.{digits}f} {unit}"
+
+
+def now_utc():
+    """The current UTC time, ISO 8601 to the second (``'2026-12-07T14:29:25Z'``): the
+    ``date`` of run documents and of the attributes of the HDF5 files starchol writes."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -23,6 +23,15 @@ def pytest_ignore_collect(collection_path, config):
     return not any(a.startswith(MPI_TESTS) for a in named)
 
 
+def sigint_default():
+    """``preexec_fn`` for a child a test interrupts: SIGINT at its default action in the
+    child and in what it starts. A shell that ignores SIGINT (a background job of a
+    non-interactive shell, ``nohup``-like launchers, some CI runners) passes the ignored
+    disposition on to every process it starts; a test that sends SIGINT must not depend
+    on how it was started, so it sets the disposition explicitly."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _starchol_exe():
     exe = os.path.join(os.path.dirname(sys.executable), "starchol")
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
@@ -64,10 +73,11 @@ def follow_progress(proc):
 
 
 def run_or_fail(cmd, env, timeout, what):
-    """Run ``cmd`` in its own process group -> CompletedProcess; on timeout kill the whole
-    group and fail the test, saying ``what`` hung (with its output)."""
+    """Run ``cmd`` in its own process group, SIGINT at its default action
+    (:func:`sigint_default`) -> CompletedProcess; on timeout kill the whole group and fail
+    the test, saying ``what`` hung (with its output)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+                            env=env, start_new_session=True, preexec_fn=sigint_default)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -58,7 +58,7 @@ def test_float32_run_check_output_gather(mpirun, tmp_path):
 
     from starchol.distributions import get_map
     from starchol.linalg import matrices
-    from starchol.linalg.volume import transfer_pairs_bytes
+    from starchol.model.volume import transfer_pairs_bytes
 
     doc_path, out, npy = tmp_path / "r.json", tmp_path / "l.h5", tmp_path / "l.npy"
     p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--dtype", "float32",
@@ -96,14 +96,15 @@ def _dense_spd(n, seed=0):
 
 def test_solve_generated_rhs_bytes_logdet_and_solution(mpirun, tmp_path):
     """--nrhs K: X of A X = B written to --solution, equal to SciPy's; the solve's bytes
-    measured = solve_transfer_pairs_bytes per pair; log det A as numpy's."""
+    measured = the model of the variant that ran (rhs: few right-hand sides) per pair;
+    log det A as numpy's."""
     import h5py
     import numpy as np
     import scipy.linalg
 
     from starchol.distributions import get_map
     from starchol.linalg import matrices
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.rhs_volume import rhs_solve_transfer_pairs_bytes
 
     doc_path, out = tmp_path / "r.json", tmp_path / "x.h5"
     p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--nrhs", "2",
@@ -115,7 +116,8 @@ def test_solve_generated_rhs_bytes_logdet_and_solution(mpirun, tmp_path):
     b = matrices.rhs_block(4, 0, 300, 0, 2)
     assert abs(doc["logdet"] - np.linalg.slogdet(a)[1]) < 1e-12 * abs(doc["logdet"])
     sol = doc["solve"]
-    model = solve_transfer_pairs_bytes(get_map("sbc", 3), 300, 50, 2, cache=True)
+    model = rhs_solve_transfer_pairs_bytes(get_map("sbc", 3), 300, 50, 2, cache=True)
+    assert sol["solve_variant"]["variant"] == "rhs"
     assert sol["match"] is True and sol["nrhs"] == 2 and sol["solution"] == f"{out}:/X"
     assert sol["bytes_measured_pairs"] == model.tolist() and model.sum() > 0
     with h5py.File(out, "r") as f:
@@ -207,7 +209,7 @@ def test_run_dtype_mixed_converges_and_falls_back(mpirun, tmp_path):
 
     from starchol.distributions import get_map
     from starchol.linalg import matrices
-    from starchol.linalg.mixed_volume import mixed_phase_bytes
+    from starchol.model.mixed_volume import mixed_phase_bytes
 
     doc_path, out = tmp_path / "r.json", tmp_path / "x.h5"
     p = mpirun(3, "run", "--dist", "sbc", "--n", "300", "--nb", "50", "--nrhs", "2",

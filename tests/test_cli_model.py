@@ -51,37 +51,62 @@ def test_volume_json_keys_and_bytes(capsys):
 
 def test_volume_counts_the_solve(capsys):
     """--nrhs K: the solve's bytes (whole, and each pass alone) as the one model gives
-    them; sbc on 6 nodes, N = 3000, NB = 200, K = 4 is what a real `starchol run --nrhs 4`
-    measured, 40,384,000 B (2026-12-04). float32 halves them; --nrhs 0 is refused."""
+    them, in the variant that runs (auto: fewer bytes on the busiest link; --variant
+    forces one); sbc on 6 nodes, N = 3000, NB = 200, K = 4: the factor variant is what
+    a real `starchol run --nrhs 4` measured before the rhs variant, 40,384,000 B
+    (2026-12-04). float32 halves them; --nrhs 0 is refused."""
     from starchol.distributions import get_map
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.rhs_volume import rhs_solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", "3000", "--nb", "200"]
     d = run_json(capsys, *argv, "--nrhs", "4")
     m = get_map("sbc", 6)
-    both = solve_transfer_pairs_bytes(m, 3000, 200, 4)
-    assert d["solve"]["nrhs"] == 4 and d["solve"]["bytes"] == int(both.sum()) == 40384000
+    both = rhs_solve_transfer_pairs_bytes(m, 3000, 200, 4)
+    assert d["solve"]["nrhs"] == 4 and d["solve"]["variant"] == "rhs"
+    assert d["solve"]["bytes"] == int(both.sum()) == 665600
+    assert d["solve"]["variants"]["factor"]["bytes"] == 40384000
+    assert d["solve"]["variants"]["rhs"]["busiest_link_bytes"] == int(both.max())
+    assert "busiest link" in d["solve"]["variant_reason"]
     assert d["solve"]["per_node"]["sent_bytes"] == both.sum(axis=1).tolist()
     assert d["solve"]["per_node"]["received_bytes"] == both.sum(axis=0).tolist()
     for which in ("forward", "backward"):
         assert d["solve"][f"bytes_{which}"] == int(
+            rhs_solve_transfer_pairs_bytes(m, 3000, 200, 4, which=which).sum())
+    forced = run_json(capsys, *argv, "--nrhs", "4", "--variant", "factor")["solve"]
+    assert forced["variant"] == "factor" and forced["bytes"] == 40384000
+    for which in ("forward", "backward"):
+        assert forced[f"bytes_{which}"] == int(
             solve_transfer_pairs_bytes(m, 3000, 200, 4, which=which).sum())
     assert run_json(capsys, *argv, "--nrhs", "4", "--dtype", "float32")["solve"]["bytes"] \
-        == 40384000 // 2
+        == 665600 // 2
     assert "solve" not in run_json(capsys, *argv)
     assert main(argv + ["--nrhs", "4"]) == 0
-    assert "solve:      K = 4: 40.38 MB (forward pass alone " in capsys.readouterr().out
+    assert "solve:      K = 4, variant rhs: 665.60 kB (forward pass alone " in \
+        capsys.readouterr().out
     assert main(argv + ["--nrhs", "0"]) == 2
     assert "--nrhs must be >= 1, got 0" in capsys.readouterr().err
+    assert main(argv + ["--variant", "rhs"]) == 2
+    assert "--variant chooses the graph of a solve: give --nrhs K" in \
+        capsys.readouterr().err
+
+
+def test_volume_acceptance_sbc28_solve(capsys):
+    """Issue 45: the solve of one right-hand side at 28 nodes, N = 100,000, NB = 500,
+    sends at least 100x less than the 65.7 GB of the variant that moves L."""
+    d = run_json(capsys, "volume", "--dist", "sbc", "--nodes", "28", "--n", "100000",
+                 "--nb", "500", "--nrhs", "1", "--quiet")["solve"]
+    assert d["variant"] == "rhs" and d["variants"]["factor"]["bytes"] > 65.7e9
+    assert d["bytes"] * 100 <= 65.7e9
 
 
 def test_volume_counts_a_mixed_precision_solve(capsys):
     """--dtype mixed --nrhs K --iterations I [--fallback WHY]: the sum of the graphs'
-    models (linalg/mixed_volume.py); the float32 factorization is half of float64's;
+    models (starchol/model/mixed_volume.py); the float32 factorization is half of float64's;
     without --nrhs, or --iterations without mixed, a one-line error."""
     from starchol.distributions import get_map
-    from starchol.linalg.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
-    from starchol.linalg.volume import transfer_pairs_bytes
+    from starchol.model.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
+    from starchol.model.volume import transfer_pairs_bytes
 
     argv = ["volume", "--dist", "sbc", "--nodes", "6", "--n", "2000", "--nb", "100",
             "--dtype", "mixed", "--nrhs", "1"]

@@ -1,7 +1,7 @@
 """The critical path and clock alignment of traces, on hand-made records (pure)."""
 import pytest
 
-from starchol.runtime.critical_path import clock_offsets, critical_path
+from starchol.reports.critical_path import clock_offsets, critical_path
 
 T = 1 << 40   # tag of tile (0, 0) of the first matrix
 

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 from starchol import UsageError
-from starchol.distributions import (candidate_maps, get_map, maps_for_nodes, node_load,
+from starchol.distributions import (candidate_maps, get_map, maps_for_nodes,
                                     read_chameleon_text, square_grid, write_chameleon_text)
+from starchol.model.load import node_load
 
 
 def test_2dbc_formula_and_default_grid():

@@ -222,7 +222,7 @@ def filled(n, nb, dtype=np.float64, factor=False):
 
 
 def test_chunks_at_most_nb_and_256_and_split_n_evenly():
-    from starchol.linalg.hdf5_io import _chunks
+    from starchol.linalg.hdf5_tmp import chunks as _chunks
 
     assert _chunks(1000, 300) == (250, 250)      # 4 chunks of 250, not 256 + 232 pad
     assert _chunks(1000, 100) == (100, 100)

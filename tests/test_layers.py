@@ -1,24 +1,32 @@
 """The layers point one way, with no import cycle, and no module takes another's private names.
 
-    core (starchol/*.py) <- distributions <- runtime (+ pyx/) <- linalg <- reports
-    <- command line
+    core (starchol/*.py) <- distributions <- model (starchol/model/) <- runtime (+ pyx/)
+    <- linalg <- reports <- command line
 
 The source folders are mapped into ``starchol.*`` by ``setup.py``'s ``package_dir``
 (``PACKAGE_DIRS``), which this test reads; every import counts, at module level or inside
 a function (an import inside a function still ties the two modules together: it only
 hides the cycle from Python). docs/architecture.md describes the layers.
+
+The model layer imports neither StarPU, mpi4py nor h5py: it sits below the runtime, and
+:func:`test_the_model_layer_imports_without_the_runtime` imports all of it with those
+blocked.
 """
 import ast
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: the layers, lowest first; a module may import its own layer and those below
-LAYERS = ("core", "distributions", "runtime", "linalg", "reports", "command line")
+LAYERS = ("core", "distributions", "model", "runtime", "linalg", "reports", "command line")
 
 #: modules of the root folder that belong to the command line (the rest are core)
 COMMAND_LINE_ROOT = ("starchol", "starchol.cli", "starchol.__main__")
@@ -39,7 +47,7 @@ def layer_of(module):
     """The index in :data:`LAYERS` of a ``starchol.*`` module."""
     if module in COMMAND_LINE_ROOT or module.startswith("starchol.jobs"):
         return LAYERS.index("command line")
-    for name in ("distributions", "runtime", "linalg", "reports"):
+    for name in ("distributions", "model", "runtime", "linalg", "reports"):
         if module == f"starchol.{name}" or module.startswith(f"starchol.{name}."):
             return LAYERS.index(name)
     return LAYERS.index("core")
@@ -60,12 +68,52 @@ def modules(root):
     return out
 
 
-def _pyx_tree(path):
-    """The Python ``import`` statements of a .pyx file as an AST (``cimport`` left out)."""
-    lines = [line for line in open(path).read().splitlines()
-             if re.match(r"(from\s+\S+\s+import\s|import\s)", line) and "cimport" not in line
-             and not line.rstrip().endswith(("(", "\\"))]
-    return ast.parse("\n".join(lines))
+#: the start of an import statement in Cython: ``import``/``cimport`` X, or ``from X
+#: import``/``cimport`` ..., at any indentation (inside a def, a cdef or a ``with`` block)
+_PYX_IMPORT = re.compile(r"\s*(from\s+\S+\s+c?import\b|c?import\s)")
+
+
+def _statements(text):
+    """``[(line, statement)]`` of the import statements of a Cython source, at any
+    indentation, with the lines a parenthesis or a trailing backslash continues joined
+    (comments dropped)."""
+    lines = [line.split("#", 1)[0].rstrip() for line in text.splitlines()]
+    out, k = [], 0
+    while k < len(lines):
+        if _PYX_IMPORT.match(lines[k]):
+            first, buf = k + 1, lines[k]
+            depth = buf.count("(") - buf.count(")")
+            while (depth > 0 or buf.endswith("\\")) and k + 1 < len(lines):
+                k += 1
+                buf = buf.rstrip("\\") + " " + lines[k].strip()
+                depth += lines[k].count("(") - lines[k].count(")")
+            out.append((first, buf.strip()))
+        k += 1
+    return out
+
+
+def _pyx_tree(*paths):
+    """The ``import`` and ``cimport`` statements of Cython sources (``.pyx``, and the
+    ``.pxd`` that declares the same module) as one AST, each at its line: a ``cimport``
+    ties two modules as an ``import`` does, and so does an indented import."""
+    body = []
+    for path in paths:
+        for number, statement in _statements(open(path).read()):
+            statement = re.sub(r"\bcimport\b", "import", statement)
+            try:
+                nodes = ast.parse(statement).body
+            except SyntaxError:      # prose in a docstring that reads like an import
+                continue
+            for node in nodes:
+                node.lineno = number
+                body.append(node)
+    return ast.Module(body=body, type_ignores=[])
+
+
+def _pxd_of(root, module):
+    """The ``.pxd`` of a compiled module (``pyx/starchol/runtime/_x.pxd``), if any."""
+    path = os.path.join(root, "pyx", *module.split(".")) + ".pxd"
+    return (path,) if os.path.isfile(path) else ()
 
 
 def imports(root):
@@ -76,7 +124,8 @@ def imports(root):
     mods = modules(root)
     out = []
     for mod, (path, is_pkg) in mods.items():
-        tree = _pyx_tree(path) if path.endswith(".pyx") else ast.parse(open(path).read())
+        tree = (_pyx_tree(path, *_pxd_of(root, mod)) if path.endswith(".pyx")
+                else ast.parse(open(path).read()))
         base = mod if is_pkg else mod.rsplit(".", 1)[0]
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -175,8 +224,9 @@ def test_every_mapped_folder_is_read():
     mods = modules(ROOT)
     assert {"starchol.distributions.factory", "starchol.runtime.session",
             "starchol.linalg.cholesky", "starchol.jobs.run_cmd", "starchol.collective",
-            "starchol.reports.model",
+            "starchol.reports.model", "starchol.model.volume", "starchol.model.counts",
             "starchol.runtime._graphs"} <= set(mods)
+    assert layer_of("starchol.model.volume") == LAYERS.index("model")
     assert layer_of("starchol.runtime._binding") == LAYERS.index("runtime")
 
 
@@ -186,7 +236,8 @@ def tree(tmp_path):
     shutil.copy(os.path.join(ROOT, "setup.py"), tmp_path)
     for folder in list(package_dirs(ROOT).values()) + ["pyx"]:
         shutil.copytree(os.path.join(ROOT, folder), tmp_path / folder, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("*.so", "*.c", "*.h", "__pycache__"))
+                        ignore=shutil.ignore_patterns("*.so", "*.c", "*.cpp", "*.h",
+                                                      "__pycache__"))
     return tmp_path
 
 
@@ -217,3 +268,76 @@ def test_a_planted_private_import_fails(tree):
     assert len(found) == 1
     assert "starchol.linalg.hdf5_io takes the private name _equal of starchol.collective" \
         in found[0]
+
+
+#: run in a fresh interpreter: mpi4py and h5py blocked, and any module of the runtime
+#: (its compiled part included) refused, then every module of the model layer imported
+_BLOCKED_IMPORT = textwrap.dedent("""
+    import importlib, json, os, sys
+    sys.modules["mpi4py"] = sys.modules["h5py"] = None
+
+    class Refuse:
+        def find_spec(self, name, path=None, target=None):
+            top = name.split(".")[0]
+            if top in ("mpi4py", "h5py") or name.split(".")[:2] == ["starchol", "runtime"]:
+                raise ImportError(f"blocked for the test: {name}")
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    import starchol.model
+    folder = os.path.dirname(starchol.model.__file__)
+    names = sorted(f[:-3] for f in os.listdir(folder)
+                   if f.endswith(".py") and f != "__init__.py")
+    for name in names:
+        importlib.import_module("starchol.model." + name)
+    heavy = sorted(m for m in sys.modules if sys.modules[m] is not None and (
+        m.split(".")[0] in ("mpi4py", "h5py") or m.startswith("starchol.runtime")
+        or m.startswith("starchol.linalg") or m.startswith("starchol.jobs")))
+    print(json.dumps({"names": names, "heavy": heavy}))
+""")
+
+
+def test_the_model_layer_imports_without_the_runtime():
+    """The whole model layer imports with mpi4py and h5py blocked and the runtime (its
+    compiled modules included) refused, and loads none of them, nor linalg or jobs."""
+    out = subprocess.run([sys.executable, "-c", _BLOCKED_IMPORT], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert {"volume", "mixed_volume", "memory", "plan", "volume_summary", "platform",
+            "counts", "operations", "link_load", "load"} <= set(got["names"])
+    assert got["heavy"] == []
+
+
+def test_the_model_layer_sits_below_the_runtime(tree):
+    """An import of the runtime (or of linalg) from the model layer is an upward import."""
+    _plant(tree / "starchol" / "model" / "volume.py", "from ..runtime import backend")
+    found = problems(str(tree))
+    assert len(found) == 1 and found[0].startswith("starchol/model/volume.py:")
+    assert found[0].endswith("starchol.model.volume (model) imports starchol.runtime.backend "
+                             "(runtime), a layer above it")
+
+
+def test_cimports_and_indented_imports_of_pyx_are_read():
+    """The compiled modules' ``cimport`` statements (a parenthesised list over several
+    lines included) count as imports."""
+    found = {(mod, target) for mod, _, target, _ in imports(ROOT)}
+    assert ("starchol.runtime._graphs", "starchol.runtime._binding") in found
+    assert ("starchol.runtime._graphs", "starchol.runtime._kernels") in found
+
+
+@pytest.mark.parametrize("line", [
+    "    from starchol.linalg.record cimport RunRecord",
+    "        cimport starchol.linalg.record",
+    "    from starchol.linalg.record import (  # a comment\\n        RunRecord,\\n    )",
+])
+def test_a_planted_cimport_or_indented_import_in_pyx_fails(tree, line):
+    """A cimport, or an import indented inside a function, of the library from the
+    compiled runtime is an upward import."""
+    path = tree / "pyx" / "_graphs.pyx"
+    path.write_text(path.read_text() + "\n\ndef planted():\n" + line.replace("\\n", "\n")
+                    + "\n")
+    found = problems(str(tree))
+    assert len(found) == 1 and found[0].startswith("pyx/_graphs.pyx:"), found
+    assert found[0].endswith("starchol.runtime._graphs (runtime) imports "
+                             "starchol.linalg.record (linalg), a layer above it")

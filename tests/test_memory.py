@@ -1,4 +1,4 @@
-"""Peak memory per node (``starchol.linalg.memory``): hand counts, and a real run's peak
+"""Peak memory per node (``starchol.model.memory``): hand counts, and a real run's peak
 resident memory against the model."""
 import json
 
@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from starchol import UsageError
-from starchol.distributions import BlockCyclic2D, get_map, node_load
-from starchol.distributions.load import task_counts
-from starchol.linalg.cholesky import local_task_count, partial_mask
-from starchol.linalg.memory import (HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES,
+from starchol.distributions import BlockCyclic2D, get_map
+from starchol.model.counts import task_counts
+from starchol.model.load import node_load
+from starchol.linalg.cholesky import partial_mask
+from starchol.model.counts import local_task_count
+from starchol.model.memory import (HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES,
                                     handle_count, node_memory)
 
 TILE = 100 * 100 * 8
@@ -119,7 +121,7 @@ def test_right_hand_sides_part():
     """nrhs K: every node gets the bound 2 N K itemsize (B, solved in place, and a copy of
     every row tile) plus a handle per tile of B; nothing else changes."""
     from starchol.distributions import get_map
-    from starchol.linalg.memory import HANDLE_BYTES, node_memory
+    from starchol.model.memory import HANDLE_BYTES, node_memory
 
     m = get_map("sbc", 6)
     base = node_memory(m, 1000, 96)
@@ -143,8 +145,8 @@ def test_mixed_precision_parts():
     import numpy as np
 
     from starchol.distributions import get_map
-    from starchol.linalg.memory import HANDLE_BYTES, node_memory
-    from starchol.linalg.volume import factor_owners, residual_transfer_pairs_bytes, tile_bytes
+    from starchol.model.memory import HANDLE_BYTES, node_memory
+    from starchol.model.volume import factor_owners, residual_transfer_pairs_bytes, tile_bytes
 
     m = get_map("sbc", 6)
     f32 = node_memory(m, 1000, 96, itemsize=4)

@@ -57,12 +57,12 @@ def test_score_map_hand_count():
     # node 1 (1,0) 1 + (1,1) 1+1/3 = 7/3. Transfers (cache on): L00 -> 1, L10 -> 0,
     # L11 -> 0: node 0 sends 1 and receives 2, node 1 sends 2 and receives 1.
     from starchol.distributions import BlockCyclic2D
-    from starchol.linalg.plan import score_map
+    from starchol.model.plan import score_map
 
     # Peak memory of node 0: its 4 tiles, the 2 it receives (L10, L11), 6 handles, 7 tasks
     # ((0,0) POTRF, (2,0) TRSM, (2,1) GEMM + TRSM, (2,2) 2 SYRK + POTRF), 2 x 9 int64
     # owner entries and the process (node 1: 2 tiles, 1 received, 3 tasks).
-    from starchol.linalg.memory import HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES
+    from starchol.model.memory import HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES
     tile = 100 * 100 * 8
     peak = 6 * tile + 6 * HANDLE_BYTES + 7 * TASK_BYTES + 144 + PROCESS_BASE_BYTES
     row = score_map(BlockCyclic2D(2, 1), 300, 100, node_gflops=1.0, node_bandwidth=1e8,
@@ -88,7 +88,7 @@ def test_score_map_counts_the_smaller_last_tile():
     # 2dbc 1x2, N = 250, NB = 100 (NT = 3, last row 50): L10 (100 x 100) and L20 (50 x 100)
     # go from node 0 to 1, L21 (50 x 100) from node 1 to 0: 160 kB each way, not 3 tiles
     from starchol.distributions import BlockCyclic2D
-    from starchol.linalg.plan import score_map
+    from starchol.model.plan import score_map
 
     row = score_map(BlockCyclic2D(1, 2), 250, 100, node_gflops=1.0, node_bandwidth=1e8)
     assert row["bytes"] == 80_000 + 40_000 + 40_000
@@ -97,7 +97,7 @@ def test_score_map_counts_the_smaller_last_tile():
 
 
 def test_rank_maps_fits_then_estimate_then_bytes_then_memory():
-    from starchol.linalg.plan import rank_maps
+    from starchol.model.plan import rank_maps
 
     def row(name, fits, est, nbytes, mem):
         return {"map": name, "fits": fits, "estimate_s": est, "bytes": nbytes,
@@ -257,7 +257,7 @@ def test_25d_ranks_above_its_2d_slice_map_only_when_its_gain_exceeds_its_overhea
     every step (23 reduction steps) it was measured 1.19x slower at 1 gbit/s."""
     from starchol.distributions import get_map
     from starchol.distributions.base import iteration_slices
-    from starchol.linalg.plan import (MEASURED_STEP_LATENCY_S, overhead_25d_s, rank_maps,
+    from starchol.model.plan import (MEASURED_STEP_LATENCY_S, overhead_25d_s, rank_maps,
                                       reduction_steps, score_map, versus_2d)
 
     assert overhead_25d_s(24, 2, 5e-3) == pytest.approx(0.06)    # b = 1: 0 1 1 0 0 1 1 ..

@@ -12,7 +12,7 @@ import pytest
 
 from starchol.cli import main
 from starchol.distributions import get_map
-from starchol.linalg.volume import transfer_pairs_bytes, transfer_pairs_tiles
+from starchol.model.volume import transfer_pairs_bytes, transfer_pairs_tiles
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -197,7 +197,7 @@ def test_run_report_shows_the_solve_against_its_model(tmp_path, capsys):
     pairs figure for the solve; its bytes are checked against solve_transfer_pairs_bytes
     (computed by the report when the document lacks them), a skewed matrix is flagged,
     and the run's own bytes never stand in for the solve's."""
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     m = get_map("sbc", 6)
     pred = solve_transfer_pairs_bytes(m, 1000, 96, 4)
@@ -370,9 +370,11 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     doc = json.load(open(run_json))
     pred = transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100)
     assert np.array_equal(np.array(doc["bytes_measured_pairs"]), pred)
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.rhs_volume import rhs_solve_transfer_pairs_bytes
 
-    solve_pred = solve_transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100, 3)
+    assert doc["solve"]["solve_variant"]["variant"] == "rhs"
+    solve_pred = rhs_solve_transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100,
+                                                3)
     assert np.array_equal(np.array(doc["solve"]["bytes_measured_pairs"]), solve_pred)
     assert 0 < doc["solve"]["residual"] < 1e-15
     # the same real document without its prediction: the report computes it from the
@@ -406,7 +408,7 @@ def test_gantt_warns_when_its_time_axis_cuts_transfers(tmp_path, capsys):
     """The chart's time axis spans the tasks; a transfer that ends after the last task
     (received on a clock ahead of the sender's) or starts before the first is cut by it:
     the report says so, on stderr and in report.md, instead of cutting it silently."""
-    from starchol.runtime.traces import summarize
+    from starchol.reports.trace_records import summarize
 
     tasks = [{"kernel": "potrf", "rank": 0, "worker": 0, "start": 10.0, "end": 12.0},
              {"kernel": "trsm", "rank": 1, "worker": 0, "start": 13.0, "end": 20.0}]

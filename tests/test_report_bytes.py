@@ -7,7 +7,7 @@ from starchol.cli import main
 from starchol.distributions import get_map
 from starchol.reports.runs import load_run
 from starchol.reports.settle import model_pairs, settle_bytes
-from starchol.linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from starchol.model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from starchol.units import format_bytes
 
 from test_report import model_run_doc, write

@@ -3,8 +3,8 @@ import numpy as np
 
 from starchol.cli import main
 from starchol.distributions import get_map
-from starchol.linalg.link_load import busiest_link, node_link_bytes
-from starchol.linalg.volume import transfer_pairs_bytes
+from starchol.model.link_load import busiest_link, node_link_bytes
+from starchol.model.volume import transfer_pairs_bytes
 from starchol.units import format_bytes
 
 from test_report import model_run_doc, write

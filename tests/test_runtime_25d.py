@@ -21,7 +21,7 @@ N, NB = 300, 64          # NT = 5, last tile 44 rows
 # -- pure Python (no mpirun) ---------------------------------------------------------
 def test_composite_owners_and_partial_masks():
     from starchol.linalg.cholesky import partial_mask
-    from starchol.linalg.volume import factor_owners
+    from starchol.model.volume import factor_owners
     tile_map = get_map("sbc25d", 6, slices=2)
     so = tile_map.owner_maps(7)
     f = factor_owners(tile_map, 7)
@@ -51,7 +51,7 @@ def test_partial_masks_with_slice_blocks():
                                                 ("2dbc25d", 12, 3, 1), ("sbc25d", 3, 1, 1),
                                                 ("sbc25d", 6, 2, 2), ("2dbc25d", 12, 3, 2)])
 def test_local_task_count_brute_force(name, nodes, c, block):
-    from starchol.linalg.cholesky import local_task_count
+    from starchol.model.counts import local_task_count
     nt = 7
     tile_map = get_map(name, nodes, slices=c, slice_block=block)
     so = tile_map.owner_maps(nt)
@@ -70,7 +70,7 @@ def test_local_task_count_brute_force(name, nodes, c, block):
 
 def test_recount_matches_model():
     """The oracle (tests/volume_reference.py) agrees with the fast model (no MPI)."""
-    from starchol.linalg.volume import transfer_pairs_bytes
+    from starchol.model.volume import transfer_pairs_bytes
     for name, nodes, c, grid, b in [("sbc25d", 6, 2, None, 1), ("2dbc25d", 8, 2, "2x2", 1),
                                     ("sbc25d", 9, 3, None, 1), ("sbc25d", 6, 2, None, 2),
                                     ("sbc25d", 9, 3, None, 2)]:
@@ -158,8 +158,8 @@ def test_25d_factor_and_bytes(mpirun, tmp_path, np_, args, cache):
     it = tile_map.iteration_slices(5).tolist()
     back = any(it[j] == 0 and 1 in it[:j] for j in range(5))
     assert m[:half, half:].sum() > 0 and (m[half:, :half].sum() > 0) == back
-    from starchol.distributions import node_load
-    from starchol.linalg.volume import tile_bytes
+    from starchol.model.load import node_load
+    from starchol.model.volume import tile_bytes
     model = node_load(tile_map, 5, tile_bytes=tile_bytes(N, NB))["bytes"]
     assert doc["memory"]["tile_bytes_per_node"] == model.tolist()
     assert len(doc["memory"]["peak_rss_bytes_per_rank"]) == np_

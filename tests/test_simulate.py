@@ -7,10 +7,10 @@ import pytest
 
 from starchol.distributions import CustomMap, get_map
 from starchol.errors import UsageError
-from starchol.linalg.platform import (NodeSpec, Platform, load_node, node_from_dict,
+from starchol.model.platform import (NodeSpec, Platform, load_node, node_from_dict,
                                       parse_bandwidth, parse_latency)
 from starchol.linalg.task_graph import record_cholesky, record_solve
-from starchol.linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from starchol.model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 
 sim = pytest.importorskip("starchol.linalg.simulate")
 pytest.importorskip("starchol.runtime._sim")
@@ -359,7 +359,7 @@ def test_nb_specific_speeds_are_used():
 def test_recorded_graph_is_the_runtime_graph():
     """The recorder sees the loops' tasks: NT(NT+1)(NT+2)/6 for a 2D map, the ADDs of
     2.5D on top, and the solve's NT(NT+1) KT tasks."""
-    from starchol.linalg.cholesky import solve_task_count, task_count
+    from starchol.model.counts import solve_task_count, task_count
 
     g = record_cholesky(get_map("sbc", 6), 1000, 100)
     assert g.tasks == task_count(10)
@@ -397,7 +397,7 @@ def test_simulate_command_with_the_solve(capsys):
     """`--nrhs K` adds the solve: its bytes equal the solve's model per node pair (2.5D
     map, cache off too), and the total is the factorization's time plus the solve's."""
     from starchol.cli import main
-    from starchol.linalg.volume import solve_transfer_pairs_bytes
+    from starchol.model.volume import solve_transfer_pairs_bytes
 
     for cache in ("on", "off"):
         assert main(["simulate", "--dist", "sbc25d", "--slices", "2", "--nodes", "6",

@@ -4,7 +4,7 @@ import pytest
 from volume_reference import cholesky_bytes, solve_bytes
 
 from starchol.distributions import get_map
-from starchol.linalg.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from starchol.model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 
 MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
         ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from starchol import UsageError
-from starchol.distributions import get_map, node_load, square_grid, symmetric_map
+from starchol.distributions import get_map, square_grid, symmetric_map
+from starchol.model.load import node_load
 from starchol.distributions.cover import cover, pair_bounds
 from starchol.distributions.designs import (affine_plane, field_tables, is_linear_space,
                                             prime_power, projective_plane)
-from starchol.linalg.volume import stored_tiles, transfer_pairs_tiles
+from starchol.model.volume import stored_tiles, transfer_pairs_tiles
 from volume_reference import as_matrix, reference_pairs
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from starchol.distributions import get_map
-from starchol.linalg.volume import (leading_term_tiles, stored_tiles, tile_bytes,
+from starchol.model.volume import (leading_term_tiles, stored_tiles, tile_bytes,
                                     tile_extents, transfer_pairs, transfer_pairs_bytes,
                                     transfer_pairs_tiles)
 from volume_reference import as_matrix, reference_pairs, slice_of

@@ -10,7 +10,8 @@ one read at a time:
 - a write makes a new version (the writer is the tile's owner).
 
 Graphs: the right-looking tiled Cholesky over c slices (c = 1: 2D; 2.5D partial sums
-added into the factoring copy), the solve L L^T X = B and the residual B - A X. O(NT^3) Python loops: small
+added into the factoring copy), the solve L L^T X = B and the residual B - A X, each
+in its two variants (the factor's tiles move, or the right-hand sides and partial sums). O(NT^3) Python loops: small
 NT only. Used by the model tests (tiles) and by the runtime tests (bytes).
 """
 from collections import Counter
@@ -108,6 +109,73 @@ def residual_events(owners, kt, block=DEFAULT_SLICE_BLOCK):
             yield ("flush", ("X", k, j))
 
 
+def rhs_solve_events(owners, kt, which="both", block=DEFAULT_SLICE_BLOCK):
+    """Events of the right-hand-side variant of the solve (the ``solve_rhs`` graph): L
+    stays in place. Forward, k = 0..nt-1: on d(k), B[k] += T[q][k] for every node q
+    other than d(k) that owns a tile L[k][j], j < k (each partial sum read once, then
+    dropped), then the TRSM; for m > k, on q = F(m, k): T[q][m] -= L[m][k] B[k], or
+    B[m] itself when q = d(m). Backward, k = nt-1..0: the same with L[k][m], m < k, for
+    the products and the owners of L[m][k], m > k, for the partial sums of row k. B's
+    received copies are dropped after each pass. Keys ("A", i, j) for L, ("B", i, j),
+    ("T", pass, q, i, j) for the partial sums."""
+    so = _stack(owners)
+    c, nt, _ = so.shape
+    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
+    d = [f(i, i) for i in range(nt)]
+    passes = [p for p in ("forward", "backward") if which in ("both", p)]
+    for p in passes:
+        ks = range(nt) if p == "forward" else reversed(range(nt))
+        for k in ks:
+            # (tile, row written) of the products that feed row k, and that read B[k]
+            feed = [(k, j) for j in range(k)] if p == "forward" else \
+                [(m, k) for m in range(k + 1, nt)]
+            for q in sorted({f(*t) for t in feed} - {d[k]}):
+                for j in range(kt):
+                    yield ("task", d[k], [(("T", p, q, k, j), q)], [("B", k, j)])
+                    yield ("flush", ("T", p, q, k, j))
+            for j in range(kt):
+                yield ("task", d[k], [(("A", k, k), f(k, k))], [("B", k, j)])
+            reads = [((m, k), m) for m in range(k + 1, nt)] if p == "forward" else \
+                [((k, m), m) for m in reversed(range(k))]
+            for tile, m in reads:
+                q = f(*tile)
+                for j in range(kt):
+                    out = ("B", m, j) if q == d[m] else ("T", p, q, m, j)
+                    yield ("task", q, [(("A",) + tile, q), (("B", k, j), d[k])], [out])
+        for k in range(nt):
+            for j in range(kt):
+                yield ("flush", ("B", k, j))
+
+
+def rhs_residual_events(owners, kt, block=DEFAULT_SLICE_BLOCK):
+    """Events of the right-hand-side variant of the residual R = B - A X (the
+    ``symm_residual_rhs`` graph): A stays in place. Row i: on d(i), R[i] -= A[i][i]
+    X[i]; for k < i, on q = F(i, k): T[q][i] -= A[i][k] X[k]; for m > i, on
+    q = F(m, i): T[q][i] -= A[m][i]^T X[m] (R[i] itself when q = d(i)); then on d(i),
+    R[i] += T[q][i] for each such q other than d(i). X's received copies are dropped
+    at the end. Keys ("A", i, j), ("X", i, j), ("R", i, j), ("T", q, i, j)."""
+    so = _stack(owners)
+    c, nt, _ = so.shape
+    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
+    d = [f(i, i) for i in range(nt)]
+    for i in range(nt):
+        for j in range(kt):
+            yield ("task", d[i], [(("A", i, i), d[i]), (("X", i, j), d[i])], [("R", i, j)])
+        feed = [((i, k), k) for k in range(i)] + [((m, i), m) for m in range(i + 1, nt)]
+        for tile, k in feed:
+            q = f(*tile)
+            for j in range(kt):
+                out = ("R", i, j) if q == d[i] else ("T", q, i, j)
+                yield ("task", q, [(("A",) + tile, q), (("X", k, j), d[k])], [out])
+        for q in sorted({f(*t) for t, _ in feed} - {d[i]}):
+            for j in range(kt):
+                yield ("task", d[i], [(("T", q, i, j), q)], [("R", i, j)])
+                yield ("flush", ("T", q, i, j))
+    for k in range(nt):
+        for j in range(kt):
+            yield ("flush", ("X", k, j))
+
+
 def replay(events, cache=True, weight=None):
     """Counter {(sender, receiver): transfers (or weight(key) per transfer)}."""
     w = weight or (lambda key: 1)
@@ -171,6 +239,36 @@ def residual_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8):
 
     pairs = replay(residual_events(tile_map.owner_maps(len(rows)), len(cols),
                                    tile_map.slice_block), cache, w)
+    return as_matrix(pairs, tile_map.nodes)
+
+
+def rhs_solve_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8, which="both"):
+    """P x P list of the bytes of the right-hand-side variant of the solve (or of one
+    pass: ``which``); a read of L from another node fails the oracle (L stays)."""
+    rows, cols = _extents(n, nb), _extents(nrhs, nb)
+
+    def w(key):
+        assert key[0] != "A", f"the rhs variant moved a tile of L: {key}"
+        i, j = key[-2:]
+        return int(rows[i] * cols[j] * itemsize)
+
+    pairs = replay(rhs_solve_events(tile_map.owner_maps(len(rows)), len(cols), which,
+                                    tile_map.slice_block), cache, w)
+    return as_matrix(pairs, tile_map.nodes)
+
+
+def rhs_residual_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=8):
+    """P x P list of the bytes of the right-hand-side variant of the residual; a read
+    of A from another node fails the oracle (A stays)."""
+    rows, cols = _extents(n, nb), _extents(nrhs, nb)
+
+    def w(key):
+        assert key[0] != "A", f"the rhs variant moved a tile of A: {key}"
+        i, j = key[-2:]
+        return int(rows[i] * cols[j] * itemsize)
+
+    pairs = replay(rhs_residual_events(tile_map.owner_maps(len(rows)), len(cols),
+                                       tile_map.slice_block), cache, w)
     return as_matrix(pairs, tile_map.nodes)
 
 

@@ -1,6 +1,6 @@
 """Predicted volume against node count for every map family: the data of ``report --model``.
 
-For each node count P of a range, the exact model (:mod:`starchol.linalg.volume`) counts
+For each node count P of a range, the exact model (:mod:`starchol.model.volume`) counts
 the bytes one tiled Cholesky of order N in NB x NB tiles moves under:
 
 - ``2dbc``: the most square grid p x q of P (p <= q); prime P only has 1 x P and is
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..distributions import get_map, sbc_basic_r, sbc_extended_r, square_grid
 from ..distributions.factory import sliced_candidates
-from ..linalg.volume import (DOUBLE_BYTES, stored_tiles, tile_extents, transfer_pairs_bytes,
+from ..model.volume import (DOUBLE_BYTES, stored_tiles, tile_extents, transfer_pairs_bytes,
                              transfer_pairs_tiles)
 
 #: the map families of the model report, in legend order

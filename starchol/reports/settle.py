@@ -15,8 +15,6 @@ from ..linalg.record import PAIR_KEYS
 from ..units import bytes_text
 from .runs import grid_text
 
-_ITEMSIZE = {"float64": 8, "float32": 4}
-
 
 def document_map(run):
     """The tile map a run document describes.
@@ -76,16 +74,18 @@ def _named_grid(build, text):
 
 def model_pairs(run):
     """Bytes the exact model predicts between every pair of nodes for this run document:
-    :func:`starchol.linalg.volume.transfer_pairs_bytes` (a factorization) or
-    :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes` (a solve, or one of its
-    passes: ``forward_solve``, ``backward_solve``), the functions
+    :func:`starchol.model.volume.transfer_pairs_bytes` (a factorization) or
+    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` or
+    :func:`~starchol.model.rhs_volume.rhs_solve_transfer_pairs_bytes` (a solve, or one
+    of its passes: ``forward_solve``, ``backward_solve``, by the variant its
+    ``solve_variant`` names; ``"factor"`` without one), the functions
     ``starchol run`` records ``bytes_predicted_pairs`` with, on the document's map, N, NB,
     receive-cache setting and element size.
 
     Returns ``(pairs, what)`` with ``pairs`` an int64 (P, P) array (sender row) and
     ``what`` the inputs in words, or ``(None, reason)`` naming what the document lacks.
     """
-    from ..linalg.volume import SOLVE_PASSES, solve_transfer_pairs_bytes, transfer_pairs_bytes
+    from ..model.operations import BYTES_PER_ENTRY, SOLVE_PASSES, predicted_pairs_bytes
 
     operation = run.get("operation", "cholesky")
     solve = operation in SOLVE_PASSES
@@ -98,7 +98,7 @@ def model_pairs(run):
         return None, ("it has no `cache` key (true/false), and the model needs the "
                       "receive-cache setting")
     dtype = run.get("dtype", "float64")
-    if dtype not in _ITEMSIZE:
+    if dtype not in BYTES_PER_ENTRY:
         return None, f"its dtype {dtype!r} is neither float64 nor float32"
     nrhs = run.get("nrhs", 0)
     if solve and (not isinstance(nrhs, int) or isinstance(nrhs, bool) or nrhs < 1):
@@ -106,26 +106,23 @@ def model_pairs(run):
     tile_map, reason = document_map(run)
     if tile_map is None:
         return None, reason
-    itemsize = _ITEMSIZE[dtype]
-    if solve:
-        pairs = solve_transfer_pairs_bytes(tile_map, run["n"], run["nb"], nrhs, cache=cache,
-                                           itemsize=itemsize, which=SOLVE_PASSES[operation])
-    else:
-        pairs = transfer_pairs_bytes(tile_map, run["n"], run["nb"], cache=cache,
-                                     itemsize=itemsize)
+    variant = (run.get("solve_variant") or {}).get("variant", "factor") if solve else None
+    pairs = predicted_pairs_bytes(operation, tile_map, run["n"], run["nb"], nrhs,
+                                  cache=cache, itemsize=BYTES_PER_ENTRY[dtype],
+                                  variant=variant or "factor")
     what = (f"{tile_map}, N = {run['n']}, NB = {run['nb']}, receive cache "
             f"{'on' if cache else 'off'}, {dtype}"
             + ("" if "dtype" in run else " (no `dtype` key: the default)")
-            + (f", {operation.replace('_', ' ')} of {nrhs} right-hand sides" if solve
-               else ""))
+            + (f", {variant} variant, {operation.replace('_', ' ')} of {nrhs} right-hand "
+               f"sides" if solve else ""))
     return pairs, what
 
 
 def _mixed_model_pairs(run):
     """:func:`model_pairs` of a mixed-precision solve: the whole solve's bytes
-    (:func:`~starchol.linalg.mixed_volume.mixed_transfer_pairs_bytes`) from its
+    (:func:`~starchol.model.mixed_volume.mixed_transfer_pairs_bytes`) from its
     ``nrhs``, ``mixed.iterations`` and ``mixed.fallback``."""
-    from ..linalg.mixed_volume import mixed_transfer_pairs_bytes
+    from ..model.mixed_volume import mixed_transfer_pairs_bytes
 
     cache, mixed, nrhs = run.get("cache"), run.get("mixed"), run.get("nrhs")
     if not isinstance(cache, bool):

@@ -1,6 +1,6 @@
 """Reading the execution trace of a run: ``trace.json`` (written by ``starchol run --trace
-DIR``, see :mod:`starchol.runtime.traces`), what the Gantt chart's time axis cuts, and
-the critical path (:mod:`starchol.runtime.critical_path`). Times in milliseconds from the
+DIR``, see :mod:`starchol.runtime.traces` and :mod:`.trace_records`), what the Gantt chart's
+time axis cuts, and the critical path (:mod:`.critical_path`). Times in milliseconds from the
 first task's start."""
 import json
 import os
@@ -62,7 +62,7 @@ def critical_path(trace, folder=None):
     tool's outputs in ``folder`` (a trace made before the path was recorded), else None."""
     path = trace.get("critical_path")
     if path is None and folder is not None:
-        from ..runtime.traces import critical_path_of_folder
+        from .trace_records import critical_path_of_folder
 
         path = critical_path_of_folder(folder, int(trace.get("ranks") or 1))
     return path

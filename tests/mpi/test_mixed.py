@@ -12,7 +12,7 @@ from volume_reference import cholesky_bytes
 
 from starchol import DistributedMatrix, MixedSolution, UsageError, solve_mixed
 from starchol.linalg.mixed import EPS64, PrecisionFallbackWarning
-from starchol.linalg.mixed_volume import mixed_phase_bytes
+from starchol.model.mixed_volume import mixed_phase_bytes
 
 N, NB, K = 256, 64, 3
 P = __import__("test_api").P

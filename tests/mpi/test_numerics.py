@@ -9,7 +9,7 @@ import scipy.linalg.lapack as lapack
 
 from starchol import DistributedMatrix, NotPositiveDefiniteError, UsageError, cholesky
 from starchol.distributions import get_map
-from starchol.linalg.volume import factor_owners
+from starchol.model.volume import factor_owners
 
 P = int(os.environ.get("OMPI_COMM_WORLD_SIZE", os.environ.get("PMI_SIZE", "1")))
 

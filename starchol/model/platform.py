@@ -23,9 +23,10 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from .task_graph import KERNELS
+from .counts import KERNELS
+from .operations import BYTES_PER_ENTRY
 
-DTYPES = ("float64", "float32")
+DTYPES = tuple(BYTES_PER_ENTRY)
 
 _BANDWIDTH_UNITS = {  # bytes per second
     "b/s": 1, "bps": 1 / 8, "bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8,

@@ -1,54 +1,23 @@
 """Load-balance figures of a map: tiles stored and flops run per node.
 
-Flops are in units of NB^3 (one tile kernel of size NB): POTRF = 1/3, TRSM = 1,
-SYRK = 1, GEMM = 2. Tile (m, n) of the lower triangle (m >= n) receives one update per
+Flops are in units of NB^3 (one tile kernel of size NB, :func:`~.counts.kernel_flops` with
+NB = 1): POTRF = 1/3, TRSM = 1, SYRK = 1, GEMM = 2. Tile (m, n) of the lower triangle (m >= n) receives one update per
 iteration k < n (SYRK when m == n, GEMM otherwise), then one POTRF (m == n) or TRSM.
 For a 2.5D map, iteration k (its POTRF/TRSM and its updates) runs on slice it[k]
-(:meth:`~.base.TileMap.iteration_slices`), so column n is factored on
+(:meth:`~starchol.distributions.base.TileMap.iteration_slices`), so column n is factored on
 slice it[n]; a slice stores its copy of tile (m, n) only if it factors it or updates it
-(it[n] == s, or U[s, n] > 0 with U of :func:`~.base.slice_updates`).
+(it[n] == s, or U[s, n] > 0 with U of
+:func:`~starchol.distributions.base.slice_updates`).
 
 Tasks (one per kernel call, what StarPU creates): each update is one SYRK/GEMM task, each
 POTRF/TRSM one task, and before it the ADD tasks of the other slices' partial sums of
-column n: one per other slice that updated it (:func:`slice_task_weights`).
+column n: one per other slice that updated it
+(:func:`~starchol.model.counts.slice_task_weights`).
 """
 import numpy as np
 
-from .base import iteration_slices, slice_updates
-
-
-def slice_task_weights(it, s, c=None):
-    """Tasks that write slice ``s``'s copy of each tile of column n, int64 (nt,): the
-    updates of iterations k < n with it[k] == s (SYRK/GEMM), plus, on the slice that
-    factors column n (it[n] == s), its POTRF/TRSM and the ADDs of the partial sums of
-    the other slices that updated column n. The same for every tile (m, n), m >= n, of
-    the column. ``it``: the slice of each iteration (:func:`~.base.iteration_slices`),
-    ``c`` the slice count (default max(it) + 1)."""
-    it = np.asarray(it, dtype=np.int64)
-    u = slice_updates(it, c)
-    factors = it == s
-    others = (u > 0).sum(axis=0) - (u[it, np.arange(len(it))] > 0)
-    return (u[s] + factors * (1 + others)).astype(np.int64)
-
-
-def task_counts(owners, nodes=None, it=None):
-    """Tasks of the Cholesky graph that run on each node, int64 array (P,).
-
-    ``owners`` is a (c, nt, nt) stack of the slices' owners (or one (nt, nt) map);
-    ``nodes`` defaults to the highest owner + 1; ``it`` is the slice of each iteration
-    (default :func:`~.base.iteration_slices` with the default block)."""
-    so = np.asarray(owners)
-    if so.ndim == 2:
-        so = so[None]
-    c, nt, _ = so.shape
-    it = iteration_slices(nt, c) if it is None else it
-    p = int(so.max()) + 1 if nodes is None else int(nodes)
-    rows, cols = np.tril_indices(nt)
-    out = np.zeros(p, dtype=np.int64)
-    for s in range(c):
-        out += np.bincount(so[s][rows, cols], weights=slice_task_weights(it, s, c)[cols],
-                           minlength=p).astype(np.int64)
-    return out
+from ..distributions.base import slice_updates
+from .counts import kernel_flops, slice_task_weights
 
 
 def node_load(tile_map, nt, tile_bytes=None):
@@ -67,7 +36,7 @@ def node_load(tile_map, nt, tile_bytes=None):
     -------
     dict
         ``tiles`` (int64 array, P), ``flops`` (float64 array, P, in NB^3 units),
-        ``tasks`` (int64 array, P: the tasks each node runs, see :func:`task_counts`),
+        ``tasks`` (int64 array, P: the tasks each node runs, see :func:`~starchol.model.counts.task_counts`),
         ``tiles_max_over_avg`` and ``flops_max_over_avg`` (busiest node / average), and
         ``bytes`` (int64 array, P) when ``tile_bytes`` is given.
     """
@@ -82,11 +51,13 @@ def node_load(tile_map, nt, tile_bytes=None):
     nbytes = np.zeros(p, dtype=np.int64)
     it = tile_map.iteration_slices(nt)
     u = slice_updates(it, c)
+    unit = {k: kernel_flops(k, 1) for k in ("potrf", "trsm", "syrk", "gemm")}
     for s in range(c):
         owner = tile_map.owner_map(nt, s)
         updates = u[s][None, :]                    # #{k < n : it[k] == s}
         factors = (it == s)[None, :]
-        per_tile = updates * np.where(diag, 1.0, 2.0) + factors * np.where(diag, 1 / 3, 1.0)
+        per_tile = (updates * np.where(diag, unit["syrk"], unit["gemm"])
+                    + factors * np.where(diag, unit["potrf"], unit["trsm"]))
         stored = lower & (factors | (updates > 0))
         tiles += np.bincount(owner[stored], minlength=p)
         if tile_bytes is not None:

@@ -1,6 +1,6 @@
 """The critical path of a traced run: the chain of tasks and transfers that ends last.
 
-Built from what ``starpu_fxt_tool`` writes (see :mod:`starchol.runtime.traces`):
+Built from what ``starpu_fxt_tool`` writes (see :mod:`starchol.reports.trace_records`):
 
 - ``tasks.rec``: every task with its ``JobId`` (``RANK_ID``), the jobs it waited for
   (``DependsOn``: StarPU's own dependencies on that rank, through its internal tasks such
@@ -10,7 +10,7 @@ Built from what ``starpu_fxt_tool`` writes (see :mod:`starchol.runtime.traces`):
   tag is the same on every rank: ``(matrix + 1) << 40 | i * nt + j``, see
   ``Session``), so that a task that reads a tile of another rank can be joined to the
   MPI transfer that brought it and to the task that wrote it there;
-- the MPI transfers of ``paje.trace`` (:func:`starchol.runtime.traces.read_comms`),
+- the MPI transfers of ``paje.trace`` (:func:`starchol.reports.trace_records.read_comms`),
   which carry the low 32 bits of the tag.
 
 The walk goes backwards from the task that ends last: at each task it follows whichever
@@ -102,12 +102,12 @@ def critical_path(task_records, data_records, comms, t0=None, span=None, offsets
     Parameters
     ----------
     task_records : list of dict
-        the records of ``tasks.rec`` (:func:`starchol.runtime.traces.read_records`),
+        the records of ``tasks.rec`` (:func:`starchol.reports.trace_records.read_records`),
         internal tasks included (they carry the dependencies).
     data_records : list of dict
         the records of ``data.rec`` (handle, rank, MPI tag, owner).
     comms : list of dict
-        transfers as :func:`starchol.runtime.traces.read_comms` gives them (``src``,
+        transfers as :func:`starchol.reports.trace_records.read_comms` gives them (``src``,
         ``dst``, ``start``, ``end`` in ms on StarPU's clock, ``bytes``, ``tag``), in the
         order of ``trace.json``'s ``comms``.
     t0, span : float, optional

@@ -26,7 +26,7 @@ nodes) only when its gain in transfer (and compute) time exceeds that overhead
 The busiest node's flops and traffic already carry the map's imbalance at this NT, so no
 separate balance rule is applied: :func:`rank_key` orders maps that fit the memory
 first, then by estimate, then by total bytes, then by the peak memory of the node that
-needs the most (:func:`starchol.linalg.memory.node_memory`; a 2.5D map stores about c
+needs the most (:func:`starchol.model.memory.node_memory`; a 2.5D map stores about c
 times the tiles of a 2D map on the same nodes; the footprint decides only between maps
 of equal estimate and equal bytes: at an equal estimate the map moving fewer bytes,
 often the 2.5D one, wins).
@@ -37,7 +37,7 @@ docs/volume-model.md, "How plan ranks the maps".)
 """
 import numpy as np
 
-from ..distributions import node_load
+from .load import node_load
 from ..distributions.base import iteration_slices
 from .memory import node_memory
 from .volume import DOUBLE_BYTES, tile_bytes
@@ -96,7 +96,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         A mixed-precision solve of ``nrhs`` right-hand sides (``--dtype mixed``): the
         float32 factorization's bytes and estimate (``itemsize`` 4; the refinement is
         not in the estimate), and its memory: float32 tiles plus the float64 A and
-        right-hand sides (:func:`~starchol.linalg.memory.node_memory` with ``mixed``).
+        right-hand sides (:func:`~starchol.model.memory.node_memory` with ``mixed``).
 
     Returns
     -------
@@ -105,7 +105,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         ``pattern_size`` and ``periods`` (NT / pattern size, None if the map has no
         pattern; informative), ``bytes`` and ``ratio`` (D / S) of the whole
         factorization, ``memory_per_node_bytes`` (the peak of the node that needs the
-        most, :func:`starchol.linalg.memory.node_memory`: its tiles, every slice's copies
+        most, :func:`starchol.model.memory.node_memory`: its tiles, every slice's copies
         included, every tile copy it receives, the runtime's handles and tasks, the
         process), ``memory_parts`` (that node's parts, bytes), ``tile_bytes_per_node``
         (the tile storage of the node that stores the most),

@@ -1,6 +1,6 @@
 """One summary of a map's predicted traffic and load: what ``starchol volume`` reports."""
 
-from ..distributions import node_load
+from .load import node_load
 from .volume import (DOUBLE_BYTES, leading_term_tiles, stored_tiles, transfer_pairs,
                      tile_bytes)
 
@@ -86,47 +86,68 @@ def volume_summary(tile_map, nt, nb, n=None, cache=True, with_pairs=None, progre
     return doc
 
 
-def solve_summary(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
+def solve_summary(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES, variant="auto"):
     """Predicted bytes of the solve A X = B after the factorization (K = ``nrhs``
-    right-hand sides, :func:`~starchol.linalg.volume.solve_transfer_pairs_bytes`).
+    right-hand sides) in the variant ``Factor.solve(variant=...)`` runs
+    (:func:`~starchol.model.rhs_volume.choose_variant`; ``"auto"``: fewer bytes on the
+    busiest link).
 
-    Returns a dict: ``nrhs``, ``bytes`` (the whole solve), ``bytes_forward`` and
-    ``bytes_backward`` (each pass on its own, as ``Factor.solve_triangular`` runs it),
-    and ``per_node{sent_bytes, received_bytes}`` of the whole solve (int64 arrays).
+    Returns a dict: ``nrhs``, ``variant`` (the one that runs), ``variant_reason``,
+    ``variants`` (``bytes`` and ``busiest_link_bytes`` of each variant), ``bytes`` (the
+    whole solve), ``bytes_forward`` and ``bytes_backward`` (each pass on its own, as
+    ``Factor.solve_triangular`` runs it, in the variant it picks for that pass), and
+    ``per_node{sent_bytes, received_bytes}`` of the whole solve (int64 arrays).
     """
-    from .volume import solve_transfer_pairs_bytes
+    from .rhs_volume import choose_variant, solve_bytes_by_variant, variant_summary
 
-    def pairs(which):
-        return solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                          itemsize=itemsize, which=which)
+    def chosen(which):
+        by = solve_bytes_by_variant(tile_map, n, nb, nrhs, cache=cache, itemsize=itemsize,
+                                    which=which)
+        return by, by[choose_variant(by, variant)[0]]
 
-    both = pairs("both")
-    return {"nrhs": int(nrhs), "bytes": int(both.sum()),
-            "bytes_forward": int(pairs("forward").sum()),
-            "bytes_backward": int(pairs("backward").sum()),
+    by, both = chosen("both")
+    choice = variant_summary(by, variant)
+    return {"nrhs": int(nrhs), "variant": choice["variant"],
+            "variant_reason": choice["reason"], "variants": choice["variants"],
+            "bytes": int(both.sum()),
+            "bytes_forward": int(chosen("forward")[1].sum()),
+            "bytes_backward": int(chosen("backward")[1].sum()),
             "per_node": {"sent_bytes": both.sum(axis=1), "received_bytes": both.sum(axis=0)}}
 
 
-def mixed_summary(tile_map, n, nb, nrhs, iterations, fallback=None, cache=True):
+def mixed_summary(tile_map, n, nb, nrhs, iterations, fallback=None, cache=True,
+                  variant="auto"):
     """Predicted bytes of a mixed-precision solve (``solve_mixed``: float32
     factorization, I = ``iterations`` refinement iterations with K = ``nrhs``
     right-hand sides, ``fallback`` None or one of
-    :data:`~starchol.linalg.mixed_volume.FALLBACKS`), beside the float64 factorization
-    and solve it replaces (:mod:`~starchol.linalg.mixed_volume`).
+    :data:`~starchol.model.mixed_volume.FALLBACKS`), beside the float64 factorization
+    and solve it replaces (:mod:`~starchol.model.mixed_volume`).
 
     Returns a dict: ``nrhs``, ``iterations``, ``fallback``, ``bytes`` (the whole mixed
     solve), ``phases`` (bytes per graph kind: ``factor32``, ``solve32``, ``residual64``,
     ``factor64``, ``solve64``), ``bytes_float64`` (float64 factorization + solve),
-    ``ratio_to_float64`` and ``per_node{sent_bytes, received_bytes}`` (int64 arrays).
+    ``ratio_to_float64``, ``variants`` (the variant of the float32 solves, the float64
+    residuals and the float64 solve: each the one with fewer bytes on the busiest link)
+    and ``per_node{sent_bytes, received_bytes}`` (int64 arrays).
     """
-    from .mixed_volume import mixed_phase_bytes
-    from .volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+    from .mixed_volume import SINGLE_BYTES, chosen_solve_bytes, mixed_phase_bytes
+    from .rhs_volume import (choose_variant, residual_bytes_by_variant,
+                             solve_bytes_by_variant)
+    from .volume import transfer_pairs_bytes
 
-    phases = mixed_phase_bytes(tile_map, n, nb, nrhs, iterations, fallback, cache)
+    phases = mixed_phase_bytes(tile_map, n, nb, nrhs, iterations, fallback, cache, variant)
     total = sum(phases.values())
     f64 = int(transfer_pairs_bytes(tile_map, n, nb, cache=cache).sum()) + int(
-        solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache).sum())
+        chosen_solve_bytes(tile_map, n, nb, nrhs, cache=cache, variant=variant).sum())
+    variants = {
+        "solve32": choose_variant(solve_bytes_by_variant(
+            tile_map, n, nb, nrhs, cache=cache, itemsize=SINGLE_BYTES), variant)[0],
+        "residual64": choose_variant(residual_bytes_by_variant(
+            tile_map, n, nb, nrhs, cache=cache), variant)[0],
+        "solve64": choose_variant(solve_bytes_by_variant(
+            tile_map, n, nb, nrhs, cache=cache), variant)[0]}
     return {"nrhs": int(nrhs), "iterations": int(iterations), "fallback": fallback,
+            "variants": variants,
             "bytes": int(total.sum()), "phases": {k: int(v.sum()) for k, v in phases.items()},
             "bytes_float64": f64,
             "ratio_to_float64": float(total.sum()) / f64 if f64 else None,

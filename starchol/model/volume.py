@@ -300,11 +300,6 @@ def factor_owners(tile_map, nt):
                                    np.arange(nt)[None, :]], dtype=np.int64)
 
 
-#: The triangular passes of each solve a run record names (``RunRecord.operation``):
-#: ``Factor.solve`` (L L^T X = B) runs both, ``Factor.solve_triangular`` one.
-SOLVE_PASSES = {"solve": "both", "forward_solve": "forward", "backward_solve": "backward"}
-
-
 def _rhs_graph(tile_map, n, nb, nrhs, itemsize):
     """What the solve and its residual share: tile extents of the n rows and nrhs
     columns, nodes P, d(i) = F[i, i] (where row tile i of B/X/R lives), and for every

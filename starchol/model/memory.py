@@ -39,9 +39,10 @@ getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB 
 """
 import numpy as np
 
-from ..distributions import node_load
 from ..distributions.base import iteration_slices, slice_updates
-from ..distributions.load import slice_task_weights
+from .counts import slice_task_weights
+from .load import node_load
+from .mixed_volume import SINGLE_BYTES
 from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile_extents,
                      transfer_pairs)
 
@@ -105,7 +106,7 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         Bytes each node receives, if the caller has counted them (the volume model with
         the same ``cache``); counted here otherwise.
     load : dict, optional
-        :func:`starchol.distributions.node_load` of the map at NT with ``tile_bytes`` of
+        :func:`starchol.model.load.node_load` of the map at NT with ``tile_bytes`` of
         this ``itemsize``, if the caller has it; computed here otherwise.
     exact : bool, optional
         Count per node from the owner tables (default: when they take at most
@@ -126,8 +127,9 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         module doc), and ``total`` (their sum), all in bytes.
     """
     if mixed:
-        itemsize = 4    # the factorization's parts: float32 (received_bytes and load
-        #                 given by the caller must be float32's too)
+        # the factorization's parts: float32 (received_bytes and load given by the
+        # caller must be float32's too)
+        itemsize = SINGLE_BYTES
     p, c = tile_map.nodes, tile_map.slices
     ext = tile_extents(n, nb)
     nt = len(ext)
