@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ArgumentParser, int_list, run_main, write_json  # noqa: E402
 
 from starchol.distributions import get_map  # noqa: E402
-from starchol.linalg.platform import Platform, load_node  # noqa: E402
+from starchol.model.platform import Platform, load_node  # noqa: E402
 from starchol.linalg.runtime_costs import load_runtime  # noqa: E402
 from starchol.linalg.simulate import simulate_cholesky  # noqa: E402
 

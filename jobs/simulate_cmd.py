@@ -50,6 +50,30 @@ def add_platform_args(parser):
                         f"run sets it; StarPU's own is {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
     g.add_argument("--pair-serial", action="store_true",
                    help="one send at a time from a node to each other node")
+    add_runtime_arg(g)
+
+
+def add_runtime_arg(group):
+    """``--runtime FILE`` (simulate, plan --simulate, report --simulate)."""
+    group.add_argument("--runtime", metavar="FILE",
+                       help="runtime description (JSON: sends in flight, submission, "
+                            "seconds per task and per message; examples/runtimes/, "
+                            "docs/simulation.md); default: no runtime costs, one send in "
+                            "flight")
+
+
+def runtime_from_args(args):
+    """The RuntimeSpec of ``--runtime`` (default: free, starchol's sends in flight),
+    with ``--sends-in-flight`` over the file's when given."""
+    from ..linalg.runtime_costs import RuntimeSpec, load_runtime
+
+    rt = load_runtime(args.runtime) if getattr(args, "runtime", None) else RuntimeSpec()
+    k = getattr(args, "sends_in_flight", None)
+    if k is not None:
+        if k < 0:
+            raise UsageError(f"--sends-in-flight must be >= 0, got {k}")
+        rt.sends_in_flight = k
+    return rt
 
 
 def _gflops_arg(text):
@@ -105,13 +129,10 @@ def platform_from_args(args, nodes, dtype):
 
 
 def sends_from_args(args):
-    """The keyword arguments of the send model (``--sends-in-flight``, ``--pair-serial``)."""
-    from ..linalg.simulate import SENDS_IN_FLIGHT
-
-    k = SENDS_IN_FLIGHT if args.sends_in_flight is None else args.sends_in_flight
-    if k < 0:
-        raise UsageError(f"--sends-in-flight must be >= 0, got {k}")
-    return {"sends_in_flight": k, "pair_serial": bool(args.pair_serial)}
+    """The keyword arguments of the send model (``--sends-in-flight`` over the runtime
+    description's, ``--pair-serial``)."""
+    return {"sends_in_flight": runtime_from_args(args).sends_in_flight,
+            "pair_serial": bool(args.pair_serial)}
 
 
 def register(sub):
@@ -158,12 +179,14 @@ def run(args):
     if not args.quiet and task_count(nt) * max(1, tile_map.slices) >= PROGRESS_MIN_TASKS:
         progress = Progress("simulating", unit="tasks", enabled=True)
     cache = cache_from_args(args)
+    runtime = runtime_from_args(args)
     res = simulate_cholesky(tile_map, n, nb, plat, dtype=dtype, cache=cache,
-                            progress=progress, **sends_from_args(args))
+                            progress=progress, runtime=runtime, **sends_from_args(args))
     model = transfer_pairs_bytes(tile_map, n, nb, cache=cache,
                                  itemsize=itemsize_from_args(args))
     doc = {"map": str(tile_map), "n": n, "nb": nb, "nt": nt, "dtype": dtype,
            "cache": cache, "platform": plat.to_dict(), **sends_from_args(args),
+           "runtime": runtime.to_dict(),
            **res.to_dict(),
            "model_bytes": int(model.sum()),
            "bytes_equal_model": bool(np.array_equal(model, res.pair_bytes))}
@@ -171,7 +194,7 @@ def run(args):
         from ..linalg.simulate import simulate_solve
 
         solve = simulate_solve(tile_map, n, nb, args.nrhs, plat, dtype=dtype, cache=cache,
-                               **sends_from_args(args))
+                               runtime=runtime, **sends_from_args(args))
         smodel = solve_transfer_pairs_bytes(tile_map, n, nb, args.nrhs, cache=cache,
                                             itemsize=itemsize_from_args(args))
         sdoc = solve.to_dict()

@@ -16,10 +16,15 @@ simulator adds to the tasks' durations and the links' bytes:
 - ``message_overhead``: seconds of the rank's one communication thread per message, on
   the sender before the bytes leave and on the receiver after they arrive, one message
   at a time;
+- ``task_order``: ``"priority"`` (a node's workers take the highest-priority ready
+  task, as StarPU's ``prio`` scheduler, the default) or ``"ready"`` (the task ready
+  first: a scheduler that ignores priorities);
+- ``send_order``: the same for a node's waiting sends (``"priority"`` of the task they
+  feed, the default, or ``"ready"``: in the order their data became ready);
 - optional ``name``, ``source``, ``comment``.
 
-The node's ``comm_throughput`` (:mod:`.platform`) is the other communication cost. A
-task starts no earlier than its rank has submitted it, a transfer no earlier than both
+The node's ``comm_throughput`` (:mod:`starchol.model.platform`) is the other
+communication cost. A task starts no earlier than its rank has submitted it, a transfer no earlier than both
 its ends have submitted the task that reads it. Units: seconds.
 """
 import json
@@ -27,9 +32,10 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..runtime.starpu_env import SENDS_IN_FLIGHT
-from .platform import parse_latency
+from ..model.platform import parse_latency
 
 SUBMISSIONS = ("pruned", "every-task")
+ORDERS = ("priority", "ready")
 
 
 @dataclass
@@ -59,7 +65,9 @@ class RuntimeSpec:
         out = {"name": self.name, "sends_in_flight": self.sends_in_flight,
                "submission": self.submission, "insert_s": self.insert_s,
                "walk_s": self.walk_s, "startup_s": self.startup_s,
-               "message_overhead_s": self.message_overhead_s}
+               "message_overhead_s": self.message_overhead_s,
+               "task_order": "ready" if self.tasks_fifo else "priority",
+               "send_order": "ready" if self.sends_fifo else "priority"}
         if self.source:
             out["source"] = self.source
         return out
@@ -70,7 +78,7 @@ def runtime_from_dict(doc, where="runtime description"):
     if not isinstance(doc, dict):
         raise UsageError(f"{where} must be a JSON object")
     known = {"name", "sends_in_flight", "submission", "insert", "walk", "startup",
-             "message_overhead", "source", "comment"}
+             "message_overhead", "task_order", "send_order", "source", "comment"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)} (known: "
@@ -82,11 +90,17 @@ def runtime_from_dict(doc, where="runtime description"):
     if sub not in SUBMISSIONS:
         raise UsageError(f"{where}: submission must be one of {', '.join(SUBMISSIONS)}, "
                          f"got {sub!r}")
+    for key in ("task_order", "send_order"):
+        if doc.get(key, "priority") not in ORDERS:
+            raise UsageError(f"{where}: {key} must be one of {', '.join(ORDERS)}, got "
+                             f"{doc[key]!r}")
     seconds = {key: parse_latency(doc.get(key, 0), f"{where}: {key}")
                for key in ("insert", "walk", "startup", "message_overhead")}
     return RuntimeSpec(sends_in_flight=k, submission=sub, insert_s=seconds["insert"],
                        walk_s=seconds["walk"], startup_s=seconds["startup"],
                        message_overhead_s=seconds["message_overhead"],
+                       tasks_fifo=doc.get("task_order", "priority") == "ready",
+                       sends_fifo=doc.get("send_order", "priority") == "ready",
                        name=str(doc.get("name", "runtime")), source=str(doc.get("source", "")))
 
 
