@@ -74,8 +74,9 @@ class CustomMap(TileMap):
 
 def read_chameleon_text(path):
     """Read Chameleon's map text format; returns an int64 array (M, N)."""
-    with open(path) as fh:
-        tokens = fh.read().split()
+    from ..files import read_text_input
+
+    tokens = read_text_input(path, "map file").split()   # bounded, text only
     try:
         values = [int(t) for t in tokens]
     except ValueError as exc:
@@ -88,7 +89,10 @@ def read_chameleon_text(path):
     if len(body) != m * n:
         raise UsageError(f"{path}: header says {m} x {n} = {m * n} node ids, "
                          f"the file holds {len(body)}")
-    return np.array(body, dtype=np.int64).reshape(m, n)
+    try:
+        return np.array(body, dtype=np.int64).reshape(m, n)
+    except OverflowError:
+        raise UsageError(f"{path}: a node id does not fit in 64 bits") from None
 
 
 def load_custom_map(path, nodes=None):
@@ -99,9 +103,15 @@ def load_custom_map(path, nodes=None):
         raise UsageError(f"map file {path!r} is a folder; give the map file itself")
     check_readable_file(path, "map file")   # missing, a FIFO, a device, unreadable
     if path.endswith(".npy"):
+        from ..files import MAX_TEXT_INPUT_BYTES
+        from ..units import format_bytes
+
+        if os.path.getsize(path) > MAX_TEXT_INPUT_BYTES:
+            raise UsageError(f"map file {path} is larger than "
+                             f"{format_bytes(MAX_TEXT_INPUT_BYTES)}; no map is that large")
         try:
             pattern = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, EOFError) as exc:
             raise UsageError(f"{path}: cannot read as .npy: {exc}") from None
     else:
         pattern = read_chameleon_text(path)

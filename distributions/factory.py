@@ -7,6 +7,7 @@ into its flags (:func:`starchol.jobs.options.cli_message`).
 import math
 
 from ..errors import UsageError
+from ..integers import check_int
 from .block_cyclic import BlockCyclic2D
 from .custom import load_custom_map
 from .base import DEFAULT_SLICE_BLOCK
@@ -99,13 +100,7 @@ def _bad_sbc_count(name, p, extended, what="nodes"):
 
 # -- construction --------------------------------------------------------------------------
 def _check_nodes(nodes):
-    try:
-        nodes = int(nodes)
-    except (TypeError, ValueError):
-        raise UsageError(f"nodes= must be an integer, got {nodes!r}") from None
-    if nodes < 1:
-        raise UsageError(f"nodes= must be >= 1, got {nodes}")
-    return nodes
+    return check_int(nodes, "nodes=", 1)
 
 
 def _grid_for(nodes, grid, what="nodes", slices=1):
@@ -207,12 +202,7 @@ def get_map(dist, nodes=None, grid=None, slices=1, path=None, nt=None, slice_blo
     if nodes is None:
         raise UsageError(f"{name} needs nodes=P")
     nodes = _check_nodes(nodes)
-    try:
-        slices = int(slices)
-    except (TypeError, ValueError):
-        raise UsageError(f"slices= must be an integer, got {slices!r}") from None
-    if slices < 1:
-        raise UsageError(f"slices= must be >= 1, got {slices}")
+    slices = check_int(slices, "slices=", 1)
     if grid is not None and name not in ("2dbc", "2dbc25d"):
         raise UsageError(f"grid= applies to 2dbc and 2dbc25d only, not {name}")
     if name not in MAPS_25D:

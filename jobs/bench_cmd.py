@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
+from ..integers import int_type
 from .options import add_dtype_arg, add_seed_arg
 from .output import add_json_arg, emit, json_file
 
@@ -30,11 +31,14 @@ def register(sub):
     p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
     add_dtype_arg(p, "precision: float64 (default, against dpotrf) or float32 (the "
                      "float32 kernels, against spotrf)")
-    p.add_argument("--repeat", type=int, default=3, metavar="R", help="runs of each (default 3)")
+    p.add_argument("--repeat", type=int_type(1), default=3, metavar="R", help="runs of each (default 3)")
     add_seed_arg(p)
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="StarPU workers (default: all cores)")
+    p.add_argument("--window", type=int_type(0), default=None, metavar="W",
+                   help="submission window in iterations (default 3; 0: the whole task "
+                        "graph at once; starchol run --window)")
     p.add_argument("--no-lapack", action="store_true", help="time starchol only")
     add_json_arg(p, "the result document (keys: docs/engine.md, \"starchol bench --json\")")
     p.set_defaults(func=run)
@@ -59,8 +63,6 @@ def run(args):
                       gather=not args.no_lapack, itemsize=dtype.itemsize,
                       fix="use a smaller --n" + ("" if args.no_lapack else
                                                  " or time starchol alone (--no-lapack)"))
-    if args.repeat < 1:
-        raise UsageError(f"--repeat must be >= 1, got {args.repeat}")
     sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     workers = None if args.workers is None else check_workers(args.workers)
     from mpi4py import MPI
@@ -88,7 +90,8 @@ def run(args):
         for _ in range(args.repeat):
             a = pristine.copy()
             with threadpool_limits(limits=1, user_api="blas"):
-                fac = cholesky(a, tile_map, session=rt, overwrite_a=True)
+                fac = cholesky(a, tile_map, session=rt, overwrite_a=True,
+                               window=args.window)
             ours.append(fl / fac.record.time_s / 1e9)
             submit.append(fac.record.submit_s)
             tasks = fac.record.tasks

@@ -4,10 +4,11 @@ import json
 import logging
 
 from ..errors import UsageError
-from ..files import check_folder_writable, write_atomic
+from ..files import check_output, write_atomic
 from ..linalg.calibrate import calibrate
 from ..model.platform import node_from_dict
 from ..runtime.workers import affinity_cores
+from ..integers import int_type
 from .options import DTYPE_NAMES
 from .progress import Progress
 from .traced_run import runtime_calibration
@@ -24,46 +25,96 @@ def register(sub):
                     "calling SciPy's BLAS at once (--method fork); write the node "
                     "description (JSON) that `starchol simulate --node` reads "
                     "(docs/simulation.md).")
-    p.add_argument("--nb", type=int, nargs="+", required=True, metavar="NB",
+    p.add_argument("--nb", type=int_type(1), nargs="+", required=True, metavar="NB",
                    help="tile sizes to measure (entries)")
     p.add_argument("--dtype", nargs="+", choices=DTYPE_NAMES, default=["float64"],
                    help="precisions to measure (default float64)")
-    p.add_argument("--workers", type=int, default=None, metavar="W",
+    p.add_argument("--workers", type=int_type(1), default=None, metavar="W",
                    help="concurrent workers (default: the cores this process may use)")
     p.add_argument("--method", choices=("runtime", "fork"), default="runtime",
                    help="runtime: traced factorizations with the runtime's kernels "
                         "(needs a StarPU with FxT; the default); fork: SciPy's BLAS in "
                         "forked processes")
-    p.add_argument("--ranks", type=int, default=1, metavar="R",
+    p.add_argument("--ranks", type=int_type(1), default=1, metavar="R",
                    help="--method runtime: ranks sharing this machine in the calibration "
                         "run (mpirun -np R), as in the run to simulate (default 1)")
-    p.add_argument("--repeats", type=int, default=None, metavar="K",
+    p.add_argument("--repeats", type=int_type(1), default=None, metavar="K",
                    help="--method fork: calls per measurement (default: about 0.25 s of "
                         "GEMM, 3..200)")
     p.add_argument("--bandwidth", metavar="BW", help="link bandwidth to record (e.g. 10Gbit)")
     p.add_argument("--latency", metavar="T", help="link latency to record (e.g. 2us)")
     p.add_argument("--output", "-o", required=True, metavar="FILE.json",
                    help="where to write the node description (atomically)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the --output file if it exists")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run)
 
 
+#: processes (ranks x workers) a calibration may start per core this process may use,
+#: and at least this many in all: beyond, the measure says nothing of a real run
+PROCESSES_PER_CORE, MIN_PROCESS_LIMIT = 8, 64
+
+
+def check_calibration_size(nbs, dtype, workers, ranks, method, cores):
+    """Refuse, before any process starts, a calibration that cannot fit this machine:
+    more processes (``ranks`` x ``workers`` for ``--method runtime``, ``workers`` for
+    fork) than :data:`PROCESSES_PER_CORE` per core (at least
+    :data:`MIN_PROCESS_LIMIT`), or a calibration run whose ranks need more memory than
+    is available (:func:`starchol.model.memory.node_memory` of the traced run, summed
+    over its ranks). The message names the limit, the need and how to lower it."""
+    from ..linalg.calibrate import runtime_n
+    from ..units import format_bytes
+    from .preflight import memory_available
+
+    limit = max(MIN_PROCESS_LIMIT, PROCESSES_PER_CORE * cores)
+    procs = workers * (ranks if method == "runtime" else 1)
+    if procs > limit:
+        what = (f"--ranks {ranks} x --workers {workers} = {procs} workers" if method ==
+                "runtime" else f"--workers {workers} processes")
+        raise UsageError(f"{what} on this machine's {cores} core(s): the limit is {limit} "
+                         f"({PROCESSES_PER_CORE} per core, at least {MIN_PROCESS_LIMIT}); "
+                         f"lower --ranks or --workers (a calibration measures the ranks "
+                         f"and workers of one node of the run to simulate)")
+    if method != "runtime":
+        return
+    from .traced_run import runtime_map_args as runtime_map
+    from ..distributions import get_map
+    from ..model.memory import PROCESS_BASE_BYTES, node_memory
+
+    avail, source = memory_available()
+    if avail is None:
+        return
+    words = runtime_map(ranks)
+    slices = int(words[words.index("--slices") + 1]) if "--slices" in words else 1
+    for nb in nbs:
+        n = runtime_n(nb)
+        nt = -(-n // nb)
+        itemsize = 4 if dtype == "float32" else 8
+        need = n * n * itemsize // 2 + ranks * PROCESS_BASE_BYTES   # arithmetic first
+        if need <= avail:
+            m = get_map(words[1], ranks, nt=nt, **({"slices": slices} if slices > 1 else {}))
+            need = int(node_memory(m, n, nb, itemsize=itemsize, exact=False)["total"].sum())
+        if need > avail:
+            raise UsageError(f"--nb {nb}: the calibration run (N = {n}, {ranks} rank(s)) "
+                             f"needs about {format_bytes(need)} of memory but "
+                             f"{format_bytes(avail)} is available ({source}); use a "
+                             f"smaller --nb or fewer --ranks")
+
+
 def run(args):
-    if any(nb < 1 for nb in args.nb):
-        raise UsageError(f"--nb must be >= 1, got {min(args.nb)}")
     workers = args.workers if args.workers is not None else len(affinity_cores())
     if workers < 1:
         raise UsageError(f"--workers must be >= 1, got {workers}")
-    if args.ranks < 1:
-        raise UsageError(f"--ranks must be >= 1, got {args.ranks}")
     if args.method == "fork" and args.ranks != 1:
         raise UsageError("--ranks applies to --method runtime only")
     if args.method == "runtime":
         from ..runtime.traces import check_supported
         check_supported(".")                  # a StarPU with FxT, or a clear error
-    if args.repeats is not None and args.repeats < 1:
-        raise UsageError(f"--repeats must be >= 1, got {args.repeats}")
-    check_folder_writable(args.output, "--output")
+    check_output(args.output, "--output", args.overwrite)
+    check_calibration_size(sorted(set(args.nb)), "float32" if args.dtype == ["float32"]
+                           else "float64", workers, args.ranks, args.method,
+                           len(affinity_cores()))
     extra = {k: getattr(args, k) for k in ("bandwidth", "latency") if getattr(args, k)}
     node_from_dict({"workers": 1, "gflops": {"float64": dict.fromkeys(
         ("potrf", "trsm", "syrk", "gemm", "add"), 1.0)}, **extra}, "calibrate")  # check

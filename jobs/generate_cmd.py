@@ -4,10 +4,10 @@ import logging
 import numpy as np
 
 from ..version import VERSION
-from ..errors import UsageError
 from ..linalg import matrices
 from ..linalg.hdf5_io import parse_target, write_matrix
 from ..units import now_utc
+from ..integers import int_type
 from .options import add_dtype_arg, add_seed_arg
 
 log = logging.getLogger("starchol.generate")
@@ -22,7 +22,7 @@ def register(sub):
                     "triangles, with attributes: content ('symmetric matrix (both "
                     "triangles)'), kind, seed, n, generator, date. The file is written "
                     "under a temporary name and renamed when complete.")
-    p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
+    p.add_argument("--n", type=int_type(1), required=True, metavar="N", help="matrix order")
     p.add_argument("--output", required=True, metavar="FILE.h5:/DATASET",
                    help="HDF5 file and dataset to write (other datasets of the file kept)")
     add_seed_arg(p, "seed (default 0; an integer in 0..2^64-1, as for run)")
@@ -36,8 +36,6 @@ def register(sub):
 
 
 def run(args):
-    if args.n < 1:
-        raise UsageError(f"--n must be >= 1, got {args.n}")
     spec = matrices.parse_matrix_spec(args.kind, args.n, param="kind")
     path, dataset = parse_target(args.output, "--output")
     log.info("writing the %d x %d %s matrix (seed %d) to %s:%s", args.n, args.n, spec,

@@ -7,8 +7,9 @@ from ..distributions import chameleon_pattern, write_chameleon_text
 from ..model.load import node_load
 from ..errors import UsageError
 from .options import add_map_args, map_from_args
-from ..files import check_distinct, check_folder_writable
-from .output import add_json_arg, emit, json_file
+from ..files import check_distinct
+from ..integers import int_type
+from .output import add_json_arg, check_command_outputs, emit, json_file
 from .preflight import check_table_memory
 
 log = logging.getLogger("starchol.map")
@@ -22,7 +23,7 @@ def register(sub):
         "map", help="show a tile map (text, JSON, PNG, Chameleon file)",
         description="Owner node of every tile (i, j), i >= j, of an NT x NT tiled matrix.")
     add_map_args(p)
-    p.add_argument("--nt", type=int, required=True, metavar="NT", help="tile rows/columns")
+    p.add_argument("--nt", type=int_type(1), required=True, metavar="NT", help="tile rows/columns")
     add_json_arg(p, '{"dist", "nodes", "slices", "nt", "owner", "map"} (owner: slices x '
                     'NT x NT global node ids, symmetric: (i, j) and (j, i) are one tile; map: the '
                     'description)')
@@ -36,15 +37,11 @@ def register(sub):
 
 
 def run(args):
-    if args.nt < 1:
-        raise UsageError(f"--nt must be >= 1, got {args.nt}")
     tile_map = map_from_args(args)
     check_table_memory(args.nt, tile_map.slices)
-    for role, path in (("--png", args.png), ("--chameleon", args.chameleon)):
-        if path:
-            check_folder_writable(path, role)
-    check_distinct([("--map-file", args.map_file), ("--png", args.png),
-                    ("--chameleon", args.chameleon), ("--json", json_file(args))])
+    outputs = [("--png", args.png), ("--chameleon", args.chameleon)]
+    check_command_outputs(args, outputs)             # the one output check
+    check_distinct([*outputs, ("--json", json_file(args, outputs))])
     log.info("owners of %s, NT = %d", tile_map, args.nt)
     owners = tile_map.owner_maps(args.nt)
     if args.chameleon:

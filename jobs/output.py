@@ -77,16 +77,49 @@ def check_json_file(path, overwrite, others=()):
     return before
 
 
-def json_file(args):
+#: the options whose files a command reads: ``{dest: role}``; a ``FILE.h5:/DATASET``
+#: value is compared by its file
+INPUT_DESTS = {"map_file": "--map-file", "node": "--node", "input": "--input",
+               "rhs": "--rhs", "runs": "RUN.json"}
+
+
+def command_inputs(args):
+    """``[(role, path)]`` of every input file of the parsed command ``args`` (see
+    :data:`INPUT_DESTS`): what no output of the command may be
+    (:func:`starchol.files.check_output`'s ``inputs``)."""
+    out = []
+    for dest, role in INPUT_DESTS.items():
+        value = getattr(args, dest, None)
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            if not v or not isinstance(v, str):
+                continue
+            if role in ("--input", "--rhs") and ":" in v:
+                v = v.rsplit(":", 1)[0]
+            out.append((role, v))
+    return out
+
+
+def check_command_outputs(args, outputs):
+    """The one output check of a command, before its work: each ``(role, path)`` of
+    ``outputs`` through :func:`starchol.files.check_outputs` against the command's
+    inputs (:func:`command_inputs`) and its ``--overwrite``; returns ``{role:
+    fingerprint}``."""
+    from ..files import check_outputs
+
+    return check_outputs(outputs, getattr(args, "overwrite", False), command_inputs(args))
+
+
+def json_file(args, others=()):
     """The ``--json`` file to write, None for none or stdout; checked before the work
-    (:func:`check_json_file`; it may not be the command's ``--map-file``). Its state is
-    kept in ``args.json_before`` for :func:`emit`."""
+    (:func:`check_json_file`; it may not be one of the command's input files,
+    :func:`command_inputs`, nor one of ``others``, ``(role, path)`` of its other
+    outputs). Its state is kept in ``args.json_before`` for :func:`emit`."""
     path = json_path(args)
     args.json_before = None
     if path is None:
         return None
     args.json_before = check_json_file(path, getattr(args, "overwrite", False),
-                                       [("--map-file", getattr(args, "map_file", None))])
+                                       [*command_inputs(args), *others])
     return path
 
 

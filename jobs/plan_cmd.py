@@ -22,13 +22,14 @@ import shlex
 import time
 
 from ..errors import UsageError
-from ..distributions.base import nodes_text
+from ..distributions.base import MAP_PARAMS, nodes_text
 from ..model.platform import load_node
 from ..model.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
                            versus_2d)
 from ..units import format_bytes, format_seconds
-from .options import (add_dtype_arg, candidates_for, check_positive_finite, is_mixed,
-                      itemsize_from_args)
+from ..integers import int_type
+from .options import (add_dtype_arg, add_nrhs_arg, candidates_for, check_positive_finite,
+                      is_mixed, itemsize_from_args, map_argv)
 from .output import add_json_arg, emit, json_file
 from .progress import Progress
 
@@ -44,18 +45,17 @@ def register(sub):
         description="List the 2D and 2.5D maps that fit P nodes and the memory per node, "
                     "with predicted bytes and tile storage per node, best first, and explain "
                     "the pick.")
-    p.add_argument("--nodes", type=int, required=True, metavar="P",
+    p.add_argument("--nodes", type=int_type(1), required=True, metavar="P",
                    help="nodes available (maps on fewer nodes are listed too)")
-    p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
-    p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    p.add_argument("--n", type=int_type(1), required=True, metavar="N", help="matrix order")
+    p.add_argument("--nb", type=int_type(1), required=True, metavar="NB", help="tile size")
     add_dtype_arg(p, "precision of the run: float64 (default, 8-byte entries) or float32 "
                      "(4 bytes: half the bytes and tile memory; give --node-gflops at "
                      "single-precision speed); mixed: a float32 factorization refined to "
                      "float64 answers (run --dtype mixed): float32 tiles plus the float64 A "
                      "and right-hand sides in memory (see --nrhs)", mixed=True)
-    p.add_argument("--nrhs", type=int, default=None, metavar="K",
-                   help="--dtype mixed: right-hand sides of the solve (default 1), in the "
-                        "memory and the run command")
+    add_nrhs_arg(p, "--dtype mixed: right-hand sides of the solve (default 1), in the "
+                 "memory and the run command")
     p.add_argument("--memory-per-node", type=float, required=True, metavar="BYTES",
                    help="memory of each node for its rank, bytes (e.g. 64e9); a map fits "
                         "when its peak per node (tiles, received tile copies, runtime) "
@@ -82,7 +82,7 @@ def register(sub):
     p.add_argument("--runtime", metavar="FILE",
                    help="--simulate: runtime description (examples/runtimes/); default: "
                         "no runtime costs, one send in flight")
-    p.add_argument("--simulate-top", type=int, default=8, metavar="K",
+    p.add_argument("--simulate-top", type=int_type(1), default=8, metavar="K",
                    help="--simulate: simulate the K best fitting maps by the estimate "
                         "(default 8)")
     add_json_arg(p, "the plan as a JSON document (keys: docs/volume-model.md, "
@@ -92,9 +92,6 @@ def register(sub):
 
 
 def run(args):
-    for name in ("nodes", "n", "nb"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.nb > args.n:
         raise UsageError(f"--nb {args.nb} is larger than --n {args.n}")
     check_positive_finite(args.memory_per_node, "--memory-per-node (bytes, e.g. 64e9)")
@@ -106,9 +103,8 @@ def run(args):
     maps = candidates_for(args.nodes, nt=-(-args.n // args.nb))
     itemsize = itemsize_from_args(args)
     mixed = is_mixed(args)
-    if args.nrhs is not None and (not mixed or args.nrhs < 1):
-        raise UsageError("--nrhs applies to --dtype mixed" if not mixed else
-                         f"--nrhs must be >= 1, got {args.nrhs}")
+    if args.nrhs is not None and not mixed:
+        raise UsageError("--nrhs applies to --dtype mixed")
     nrhs = (args.nrhs or 1) if mixed else 0
     node = None
     if args.simulate or args.node:
@@ -118,10 +114,13 @@ def run(args):
         if mixed:
             raise UsageError("--simulate simulates float64 or float32 factorizations, "
                              "not --dtype mixed")
-        if args.simulate_top < 1:
-            raise UsageError(f"--simulate-top must be >= 1, got {args.simulate_top}")
         node = load_node(args.node)
         node.kernel_gflops(args.dtype, args.nb)      # a clear error before the work
+        from .preflight import check_simulation_size
+
+        for m in maps:                               # refused before any work
+            check_simulation_size(m, -(-args.n // args.nb), node.workers,
+                                  f"plan --simulate ({m})")
     json_file(args)
     log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
              nodes_text(args.nodes), args.n, args.nb)
@@ -210,17 +209,6 @@ def text_table(doc):
     return "\n".join(lines)
 
 
-def map_flags(row):
-    """The map options of a scored row, as ``starchol run`` and ``starchol slurm`` take
-    them: ``--dist D [--grid PxQ] [--slices C]`` (a list of words)."""
-    words = ["--dist", row["dist"]]
-    if row["dist"] in ("2dbc", "2dbc25d"):
-        words += ["--grid", row["grid"]]
-    if row["slices"] > 1:
-        words += ["--slices", str(row["slices"])]
-    return words
-
-
 def commands(pick, args):
     """The exact commands that run the pick (None when nothing fits): ``run`` under
     mpirun with one rank per map node, and ``slurm`` with ``--mem auto``."""
@@ -231,12 +219,13 @@ def commands(pick, args):
         size += ["--dtype", args.dtype]
     if is_mixed(args):
         size += ["--nrhs", str(args.nrhs or 1)]
-    run = ["mpirun", "-np", str(pick["nodes"]), "starchol", "run", *map_flags(pick), *size]
+    params = {k: pick[k] for k in MAP_PARAMS if k in pick}     # the row's map fields
+    run = ["mpirun", "-np", str(pick["nodes"]), "starchol", "run",
+           *map_argv(params, nodes=False), *size]
     slurm_size = [w if w != "--nrhs" else "--run-arg=--nrhs" for w in size]
     if is_mixed(args):     # starchol slurm passes the run's --nrhs as --run-arg
         slurm_size = slurm_size[:-2] + [f"--run-arg=--nrhs={args.nrhs or 1}"]
-    slurm = ["starchol", "slurm", *map_flags(pick)[:2], "--nodes", str(pick["nodes"]),
-             *map_flags(pick)[2:], *slurm_size, "--mem", "auto"]
+    slurm = ["starchol", "slurm", *map_argv(params), *slurm_size, "--mem", "auto"]
     return {"run": shlex.join(run), "slurm": shlex.join(slurm)}
 
 

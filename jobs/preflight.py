@@ -99,14 +99,15 @@ def check_table_memory(nt, slices=1, role="--nt"):
 
 
 def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
-                itemsize=DOUBLE, nrhs=0, mixed=False):
+                itemsize=DOUBLE, nrhs=0, mixed=False, window=None):
     """Estimated peak bytes of ``rank`` in ``starchol run``
     (:func:`starchol.model.memory.node_memory`; ``itemsize``: bytes per entry, 8 for
     float64, 4 for float32; ``nrhs``: right-hand sides solved after; ``mixed``: a
-    mixed-precision solve, ``--dtype mixed``). Returns ``(total, parts)`` with parts a
+    mixed-precision solve, ``--dtype mixed``; ``window``: the submission window,
+    ``--window``). Returns ``(total, parts)`` with parts a
     dict of bytes, the parts that apply."""
     mem = node_memory(tile_map, n, nb, cache=cache, check=check, gather=gather,
-                      itemsize=itemsize, nrhs=nrhs, mixed=mixed)
+                      itemsize=itemsize, nrhs=nrhs, mixed=mixed, window=window)
     parts = {k: int(v[rank]) for k, v in mem.items() if k != "total"}
     return int(mem["total"][rank]), parts
 
@@ -117,7 +118,8 @@ QUICK_TABLE_BYTES = 64 * 10**6
 
 
 def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False,
-                      fix=None, cache=True, itemsize=DOUBLE, nrhs=0, mixed=False):
+                      fix=None, cache=True, itemsize=DOUBLE, nrhs=0, mixed=False,
+                      window=None):
     """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host.
 
     ``fix`` replaces the advice of the message (default: ``starchol run``'s);
@@ -129,9 +131,10 @@ def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=
         # the exact count would build owner tables of that size first (seconds, GBs)
         check_mean_memory(tile_map, n, nb, share, avail, source, ranks_on_host, check=check,
                           gather=gather, cache=cache, itemsize=itemsize, nrhs=nrhs,
-                          mixed=mixed, fix=fix)
+                          mixed=mixed, fix=fix, window=window)
     need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather, cache=cache,
-                              itemsize=itemsize, nrhs=nrhs, mixed=mixed)
+                              itemsize=itemsize, nrhs=nrhs, mixed=mixed,
+                              window=window)
     if avail is None:
         return need
     if need <= share:
@@ -208,3 +211,46 @@ def check_model_memory(nodes, role=None):
                      f"P = {nodes} they need about {format_bytes(need)} of memory but "
                      f"{format_bytes(avail)} is available ({source}); the largest node "
                      f"count that fits is {max_nodes_in_memory(avail)}")
+
+
+#: the simulator's memory, measured (parent + SimGrid child, peak resident; see
+#: docs/reliability.md): bytes per task of the graph (records, durations, SimGrid's
+#: activities and the per-task results sent back), per worker of a node (SimGrid's
+#: actors), per node pair (routes and the pair-byte matrices)
+SIM_BYTES_PER_TASK = 600
+SIM_BYTES_PER_WORKER = 30
+SIM_BYTES_PER_PAIR = 1_000
+
+
+def simulation_memory_bytes(tasks, nodes, workers):
+    """Peak bytes of simulating ``tasks`` tasks on ``nodes`` nodes of ``workers``
+    workers (the model of :data:`SIM_BYTES_PER_TASK` and its neighbours)."""
+    return (int(tasks) * SIM_BYTES_PER_TASK + int(nodes) * int(workers) *
+            SIM_BYTES_PER_WORKER + int(nodes) ** 2 * SIM_BYTES_PER_PAIR +
+            PROCESS_BASE_BYTES)
+
+
+def check_simulation_size(tile_map, nt, workers, role=None, nrhs=None):
+    """Refuse, before any graph is recorded, a simulation that cannot fit in the memory
+    available (:func:`simulation_memory_bytes` of its tasks, nodes and workers per
+    node); the message names the need, what is available and how to lower it.
+    Arithmetic only. ``nrhs``: the solve is simulated too."""
+    from ..model.counts import task_count
+
+    slices = max(1, getattr(tile_map, "slices", 1))
+    tasks = task_count(nt) * slices + (2 * nt * (nt + 1) // 2 if nrhs else 0)
+    nodes = tile_map.nodes
+    need = simulation_memory_bytes(tasks, nodes, workers)
+    avail, source = memory_available()
+    if avail is None or need <= avail:
+        return need
+    parts = [(tasks * SIM_BYTES_PER_TASK, f"{tasks} tasks at NT = {nt}: use a smaller NT "
+                                           f"(a larger --nb or a smaller --n)"),
+             (nodes * workers * SIM_BYTES_PER_WORKER,
+              f"{nodes} nodes x {workers} workers: fewer workers per node (--cores)"),
+             (nodes ** 2 * SIM_BYTES_PER_PAIR, f"{nodes} x {nodes} node pairs: fewer "
+                                                f"nodes")]
+    biggest = max(parts)
+    raise UsageError(f"{role + ': ' if role else ''}the simulation needs about {format_bytes(need)} of memory "
+                     f"(its largest part, {format_bytes(biggest[0])}, for {biggest[1]}) but "
+                     f"{format_bytes(avail)} is available ({source})")

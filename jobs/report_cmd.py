@@ -22,7 +22,7 @@ from ..errors import UsageError
 from .options import add_cache_arg, add_dtype_arg, add_size_args, sizes_from_args
 from .volume_cmd import BYTES_DTYPE_HELP
 from ..files import OutputFolder, write_atomic
-from .output import dumps
+from .output import command_inputs, dumps
 from .progress import Progress
 from ..units import format_bytes
 
@@ -39,7 +39,11 @@ def register(sub):
     p.add_argument("runs", nargs="*", metavar="RUN.json",
                    help="run documents to report (or trace folders of starchol run --trace)")
     p.add_argument("-o", "--output", required=True, metavar="DIR",
-                   help="output folder (created if missing)")
+                   help="output folder (created if missing; one that holds files only "
+                        "with --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="write into an -o folder that holds files (replacing those of "
+                        "the same names)")
     g = p.add_argument_group("model report (--model)")
     g.add_argument("--model", action="store_true",
                    help="report the predicted volume against node count (no run documents)")
@@ -140,7 +144,8 @@ def run_model(args):
     nt, n, nb = sizes_from_args(args)
     slices = parse_slices(args.slices)
     check_model_memory(first, last)
-    with OutputFolder(args.output) as out:
+    with OutputFolder(args.output, overwrite=args.overwrite,
+                      inputs=command_inputs(args)) as out:
         progress = Progress("model report", unit="node counts",
                             enabled=not args.quiet)
         doc = model_document(first, last, n, nb, slices=slices, cache=args.cache == "on",
@@ -180,13 +185,21 @@ def run_simulate(args):
     if bw is None:
         raise UsageError("--simulate needs --bandwidth (the node description has none)")
     slices = [2, 3] if parse_slices(args.slices) == "best" else parse_slices(args.slices)
-    cases = [(p, label, m) for p in range(first, last + 1)
-             for label, m in sweep_maps(p, nt, slices)]
+    from .preflight import check_model_memory as check_nodes, check_simulation_size
+
+    check_nodes(last, f"--nodes-range {first}..{last}")
+    check_sweep_size(first, last, nt)
+    cases = []
+    for p in range(first, last + 1):
+        for label, m in sweep_maps(p, nt, slices):
+            check_simulation_size(m, nt, node.workers, f"report --simulate ({m})")
+            cases.append((p, label, m))
     from .simulate_cmd import runtime_from_args
 
     runtime = runtime_from_args(args)
     rows = []
-    with OutputFolder(args.output) as out:
+    with OutputFolder(args.output, overwrite=args.overwrite,
+                      inputs=command_inputs(args)) as out:
         progress = Progress("simulating", unit="maps", enabled=not args.quiet)
         for k, (p, label, m) in enumerate(cases):
             plat = Platform(node=node, nodes=p, bandwidth=bw, latency=node.latency or 0.0)
@@ -213,6 +226,20 @@ def run_simulate(args):
     return 0
 
 
+#: ``report --simulate`` simulates at most this many node counts (each up to 9 maps)
+MAX_SWEEP_NODE_COUNTS = 1000
+
+
+def check_sweep_size(first, last, nt):
+    """Refuse a simulated sweep of more than :data:`MAX_SWEEP_NODE_COUNTS` node counts
+    before any work (each is up to 9 simulations: ``2..1000000`` ran for minutes)."""
+    count = last - first + 1
+    if count > MAX_SWEEP_NODE_COUNTS:
+        raise UsageError(f"--nodes-range {first}..{last}: {count} node counts, each up to 9 "
+                         f"simulations; the limit is {MAX_SWEEP_NODE_COUNTS} node counts: "
+                         f"give a shorter range, e.g. {first}..{first + 59}")
+
+
 def check_model_memory(first, last):
     """Refuse a node range whose largest count cannot fit in memory
     (:func:`starchol.jobs.preflight.check_model_memory`), before any work."""
@@ -233,7 +260,8 @@ def run_runs(args):
     runs = [load_run(path) for path in paths]
     traces = [_trace_folder(run) for run in runs]
     loaded = [load_trace(t) if t else None for t in traces]
-    with OutputFolder(args.output) as folder:
+    with OutputFolder(args.output, overwrite=args.overwrite,
+                      inputs=command_inputs(args)) as folder:
         count = _write_run_report(runs, traces, loaded, folder)
     print(f"wrote {os.path.join(args.output, 'report.md')} and {count_text(count, 'figure')} "
           f"for {count_text(len(runs), 'run')}")

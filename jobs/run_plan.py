@@ -142,15 +142,14 @@ def preflight(args, rank, size, host_ranks):
     if not math.isfinite(tol) or tol < 0:
         raise UsageError(f"--symmetry-tol must be a finite number >= 0, got {tol}")
     if args.overwrite and not (args.output or args.gather or args.solution or
-                               json_path(args)):
-        raise UsageError("--overwrite applies to --output, --solution, --gather and --json")
+                               json_path(args) or args.trace):
+        raise UsageError("--overwrite applies to --output, --solution, --gather, --json "
+                         "and --trace")
     if args.output:
         found["output_path"], found["output_dataset"] = parse_target(args.output, "--output")
     if args.rhs and args.nrhs is not None:
         raise UsageError("give the right-hand sides once: --rhs FILE.h5:/DATASET or "
                          "--nrhs K")
-    if args.nrhs is not None and args.nrhs < 1:
-        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
     if args.solution and not (args.rhs or args.nrhs):
         raise UsageError("--solution writes X of A X = B: give the right-hand sides, "
                          "--rhs FILE.h5:/DATASET or --nrhs K")
@@ -206,7 +205,7 @@ def preflight(args, rank, size, host_ranks):
     if json_out:
         found["json_before"] = check_json_file(json_out, args.overwrite)
     if args.trace:
-        _check_trace_dir(args.trace, files)
+        _check_trace_dir(args.trace, files, args.overwrite)
     for role, flag in (("--output", "output"), ("--solution", "solution")):
         if getattr(args, flag):
             problem = check_output(found[f"{flag}_path"], found[f"{flag}_dataset"],
@@ -217,7 +216,8 @@ def preflight(args, rank, size, host_ranks):
     memory = check_rank_memory(tile_map, n, args.nb, rank, host_ranks,
                                check=args.check, gather=bool(gather),
                                cache=cache_from_args(args), itemsize=itemsize,
-                               nrhs=nrhs, mixed=is_mixed(args))
+                               nrhs=nrhs, mixed=is_mixed(args),
+                               window=None if is_mixed(args) else args.window)
     if rank == 0:
         for role, path, ncols in (("--output", found.get("output_path"), n),
                                   ("--solution", found.get("solution_path"), nrhs)):
@@ -234,10 +234,13 @@ def preflight(args, rank, size, host_ranks):
                    memory=memory, gather=gather, **found)
 
 
-def _check_trace_dir(folder, files):
+def _check_trace_dir(folder, files, overwrite=False):
     """--trace DIR: a folder (existing, or creatable in a writable parent) where none of
-    the run's files has a name the trace writes (``traces.TRACE_FILES``)."""
-    from ..files import check_folder_writable, resolve
+    the run's files has a name the trace writes (``traces.TRACE_FILES``); an existing
+    one that holds files only with ``overwrite`` (the folder rule of
+    :class:`starchol.files.OutputFolder`: ``--trace .`` would mix the trace's files
+    with the user's)."""
+    from ..files import OutputFolder, check_folder_writable, read_only, resolve
     from ..runtime.traces import is_trace_file
 
     target = resolve(folder)
@@ -245,8 +248,11 @@ def _check_trace_dir(folder, files):
         raise UsageError(f"--trace {folder} exists and is not a folder")
     if not os.path.isdir(target):
         check_folder_writable(target, "--trace")
-    elif not os.access(target, os.W_OK | os.X_OK):
+    elif read_only(target) or not os.access(target, os.W_OK | os.X_OK):
         raise UsageError(f"--trace {folder} is not writable")
+    OutputFolder(folder, "--trace", overwrite,
+                 [(role, path) for role, path in files if role in ("--input", "--rhs",
+                                                                   "--map-file")])
     for role, path in files:
         if not path:
             continue

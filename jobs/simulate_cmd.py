@@ -5,16 +5,18 @@ import logging
 import numpy as np
 
 from ..errors import UsageError
-from ..files import check_folder_writable
-from ..model.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
-                               parse_latency)
+from ..model.platform import (MAX_WORKERS, Platform, load_node, node_from_dict,
+                              parse_bandwidth, parse_latency)
 from ..model.counts import KERNELS
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
-from ..model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from ..model.rhs_volume import SOLVE_VARIANTS, choose_variant, solve_bytes_by_variant
+from ..model.volume import transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
-from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args,
+from ..integers import int_type
+from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args,
                       cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
-from .output import add_json_arg, emit, json_file
+from .output import add_json_arg, check_command_outputs, emit, json_file
+from .preflight import check_simulation_size
 from .progress import Progress
 
 log = logging.getLogger("starchol.simulate")
@@ -31,7 +33,7 @@ def add_platform_args(parser):
     g.add_argument("--node", metavar="FILE",
                    help="node description (JSON: workers, GFlop/s per worker per kernel; "
                         "`starchol calibrate` writes this machine's; examples/nodes/)")
-    g.add_argument("--cores", type=int, metavar="W",
+    g.add_argument("--cores", type=int_type(1, MAX_WORKERS), metavar="W",
                    help="workers per node (with --node-gflops, or to override --node's)")
     g.add_argument("--node-gflops", metavar="G|k=G,...",
                    help="GFlop/s of one worker: one number for every kernel, or per kernel "
@@ -44,7 +46,8 @@ def add_platform_args(parser):
                         f"description's, else {DEFAULT_LATENCY}")
     g.add_argument("--backbone", metavar="BW[,T]",
                    help="a shared link every transfer crosses (bandwidth, latency)")
-    g.add_argument("--sends-in-flight", type=int, default=None, metavar="K",
+    g.add_argument("--sends-in-flight", type=int_type(0, 2 ** 31 - 1), default=None,
+                   metavar="K",
                    help=f"sends a node keeps in flight, the others queued by priority "
                         f"(STARPU_MPI_NDETACHED_SEND; default {SENDS_IN_FLIGHT}, as starchol "
                         f"run sets it; StarPU's own is {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
@@ -98,8 +101,6 @@ def node_from_args(args, dtype):
     if args.node:
         node = load_node(args.node)
         if args.cores is not None:
-            if args.cores < 1:
-                raise UsageError(f"--cores must be >= 1, got {args.cores}")
             node.workers = args.cores
         return node
     if not args.node_gflops or args.cores is None:
@@ -151,9 +152,13 @@ def register(sub):
     add_platform_args(p)
     add_json_arg(p, "the simulation document (makespan_s, gflops, busy_fraction, bytes, "
                     "pair_bytes, critical_path_s, ...)")
-    p.add_argument("--nrhs", type=int, default=None, metavar="K",
-                   help="also simulate the solve L L^T X = B with K right-hand sides after "
-                        "the factorization (as `starchol run --nrhs K`)")
+    add_nrhs_arg(p, "also simulate the solve L L^T X = B with K right-hand sides after "
+                 "the factorization (as `starchol run --nrhs K`), in the variant "
+                 "Factor.solve picks (see --variant)")
+    p.add_argument("--variant", choices=("auto",) + SOLVE_VARIANTS, default=None,
+                   help="with --nrhs: the solve's graph (rhs: L in place, blocks of B and "
+                        "partial sums move; factor: L's tiles move; auto, the default: "
+                        "fewer bytes on the busiest link)")
     p.add_argument("--gantt", metavar="FILE.png",
                    help="draw the simulated schedule (one row per worker, first nodes)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -168,11 +173,12 @@ def run(args):
     dtype = args.dtype
     plat = platform_from_args(args, tile_map.nodes, dtype)
     plat.node.kernel_gflops(dtype, nb)          # a clear error before the work
-    if args.nrhs is not None and args.nrhs < 1:
-        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
-    json_file(args)
-    if args.gantt:
-        check_folder_writable(args.gantt, "--gantt")
+    if args.variant is not None and args.nrhs is None:
+        raise UsageError("--variant chooses the graph of a solve: give --nrhs K "
+                         "(right-hand sides)")
+    check_command_outputs(args, [("--gantt", args.gantt)])    # the one output check
+    json_file(args, [("--gantt", args.gantt)])
+    check_simulation_size(tile_map, nt, plat.node.workers, nrhs=args.nrhs)
     from ..model.counts import task_count
 
     progress = None
@@ -193,12 +199,15 @@ def run(args):
     if args.nrhs is not None:
         from ..linalg.simulate import simulate_solve
 
+        by = solve_bytes_by_variant(tile_map, n, nb, args.nrhs, cache=cache,
+                                    itemsize=itemsize_from_args(args))
+        variant, reason = choose_variant(by, args.variant or "auto")
         solve = simulate_solve(tile_map, n, nb, args.nrhs, plat, dtype=dtype, cache=cache,
-                               runtime=runtime, **sends_from_args(args))
-        smodel = solve_transfer_pairs_bytes(tile_map, n, nb, args.nrhs, cache=cache,
-                                            itemsize=itemsize_from_args(args))
+                               variant=variant, runtime=runtime, **sends_from_args(args))
+        smodel = by[variant]
         sdoc = solve.to_dict()
-        doc["solve"] = {"nrhs": args.nrhs, **{k: sdoc[k] for k in (
+        doc["solve"] = {"nrhs": args.nrhs, "variant": variant, "variant_reason": reason,
+                        **{k: sdoc[k] for k in (
                             "makespan_s", "gflops", "bytes", "pair_bytes", "critical_path_s",
                             "tasks", "transfers")},
                         "model_bytes": int(smodel.sum()),
@@ -239,7 +248,8 @@ def text_report(doc):
     solve = doc.get("solve")
     if solve:
         lines += [
-            f"solve:      {solve['nrhs']} right-hand side(s): "
+            f"solve:      {solve['nrhs']} right-hand side(s), variant "
+            f"{solve.get('variant', 'factor')}: "
             f"{format_seconds(solve['makespan_s'])} ({solve['gflops']:.2f} GFlop/s), "
             f"{format_bytes(solve['bytes'])} in {solve['transfers']} transfers, model "
             f"{solve['model_bytes']} B: "

@@ -1,7 +1,7 @@
 """The sbatch script ``starchol slurm`` writes, as a template.
 
-``$name`` fields are filled by :func:`starchol.jobs.slurm_cmd.render_script` from a
-:class:`~starchol.jobs.slurm_cmd.JobPlan`; each field is one line or a block of lines,
+``$name`` fields are filled by :func:`starchol.jobs.slurm_script.render_script` from a
+:class:`~starchol.jobs.slurm_plan.JobPlan`; each field is one line or a block of lines,
 already shell-quoted. ``$$`` is a literal ``$`` (shell variables of the job).
 """
 from string import Template
@@ -111,6 +111,27 @@ ranks_started() {   # did a rank of this node start (its RANK_HOME folder exists
 # never run again here (its failure is the job's), nor is a job being ended.
 LAUNCH_TRIES=$${STARCHOL_LAUNCH_TRIES:-3}   # launches tried at most
 LAUNCH_RETRY_S=$${STARCHOL_LAUNCH_RETRY_S:-10}   # seconds between two tries
+# both are whole numbers (tries 1..1000, seconds 0..86400): a word or 1e3 is refused here,
+# before any launch, instead of retrying without limit or not waiting
+case "$$LAUNCH_TRIES" in
+    ''|*[!0-9]*) LAUNCH_TRIES_OK= ;;
+    *) LAUNCH_TRIES_OK=$$([ "$${#LAUNCH_TRIES}" -le 4 ] && [ "$$((10#$$LAUNCH_TRIES))" -ge 1 ] \
+           && [ "$$((10#$$LAUNCH_TRIES))" -le 1000 ] && echo 1) ;;
+esac
+if [ -z "$$LAUNCH_TRIES_OK" ]; then
+    echo "starchol: STARCHOL_LAUNCH_TRIES='$$LAUNCH_TRIES' must be a whole number from 1 to 1000" >&2
+    exit 2
+fi
+case "$$LAUNCH_RETRY_S" in
+    ''|*[!0-9]*) LAUNCH_RETRY_OK= ;;
+    *) LAUNCH_RETRY_OK=$$([ "$${#LAUNCH_RETRY_S}" -le 5 ] && [ "$$((10#$$LAUNCH_RETRY_S))" -le 86400 ] \
+           && echo 1) ;;
+esac
+if [ -z "$$LAUNCH_RETRY_OK" ]; then
+    echo "starchol: STARCHOL_LAUNCH_RETRY_S='$$LAUNCH_RETRY_S' must be a whole number of seconds from 0 to 86400" >&2
+    exit 2
+fi
+LAUNCH_TRIES=$$((10#$$LAUNCH_TRIES)); LAUNCH_RETRY_S=$$((10#$$LAUNCH_RETRY_S))
 try=1
 while :; do
     rm -rf "$$STARPU_HOME"/rank-*   # (a requeued job's first run may have left its own)

@@ -35,8 +35,13 @@ def traced_run(n, nb, dtype, workers=1, ranks=1, folder=None, timeout=900, launc
     --oversubscribe --bind-to none`` unless ``launcher`` gives the command prefix);
     returns the trace summary (``trace.json``). RuntimeError with the run's error output
     when it fails. The trace folder is a temporary one (removed) unless ``folder``."""
+    from .. import faults
+
     own = folder is None
-    folder = folder or tempfile.mkdtemp(prefix="starchol-calibrate-")
+    if own:
+        with faults.creating():  # a signal either finds it tracked (and removes it) or stops this
+            folder = tempfile.mkdtemp(prefix="starchol-calibrate-")
+            faults.track(folder)
     try:
         trace = os.path.join(folder, "trace")
         cmd = [sys.executable, "-m", "starchol", "run", *runtime_map_args(ranks), "--n",
@@ -51,8 +56,13 @@ def traced_run(n, nb, dtype, workers=1, ranks=1, folder=None, timeout=900, launc
         env.setdefault("STARPU_HOME", folder)
         if os.geteuid() == 0:
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = _run_tracked(cmd, env, timeout)
         if proc.returncode != 0:
+            lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
+            if proc.returncode == 2 and lines and ": error: " in lines[-1]:
+                # the run refused its arguments (a size, a worker count): a usage error
+                raise UsageError("the calibration run refused its arguments: "
+                                 + lines[-1].split(": error: ", 1)[1])
             raise RuntimeError(f"the calibration run failed ({proc.returncode}): "
                                f"{' '.join(cmd)}\n{(proc.stderr or proc.stdout)[-2000:]}")
         with open(os.path.join(trace, "trace.json")) as f:
@@ -60,6 +70,34 @@ def traced_run(n, nb, dtype, workers=1, ranks=1, folder=None, timeout=900, launc
     finally:
         if own:
             shutil.rmtree(folder, ignore_errors=True)
+            faults.untrack(folder)
+
+
+def _run_tracked(cmd, env, timeout):
+    """``subprocess.run(cmd)`` whose process group (mpirun and its ranks) ends with this
+    process: started in a session of its own, tracked by :mod:`starchol.faults` (a
+    signal to this process SIGKILLs the group and every process below it) and sent
+    SIGTERM by the kernel if this process dies (``kill -9``:
+    :func:`starchol.faults.die_with_parent`). Returns the CompletedProcess (text)."""
+    from .. import faults
+
+    with faults.creating():
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True,
+                                preexec_fn=lambda: faults.die_with_parent(15))
+        faults.track_child(proc.pid, group=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            pass
+        proc.wait()
+        raise
+    finally:
+        faults.untrack_child(proc.pid)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def runtime_calibration(nbs, dtypes=("float64",), workers=1, ranks=1, progress=None,

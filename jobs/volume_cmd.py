@@ -7,8 +7,9 @@ from ..model.mixed_volume import FALLBACKS
 from ..model.rhs_volume import SOLVE_VARIANTS
 from ..model.volume_summary import mixed_summary, solve_summary, volume_summary
 from ..units import format_bytes
-from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_size_args, is_mixed,
-                      itemsize_from_args, map_from_args, sizes_from_args)
+from ..integers import int_type
+from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args,
+                      is_mixed, itemsize_from_args, map_from_args, sizes_from_args)
 from .output import add_json_arg, emit, json_file
 from .preflight import check_model_memory, check_table_memory
 from .progress import Progress
@@ -38,18 +39,17 @@ def register(sub):
     add_cache_arg(p)
     add_dtype_arg(p, VOLUME_DTYPE_HELP, mixed=True)
     add_json_arg(p, "the volume document (keys: docs/volume-model.md, \"starchol volume --json\")")
-    p.add_argument("--nrhs", type=int, default=None, metavar="K",
-                   help="also count the solve A X = B with K right-hand sides after the "
-                        "factorization (starchol run --nrhs K): its bytes, forward and "
-                        "backward passes, in the variant that runs (rhs: L in place, "
-                        "blocks of B move; factor: L's tiles move; the one with fewer "
-                        "bytes on the busiest link)")
+    add_nrhs_arg(p, "also count the solve A X = B with K right-hand sides after the "
+                 "factorization (starchol run --nrhs K): its bytes, forward and "
+                 "backward passes, in the variant that runs (rhs: L in place, "
+                 "blocks of B move; factor: L's tiles move; the one with fewer "
+                 "bytes on the busiest link)")
     p.add_argument("--variant", choices=("auto",) + SOLVE_VARIANTS, default=None,
                    help="with --nrhs: the solve's graph (rhs: L in place, blocks of B and "
                         "partial sums move; factor: L's tiles move to B's blocks; auto, "
                         "the default: fewer bytes on the busiest link, as Factor.solve "
                         "chooses)")
-    p.add_argument("--iterations", type=int, default=None, metavar="I",
+    p.add_argument("--iterations", type=int_type(0), default=None, metavar="I",
                    help=f"--dtype mixed: refinement iterations (float32 solve + float64 "
                         f"residual each; default {DEFAULT_ITERATIONS})")
     p.add_argument("--fallback", choices=FALLBACKS, default=None,
@@ -62,8 +62,6 @@ def register(sub):
 
 def run(args):
     nt, n, nb = sizes_from_args(args)
-    if args.nrhs is not None and args.nrhs < 1:
-        raise UsageError(f"--nrhs must be >= 1, got {args.nrhs}")
     mixed = is_mixed(args)
     if mixed and args.nrhs is None:
         raise UsageError("--dtype mixed counts a solve refined to float64: give --nrhs K "
@@ -74,8 +72,6 @@ def run(args):
     if args.variant is not None and args.nrhs is None:
         raise UsageError("--variant chooses the graph of a solve: give --nrhs K "
                          "(right-hand sides)")
-    if args.iterations is not None and args.iterations < 0:
-        raise UsageError(f"--iterations must be >= 0, got {args.iterations}")
     if args.nodes is not None and args.nodes > 0:
         check_model_memory(args.nodes)      # arithmetic, before any map is built
     tile_map = map_from_args(args, nt=nt)

@@ -17,73 +17,23 @@ Two kinds, with the map rules:
   L's off-diagonal tiles and the finished B[k]).
 """
 import hashlib
-import operator
 
 import numpy as np
 
 from ..collective import Keyed, agree
-from ..distributions.base import TileMap, nodes_text
 from ..errors import UsageError
 from .tile_arena import arena_views, packed
 from .tile_transfer import gather_dense, scatter_dense
 from .norms import block_norm, norm_parts
+from .layout import (KINDS, check_dtype, check_map, check_root, layout, map_error,
+                     plain_int)
 from .tiled import check_shape, check_sizes
-from ..model.operations import BYTES_PER_ENTRY
-from ..model.volume import factor_owners, tile_extents
-
-#: dtypes with kernels
-DTYPES = tuple(np.dtype(name) for name in BYTES_PER_ENTRY)
-KINDS = ("symmetric", "rhs")
-
+from ..model.volume import tile_extents
 
 def _world():
     from mpi4py import MPI
 
     return MPI.COMM_WORLD
-
-
-def check_dtype(dtype):
-    """The native numpy dtype, if it is float64 or float32 of either byte order; else
-    UsageError naming ``dtype``."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        dt = None
-    if dt is not None and dt.kind == "f":
-        dt = dt.newbyteorder("=")          # big-endian data is converted, not refused
-    if dt is None or dt not in DTYPES:     # (numpy's dtype == None is True for float64)
-        raise UsageError(f"dtype must be float64 or float32, got "
-                         f"{dt if dt is not None else repr(dtype)}: the kernels "
-                         f"have these two precisions and starchol converts no other "
-                         f"type (convert the data, e.g. with .astype(numpy.float64))",
-                         param="dtype")
-    return dt
-
-
-def layout(tile_map, n, nb, kind="symmetric", ncols=None):
-    """Owners (int64 (NT, KT)) and stored mask (bool (NT, KT)) of a matrix under a map.
-
-    See the module docstring for the rules; KT = NT for ``symmetric``, ceil(K / NB)
-    for ``rhs``.
-    """
-    nt = len(tile_extents(n, nb))
-    f = factor_owners(tile_map, nt)
-    if kind == "symmetric":
-        return f, np.tril(np.ones((nt, nt), dtype=bool))
-    kt = len(tile_extents(ncols, nb))
-    return (np.ascontiguousarray(np.repeat(np.diag(f)[:, None], kt, axis=1)),
-            np.ones((nt, kt), dtype=bool))
-
-
-def check_map(tile_map, nranks):
-    """UsageError unless ``tile_map`` is a map with one node per MPI rank."""
-    if not isinstance(tile_map, TileMap):
-        raise UsageError(f"tile_map must be a starchol.distributions map, got "
-                         f"{type(tile_map).__name__}", param="tile_map")
-    if tile_map.nodes != nranks:
-        raise UsageError(f"tile_map {tile_map} has {nodes_text(tile_map.nodes)} but the "
-                         f"communicator has {nranks} rank(s); a map needs one MPI rank "
-                         f"per node", param="tile_map")
 
 
 class DistributedMatrix:
@@ -220,7 +170,7 @@ class DistributedMatrix:
         (float64 or float32). ``root`` (0 <= root < ranks), ``nb``, ``kind`` and the map
         must be the same on every rank (else the same UsageError on every rank)."""
         comm = _comm_or_world(comm)
-        error, meta = _map_error(tile_map, comm), None
+        error, meta = map_error(tile_map, comm), None
         try:
             root = check_root(root, comm)
             if error is None and kind not in KINDS:
@@ -245,7 +195,7 @@ class DistributedMatrix:
         except Exception as exc:  # noqa: BLE001
             error = error or exc
         agree(comm, error, same={**_same(None, nb, kind, None, tile_map),
-                                 "root": _plain(root)})
+                                 "root": plain_int(root)})
         shape, dtype = comm.bcast(meta, root=root)
         out, error = None, None
         try:
@@ -277,7 +227,7 @@ class DistributedMatrix:
         from . import hdf5_io
 
         comm = _comm_or_world(comm)
-        error, tol = _map_error(tile_map, comm), None
+        error, tol = map_error(tile_map, comm), None
         try:
             if dtype is not None:
                 check_dtype(dtype)
@@ -341,7 +291,7 @@ class DistributedMatrix:
                 out = np.zeros(self.shape, dtype=self.dtype, order="F")
         except Exception as exc:  # noqa: BLE001 - shared with every rank below
             error = exc
-        agree(self.comm, error, same={"root": _plain(root)})
+        agree(self.comm, error, same={"root": plain_int(root)})
         return gather_dense(self, root, out)
 
     def copy(self):
@@ -504,16 +454,8 @@ def _same(shape, nb, kind, dtype, tile_map):
         nt = -(-shape[0] // int(nb)) if shape and int(nb) > 0 else None
     except (TypeError, ValueError, IndexError):
         shape = repr(shape)
-    return {"shape": shape, "nb": _plain(nb), "kind": kind, "dtype": dtype,
+    return {"shape": shape, "nb": plain_int(nb), "kind": kind, "dtype": dtype,
             "tile_map": map_key(tile_map, nt)}
-
-
-def _plain(value):
-    """An int as an int (so numpy and Python integers compare alike), else its repr."""
-    try:
-        return operator.index(value)
-    except TypeError:
-        return repr(value)
 
 
 #: tile counts up to which :func:`map_key` digests the owners (beyond: the description)
@@ -539,27 +481,4 @@ def map_key(tile_map, nt, owners=None):
     return Keyed(str(tile_map), digest, "owners")
 
 
-def check_root(root, comm):
-    """``root`` as an int, if it is a rank of ``comm``; else UsageError naming ``root``."""
-    size = comm.Get_size()
-    try:
-        if isinstance(root, bool):
-            raise TypeError
-        r = operator.index(root)
-    except TypeError:
-        raise UsageError(f"root must be an integer rank, got {root!r}", param="root") from None
-    if not 0 <= r < size:
-        raise UsageError(f"root must be a rank of the communicator, 0 to {size - 1}, "
-                         f"got {r}", param="root")
-    return r
-
-
-def _map_error(tile_map, comm):
-    try:
-        check_map(tile_map, comm.Get_size())
-    except UsageError as exc:
-        return exc
-    return None
-
-
-__all__ = ["DistributedMatrix", "layout", "check_map", "check_dtype"]
+__all__ = ["DistributedMatrix", "layout", "check_map", "check_dtype", "check_root", "map_key"]

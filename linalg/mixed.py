@@ -51,8 +51,11 @@ import numpy as np
 
 from ..collective import agree, allreduce_max
 from ..errors import UsageError
-from .cholesky import (backward_error, check_operand, cholesky, get_session, rhs_residual,
-                       symmetric_tiles)
+from ..integers import check_int
+from .cholesky import cholesky
+from .computations import get_session
+from .factor import backward_error, rhs_residual, symmetric_tiles
+from .operands import check_operand
 from .distributed import DistributedMatrix, check_map, map_key
 from .errors import NotPositiveDefiniteError
 from .norms import block_norm, norm_parts
@@ -194,11 +197,7 @@ def _checked(comm, A, B, tile_map, max_iterations, tolerance):
     error, so_key = None, None
     try:
         check_map(tile_map, comm.Get_size())
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations,
-                                                                 (int, np.integer)) \
-                or not 0 <= max_iterations <= 1000:
-            raise UsageError(f"max_iterations must be an integer from 0 to 1000, got "
-                             f"{max_iterations!r}", param="max_iterations")
+        check_int(max_iterations, "max_iterations", 0, 1000, exact=False)
         if tolerance is not None and (isinstance(tolerance, bool) or not isinstance(
                 tolerance, (int, float, np.floating)) or not 0 < tolerance < 1):
             raise UsageError(f"tolerance must be a number between 0 and 1 (a backward "

@@ -11,6 +11,8 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from ..integers import is_int
+
 #: keys of the nested ``runtime`` object of the JSON document (kept for old readers)
 RUNTIME_KEYS = ("scheduler", "workers_per_rank", "starpu_version", "starpu_build")
 
@@ -215,7 +217,7 @@ class RunRecord:
         if more:   # the runtime's other keys (GPUs, kernel_blas, ...) round-trip
             extra["runtime"] = more
         for key in _INT_FIELDS:
-            if key in values and not _is_int(values[key]):
+            if key in values and not is_int(values[key]):
                 raise ValueError(f"key {key!r} must be an integer, got {values[key]!r}")
         if "nt" not in values:
             values["nt"] = math.ceil(values["n"] / values["nb"])
@@ -238,7 +240,7 @@ def check_document(doc):
     if not isinstance(doc["dist"], str) or not doc["dist"]:
         raise ValueError(f"key 'dist' must be a map name, got {doc['dist']!r}")
     for key in ("nodes", "n", "nb"):
-        if not _is_int(doc[key]) or doc[key] < 1:
+        if not is_int(doc[key]) or doc[key] < 1:
             raise ValueError(f"key {key!r} must be a positive integer, got {doc[key]!r}")
     nt = math.ceil(doc["n"] / doc["nb"])
     if "nt" in doc and doc["nt"] != nt:
@@ -260,7 +262,7 @@ def check_document(doc):
         if not isinstance(solve, dict):
             raise ValueError(f"key 'solve' must be an object or null, got {solve!r}")
         nrhs = solve.get("nrhs")
-        if not _is_int(nrhs) or nrhs < 1:
+        if not is_int(nrhs) or nrhs < 1:
             raise ValueError(f"key 'solve.nrhs' must be a positive integer, got {nrhs!r}")
         if solve.get("tasks") is not None and not _is_number(solve["tasks"]):
             raise ValueError(f"key 'solve.tasks' must be a number, got {solve['tasks']!r}")
@@ -309,7 +311,7 @@ def _check_mixed(mixed):
     if not isinstance(mixed, dict):
         raise ValueError(f"key 'mixed' must be an object or null, got {mixed!r}")
     it = mixed.get("iterations")
-    if not _is_int(it) or it < 0:
+    if not is_int(it) or it < 0:
         raise ValueError(f"key 'mixed.iterations' must be an integer >= 0, got {it!r}")
     if mixed.get("fallback") is not None and mixed["fallback"] not in FALLBACKS:
         raise ValueError(f"key 'mixed.fallback' must be null or one of "
@@ -320,10 +322,6 @@ def _check_mixed(mixed):
     times = mixed.get("time_s") or {}
     if not isinstance(times, dict) or not all(_is_number(v) for v in times.values()):
         raise ValueError(f"key 'mixed.time_s' must be an object of seconds, got {times!r}")
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_number(v):

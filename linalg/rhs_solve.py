@@ -35,18 +35,25 @@ def partial_rows(owners, which):
     return out
 
 
-def register_partials(comp, owners, nodes, rows, cols, itemsize, which):
-    """The TileHandles of the partial sums of one graph (see :func:`partial_rows`):
-    nt x (KT * P) tiles, tile (m, j * P + q) of rows(m) x cols(j) entries on node q,
-    zero-filled on q. Collective (a registration)."""
-    mask = np.zeros((len(rows), nodes), dtype=bool)
+def partial_layout(owners, nodes, cols, which):
+    """``(owners, cols, stored)`` of the partial sums of one graph (see
+    :func:`partial_rows`): nt x (KT * P) tiles, tile (m, j * P + q) of rows(m) x
+    cols(j) entries on node q; int64 owners and columns, uint8 stored mask."""
+    nt, kt = len(owners), len(cols)
+    mask = np.zeros((nt, nodes), dtype=bool)
     got = partial_rows(owners, which)
     mask[:, :got.shape[1]] = got
-    kt = len(cols)
     stored = np.ascontiguousarray(np.tile(mask, (1, kt)), dtype=np.uint8)
-    towners = np.ascontiguousarray(np.tile(np.arange(nodes, dtype=np.int64),
-                                           (len(rows), kt)))
-    tcols = np.repeat(np.asarray(cols, dtype=np.int64), nodes)
+    towners = np.ascontiguousarray(np.tile(np.arange(nodes, dtype=np.int64), (nt, kt)))
+    return towners, np.repeat(np.asarray(cols, dtype=np.int64), nodes), stored
+
+
+def register_partials(comp, owners, nodes, rows, cols, itemsize, which):
+    """The TileHandles of the partial sums of one graph (:func:`partial_layout`),
+    zero-filled on their nodes. Collective (a registration)."""
+    towners, tcols, stored = partial_layout(owners, nodes, cols, which)
+    mask = stored[:, :nodes].astype(bool)
+    kt = len(cols)
     rank = comp.session.comm.Get_rank()
     dtype = np.float32 if itemsize == 4 else np.float64
     tiles = {(int(m), int(j) * nodes + rank): np.zeros((rows[m], cols[j]), dtype=dtype,
@@ -98,5 +105,5 @@ def submit_residual_rhs(comp, graphs, ha, hx, hr, A, X, nodes):
     return graphs.symm_residual_rhs(ha, hx, hr, t, nodes)
 
 
-__all__ = ["partial_rows", "register_partials", "residual_variant", "solve_variant",
+__all__ = ["partial_layout", "partial_rows", "register_partials", "residual_variant", "solve_variant",
            "submit_residual_rhs", "submit_solve_rhs"]

@@ -106,8 +106,18 @@ def _sim_module():
     return _sim
 
 
-def _child(conn, args, kwargs, progress):
-    """The child process: run the simulation, send progress and the result."""
+def _child(conn, reader, parent_pid, args, kwargs, progress):
+    """The child process: run the simulation, send progress and the result.
+
+    It dies with its parent (:func:`starchol.faults.die_with_parent`: SIGKILL when the
+    parent ends, however), and closes its copy of the pipe's read end, so that a write
+    to a parent that is gone fails at once instead of blocking forever."""
+    from ..faults import die_with_parent
+
+    die_with_parent()
+    reader.close()
+    if os.getppid() != parent_pid:      # the parent ended before prctl took effect
+        os._exit(1)
     try:
         if progress:
             kwargs["progress"] = lambda done, total: conn.send(("progress", done, total))
@@ -127,9 +137,13 @@ def _run_in_child(args, kwargs, progress):
     _sim_module()          # fail here, with the clear message, when it is not built
     ctx = multiprocessing.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, args, kwargs, progress is not None),
-                       daemon=True)
-    proc.start()
+    from .. import faults
+
+    proc = ctx.Process(target=_child, args=(child, parent, os.getpid(), args, kwargs,
+                                            progress is not None), daemon=True)
+    with faults.creating():         # a signal either finds the child tracked or stops this
+        proc.start()
+        faults.track_child(proc.pid)
     child.close()
     result, error = None, None
     try:
@@ -149,10 +163,11 @@ def _run_in_child(args, kwargs, progress):
                 break
     finally:
         parent.close()
-        proc.join(timeout=30)
+        proc.join(timeout=30 if result is not None or error is not None else 0.5)
         if proc.is_alive():
             proc.kill()
             proc.join()
+        faults.untrack_child(proc.pid)
     if error is not None:
         raise SimulationError(f"the simulation failed: {error}")
     if result is None:
@@ -220,11 +235,13 @@ def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, fl
 
 def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
                    which="both", progress=None, sends_in_flight=None,
-                   pair_serial=False, runtime=None):
+                   pair_serial=False, variant="factor", runtime=None):
     """Simulate the solve L L^T X = B (B n x nrhs) after the factorization (which the
-    runtime finishes first: the two times add up). GFlop/s of 2 N^2 nrhs flops."""
+    runtime finishes first: the two times add up), by the graph of ``variant``
+    (``"factor"`` or ``"rhs"``, :func:`~starchol.linalg.task_graph.record_solve`).
+    GFlop/s of 2 N^2 nrhs flops."""
     graph = record_solve(tile_map, n, nb, nrhs, itemsize=BYTES_PER_ENTRY[dtype],
-                         which=which)
+                         which=which, variant=variant)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
                           pair_serial, runtime)
 

@@ -4,7 +4,8 @@ All tiles are NB x NB except the last tile row/column when N is not a multiple o
 The distributed matrix itself is :class:`starchol.linalg.distributed.DistributedMatrix`.
 """
 from ..errors import UsageError
-from ..model.volume import exact_int, tile_extents
+from ..integers import exact_int
+from ..model.volume import tile_extents
 
 
 def check_sizes(n, nb):

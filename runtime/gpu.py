@@ -27,6 +27,7 @@ import socket
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from ..integers import check_int
 
 log = logging.getLogger("starchol.runtime")
 
@@ -75,12 +76,7 @@ def check_gpus(gpus):
     Same verdict on every rank of a node. Messages name the parameter ``gpus``."""
     if gpus is None:
         return visible_gpus()
-    try:
-        k = int(gpus)
-    except (TypeError, ValueError):
-        raise UsageError(f"gpus must be an integer, got {gpus!r}", param="gpus") from None
-    if k < 0:
-        raise UsageError(f"gpus must be >= 0, got {k}", param="gpus")
+    k = check_int(gpus, "gpus", 0)
     if k == 0:
         return 0
     if not cuda_built():

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 
-from ..faults import end_diverged
+from ..faults import end_diverged, note_exit
 
 
 def ensure_mpi(MPI):
@@ -62,6 +62,18 @@ def end_job_on_uncaught_errors(current):
 
     hook.starchol_session_hook = True
     sys.excepthook = hook
+    real_exit = sys.exit
+
+    def exit(status=None):
+        """``sys.exit``, noting the status first: a non-zero one ends the job on every
+        rank at the interpreter's exit (:func:`starchol.faults.end_failed_exit`, called
+        by the session's exit handler) instead of hanging its collective shutdown."""
+        note_exit(status)
+        real_exit(status)
+
+    exit.starchol_exit = True
+    if not getattr(real_exit, "starchol_exit", False):
+        sys.exit = exit
 
 
 class ComputationInterrupt:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..collective import agree, run_everywhere
 from ..errors import UsageError
-from ..faults import end_diverged
+from ..faults import end_diverged, end_failed_exit
 from . import gpu, hooks, kernel_blas
 from .backend import (DEFAULT_SCHEDULER, available_schedulers, binding, check_scheduler,
                       check_thread_level, mpi)
@@ -156,7 +156,7 @@ class Session(SessionFacts):
             raise
         self.started = True
         Session._live = self
-        atexit.register(self.shutdown)
+        atexit.register(self._shutdown_at_exit)
         if self.hooks:
             hooks.end_job_on_uncaught_errors(Session.current)
         # per-worker cuBLAS/cuSOLVER handles: runs on the CUDA workers, so before the pause
@@ -250,9 +250,18 @@ class Session(SessionFacts):
             self._free_comms()
             self._restore_blas()
             try:
-                atexit.unregister(self.shutdown)
+                atexit.unregister(self._shutdown_at_exit)
             except Exception:  # pragma: no cover
                 pass
+
+    def _shutdown_at_exit(self):
+        """The interpreter's exit with the session running: a rank exiting with a
+        non-zero status (``sys.exit("...")``) while several run ends the job on every
+        rank (:func:`starchol.faults.end_failed_exit`: the others may wait for it in a
+        collective, and the collective shutdown would hang); otherwise the shutdown."""
+        if self.started and self.hooks:
+            end_failed_exit(self.user_comm)
+        self.shutdown()
 
     def _restore_blas(self):
         if self._blas is not None:

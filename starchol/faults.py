@@ -48,7 +48,7 @@ def track(path):
 def untrack(path):
     with _lock:
         _tracked.discard(path)
-        if not _tracked:
+        if not _tracked and not _children:
             _unguard_signals()
 
 
@@ -119,12 +119,132 @@ def wait_for_end():
     threading.Event().wait()
 
 
+#: child processes to end with this one: pid -> True when it leads a process group
+_children = {}
+
+
+def track_child(pid, group=False):
+    """End the child process ``pid`` (its whole process group with ``group``: mpirun and
+    its ranks) when this process is stopped by a signal or an abort
+    (:func:`remove_tracked`), before the tracked files are removed."""
+    with _lock:
+        _children[pid] = bool(group)
+        _guard_signals()
+
+
+def untrack_child(pid):
+    with _lock:
+        _children.pop(pid, None)
+        if not _tracked and not _children:
+            _unguard_signals()
+
+
+def _descendants(pid):
+    """The processes below ``pid`` (Linux ``/proc``; empty elsewhere), deepest last."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def end_children(wait_s=3.0):
+    """SIGKILL every tracked child, its process group (``group``) and every process
+    below it (ranks that a launcher put in groups of their own), then wait up to
+    ``wait_s`` for them to be gone, so that none writes into a temporary folder being
+    removed. Returns how many processes were signalled."""
+    import time
+
+    with _lock:
+        children = list(_children.items())
+    victims = []
+    for pid, group in children:
+        victims += [pid, *_descendants(pid)]
+        if group:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + wait_s
+    alive = list(victims)
+    while alive and time.monotonic() < deadline:
+        still = []
+        for pid in alive:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:    # our own child: reaped
+                    continue
+            except ChildProcessError:
+                pass
+            except OSError:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    if fh.read().rsplit(")", 1)[1].split()[0] == "Z":   # a zombie: ended
+                        continue
+            except (OSError, IndexError):
+                continue                                   # gone
+            still.append(pid)
+        alive = still
+        if alive:
+            time.sleep(0.02)
+    return len(victims)
+
+
+#: prctl's option that sends a signal to this process when its parent ends (Linux)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum=signal.SIGKILL):
+    """In a child process: be sent ``signum`` when the parent ends, whatever ends it
+    (``kill -9`` included: nothing of the parent can act then), so no child outlives
+    the command. Linux only (``prctl(PR_SET_PDEATHSIG)``); a no-op elsewhere. Also
+    gives the child the default action for the signals the watcher handles (a child
+    of the command line inherited its handlers), so SIGTERM ends it. Returns True when
+    set. Safe in ``preexec_fn`` (no allocation of Python objects that matters)."""
+    for sig in SIGNALS:
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (ValueError, OSError):
+            pass
+    try:
+        signal.set_wakeup_fd(-1)
+    except (ValueError, OSError):
+        pass
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    return ok
+
+
 def remove_tracked():
-    """Remove every tracked temporary file or private folder; no new one is created
-    afterwards (see :class:`creating`). A folder is removed until it is really gone
-    (code still running may re-create a file inside it meanwhile)."""
+    """End the tracked children (:func:`track_child`), then remove every tracked
+    temporary file or private folder; no new one is created afterwards (see
+    :class:`creating`). A folder is removed until it is really gone (code still running
+    may re-create a file inside it meanwhile). Returns the paths that could not be
+    removed (none, normally), so a message never claims a removal that failed."""
     import shutil
 
+    end_children()
     with _lock:
         _state["stopping"] = True
         paths = list(_tracked)
@@ -139,6 +259,7 @@ def remove_tracked():
                     pass
             if not os.path.lexists(path):
                 break
+    return [path for path in paths if os.path.lexists(path)]
 
 
 def _world():
@@ -181,14 +302,53 @@ def abort_job(message, code=1, comm=None, mpi_abort=True):
     """Remove the tracked files, print ``message`` (one line, this rank) and end the job:
     ``MPI_Abort`` when several ranks run (and ``mpi_abort``), else ``os._exit(code)``.
     Does not return."""
-    remove_tracked()
+    left = remove_tracked()
     comm = comm if comm is not None else _world()
+    if left:
+        message = message.replace("; temporary files removed", "")
+        message += f" (could not remove: {', '.join(left)})"
     _say(comm, message)
     try:
         if mpi_abort and comm is not None and comm.Get_size() > 1:
             comm.Abort(code)
     finally:
         os._exit(code)
+
+
+def exit_status(code):
+    """The process status of ``sys.exit(code)``: 0 for None, the number for an int, 1
+    for anything else (a message, which Python prints)."""
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    return 1
+
+
+def note_exit(code):
+    """Remember the status of a ``sys.exit(code)`` this process is making (its wrapper,
+    :func:`starchol.runtime.hooks.end_job_on_uncaught_errors`), for
+    :func:`end_failed_exit` at the interpreter's exit."""
+    _state["exit_code"] = code
+
+
+def end_failed_exit(comm=None):
+    """At the interpreter's exit, before a collective shutdown: when this process is
+    exiting with a non-zero status (``sys.exit("...")``, :func:`note_exit`) while
+    several ranks run, the other ranks may be waiting for it in a collective, and the
+    collective shutdown would wait for them forever: end the job on every rank
+    (``MPI_Abort`` with that status, one line). Returns otherwise (one rank, status 0)."""
+    status = exit_status(_state.get("exit_code"))
+    if not status:
+        return
+    comm = comm if comm is not None else _world()
+    if not _several(comm):
+        return
+    code = _state.get("exit_code")
+    said = "" if isinstance(code, int) else f" ({str(code)[:200]})"
+    abort_job(f"exited with status {status}{said} (sys.exit) while other ranks may wait "
+              f"for it in a collective; ending the job on every rank (MPI_Abort)",
+              status, comm)
 
 
 def end_diverged(exc, comm=None):
@@ -202,9 +362,14 @@ def end_diverged(exc, comm=None):
     """
     if exc is None or isinstance(exc, StarcholError) or getattr(exc, "starchol_agreed", False):
         return
+    if isinstance(exc, SystemExit) and not exit_status(exc.code):
+        return                       # sys.exit(0): a normal end, shut down together
     comm = comm if comm is not None else _world()
     if not _several(comm):
         return
+    if isinstance(exc, SystemExit):  # sys.exit("...") on this rank: the rank-exit rule
+        note_exit(exc.code)
+        end_failed_exit(comm)
     from .collective import describe
 
     if log.isEnabledFor(logging.INFO):

@@ -66,7 +66,7 @@ def same_file(a, b):
 
 
 #: the roles of files starchol reads (never writes): a matrix and a custom map
-INPUT_ROLES = ("--input", "--map-file", "--rhs")
+INPUT_ROLES = ("--input", "--map-file", "--rhs", "--node", "RUN.json")
 
 
 def check_distinct(named_paths):
@@ -175,6 +175,169 @@ def check_readable_file(path, role):
         raise UsageError(f"{role} {path!r} not found")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{role} {path!r} is not readable (permissions)")
+
+
+#: the most bytes starchol reads from a text input (a node description, a run document,
+#: a map file): far above any real one, far below what would exhaust memory
+MAX_TEXT_INPUT_BYTES = 64 * 2 ** 20
+
+
+def read_text_input(path, role, limit=MAX_TEXT_INPUT_BYTES):
+    """The text of the input file ``path``: the one readable-input rule for text files.
+
+    A regular file only (:func:`check_readable_file`; opened without blocking, so a FIFO
+    swapped in after the check cannot hang the reader, and checked again on the open
+    file), at most ``limit`` bytes (a larger one is refused, never read whole), UTF-8
+    text (a binary file is refused). Every refusal is a :class:`UsageError` naming
+    ``role path``.
+    """
+    path = os.fspath(path)
+    check_readable_file(path, role)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UsageError(f"{role} {path} cannot be read ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{role} {path} is not a regular file; give a file")
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise UsageError(f"{role} {path} cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise UsageError(f"{role} {path} is larger than {format_bytes(limit)}; starchol "
+                         f"reads no such input file (is it the right file?)")
+    data = b"".join(chunks)
+    if b"\0" in data:
+        raise UsageError(f"{role} {path} is a binary file (it holds NUL bytes), not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{role} {path} is not UTF-8 text (byte {exc.start}: "
+                         f"{exc.reason}); is it a binary file?") from None
+
+
+#: JSON inputs nested deeper than this are refused (a real document has 5 levels)
+MAX_JSON_DEPTH = 64
+
+
+def _depth(text):
+    """The deepest nesting of brackets in the JSON ``text`` (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_json_input(path, role, limit=MAX_TEXT_INPUT_BYTES):
+    """The JSON document of the input file ``path`` (:func:`read_text_input`): a
+    document that is not JSON, nested deeper than :data:`MAX_JSON_DEPTH`, or holds
+    ``NaN``/``Infinity`` is a :class:`UsageError` naming the file and the place."""
+    import json
+
+    text = read_text_input(path, role, limit)
+    if _depth(text) > MAX_JSON_DEPTH:
+        raise UsageError(f"{role} {path} is nested more than {MAX_JSON_DEPTH} levels "
+                         f"deep; not a starchol document")
+
+    def constant(word):
+        raise ValueError(f"{word} is not a number starchol accepts")
+    try:
+        return json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{role} {path} is not JSON: {exc.msg} at line {exc.lineno}, "
+                         f"column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{role} {path} is not valid JSON: {exc}") from None
+
+
+def check_printable(text, role):
+    """Refuse ``text`` (a path or an option's value) holding a newline, a NUL or another
+    character that is not printable: such a value cannot be written into a script, a
+    comment or one line of output unchanged."""
+    for k, ch in enumerate(str(text)):
+        if not ch.isprintable():
+            raise UsageError(f"{role} {str(text)!r} holds the control character {ch!r} at "
+                             f"position {k}; starchol refuses newlines, NUL and other "
+                             f"non-printable characters in paths and options: rename it")
+
+
+def _check_link_out(path, role):
+    """Refuse an output ``path`` that is a symbolic link to a file outside the link's own
+    folder: writing through it would replace a file elsewhere (``out.png -> /etc/x``)."""
+    absolute = os.path.abspath(os.path.expanduser(path))
+    if not os.path.islink(absolute):
+        return
+    folder = os.path.realpath(os.path.dirname(absolute))
+    if os.path.dirname(resolve(path)) != folder:
+        raise UsageError(f"{role} {path} is a symbolic link to {resolve(path)}, outside its "
+                         f"folder; starchol does not write through it: give the target's "
+                         f"own name, or another name")
+
+
+def check_output(path, role, overwrite=False, inputs=(), stdout=False):
+    """The one check of an output file, before any work; returns its
+    :func:`fingerprint` (None: absent) for :func:`publish`.
+
+    Refused with a :class:`UsageError` naming ``role path``: a path that exists and is
+    not a regular file (a device, a FIFO, a socket, a link loop, a folder), a symbolic
+    link to a file outside its own folder, a missing or read-only folder, a read-only
+    file, an existing file without ``overwrite``, and a path that is one of ``inputs``
+    (``(role, path)`` pairs of the command's input files, compared through links, ``..``
+    and hard links: :func:`same_file`). ``stdout``: ``-`` is standard output (accepted,
+    returns None). The file is then written with :func:`write_atomic` or
+    :func:`atomic_path` (atomic, a full disk named) or :func:`publish_text`.
+    """
+    if path is None or (stdout and path == "-"):
+        return None
+    if not path:
+        raise UsageError(f"{role} is empty; give a file name")
+    if "\0" in path:
+        check_printable(path, role)
+    _check_link_out(path, role)
+    check_folder_writable(path, role, stdout)
+    for in_role, in_path in inputs:
+        if in_path and same_file(in_path, path):
+            raise UsageError(f"{role} {path} is the input file ({in_role} {in_path}); "
+                             f"starchol never modifies its input: choose another name "
+                             f"for {role}")
+    before = fingerprint(path)
+    if before is not None and not overwrite:
+        raise UsageError(f"{role} {path} exists; pass --overwrite to replace it, or choose "
+                         f"another name")
+    return before
+
+
+def check_outputs(outputs, overwrite=False, inputs=()):
+    """:func:`check_output` for each ``(role, path)`` of ``outputs`` (None paths
+    skipped), and two outputs on one file refused (:func:`check_distinct`). Returns
+    ``{role: fingerprint}``."""
+    outputs = [(role, p) for role, p in outputs if p and p != "-"]
+    out = {role: check_output(p, role, overwrite, inputs) for role, p in outputs}
+    check_distinct(outputs)
+    return out
 
 
 def free_bytes(path):
@@ -340,13 +503,40 @@ class OutputFolder:
     half-written folder is left. A folder that already existed is kept; each file in it
     is written atomically.
 
+    An existing folder that holds anything is refused unless ``overwrite`` (its files
+    would be replaced by this command's files of the same names); an empty one is
+    used. The folder name is also refused when it is one of ``inputs`` (``(role,
+    path)`` pairs) or holds one of them.
+
     Use as ``with OutputFolder(path) as out: write(out.path("report.md"), ...)``.
     """
 
-    def __init__(self, folder, role="-o"):
+    def __init__(self, folder, role="-o", overwrite=False, inputs=()):
         self.folder, self.role = folder, role
+        if not folder:
+            raise UsageError(f"{role} is empty; give a folder name")
+        if "\0" in folder:
+            check_printable(folder, role)
         if os.path.exists(folder) and not os.path.isdir(folder):
             raise UsageError(f"{self.role} {folder}: exists and is not a folder")
+        for in_role, in_path in inputs:
+            if in_path and same_file(in_path, folder):
+                raise UsageError(f"{role} {folder} is the input ({in_role} {in_path}); "
+                                 f"starchol never modifies its input: choose another "
+                                 f"folder")
+        if os.path.isdir(folder):
+            if read_only(folder) or not os.access(folder, os.W_OK | os.X_OK):
+                raise UsageError(f"{role} {folder}: the folder is not writable")
+            try:
+                held = sorted(os.listdir(folder))
+            except OSError as exc:
+                raise UsageError(f"{role} {folder}: cannot list the folder "
+                                 f"({exc.strerror})") from None
+            if held and not overwrite:
+                shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+                raise UsageError(f"{role} {folder} is a folder that holds files "
+                                 f"({len(held)}: {shown}); pass --overwrite to write into "
+                                 f"it, or give a new or empty folder")
         # the topmost folder this command would create, and the folder that would hold it
         target = os.path.abspath(folder)
         self.root = None

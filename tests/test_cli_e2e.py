@@ -177,7 +177,7 @@ def test_solve_arguments_checked_on_every_rank(mpirun, tmp_path):
          "--solution writes X of A X = B: give the right-hand sides"),
         (["--rhs", b], f"--rhs {b} has 100 rows but the matrix has 200: B must be N x K"),
         (["--rhs", b, "--nrhs", "2"], "give the right-hand sides once"),
-        (["--nrhs", "0"], "--nrhs must be >= 1, got 0"),
+        (["--nrhs", "0"], "argument --nrhs: must be an integer >= 1, got '0'"),
         (["--rhs", b2, "--solution", f"{tmp_path / 'b2.h5'}:/X"],
          f"--solution {tmp_path / 'b2.h5'} is the input file (--rhs "),
     ]

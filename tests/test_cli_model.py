@@ -11,6 +11,15 @@ from starchol.cli import main
 from volume_reference import as_matrix, reference_pairs
 
 
+def status(argv):
+    """The exit status of ``starchol ARGV``: ``main``'s, or the parser's (an option's
+    value refused by its argparse type exits at parsing)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
 def run_json(capsys, *argv):
     assert main(list(argv) + ["--json"]) == 0
     return json.loads(capsys.readouterr().out)
@@ -84,8 +93,8 @@ def test_volume_counts_the_solve(capsys):
     assert main(argv + ["--nrhs", "4"]) == 0
     assert "solve:      K = 4, variant rhs: 665.60 kB (forward pass alone " in \
         capsys.readouterr().out
-    assert main(argv + ["--nrhs", "0"]) == 2
-    assert "--nrhs must be >= 1, got 0" in capsys.readouterr().err
+    assert status(argv + ["--nrhs", "0"]) == 2
+    assert "argument --nrhs: must be an integer >= 1, got '0'" in capsys.readouterr().err
     assert main(argv + ["--variant", "rhs"]) == 2
     assert "--variant chooses the graph of a solve: give --nrhs K" in \
         capsys.readouterr().err
@@ -169,7 +178,10 @@ def test_map_outputs(tmp_path, capsys):
         assert (np.array(m["owner"])[0][low] == np.array(n["owner"])[0][low]).all()
     # a plane is aligned to the last tile row: the file is for this NT only, and says so
     assert main(["map", "--dist", "pplane", "--nodes", "7", "--nt", "17", "--chameleon",
-                 str(cham)]) == 0
+                 str(cham)]) == 2           # an existing file: replaced only with --overwrite
+    assert "exists; pass --overwrite" in capsys.readouterr().err
+    assert main(["map", "--dist", "pplane", "--nodes", "7", "--nt", "17", "--chameleon",
+                 str(cham), "--overwrite"]) == 0
     assert (f"Chameleon map written to {cham}: a 14 x 14 pattern, the period of its owners "
             f"at NT = 17 only") in capsys.readouterr().out
     m = run_json(capsys, "map", "--dist", "custom", "--map-file", str(cham), "--nt", "17")
@@ -214,7 +226,7 @@ BAD = [
 
 @pytest.mark.parametrize("argv,words", BAD)
 def test_bad_input_gives_clear_error_and_nonzero_exit(argv, words, capsys):
-    assert main(argv) == 2
+    assert status(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"starchol {argv[0]}: error:")
     for w in words:
@@ -233,7 +245,11 @@ def test_argparse_errors_and_module_entry_point():
 
 @pytest.mark.parametrize("argv,words", [
     (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "1e3"],
-     ["argument --nt: invalid int value: '1e3'", "write it as an integer: 1000"]),
+     ["argument --nt: must be an integer >= 1, got '1e3'", "write it as an integer: 1000"]),
+    (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "4", "--nb", "1e2"],
+     ["argument --nb: must be an integer >= 1, got '1e2'", "write it as an integer: 100"]),
+    (["run", "--dist", "2dbc", "--n", "1e3", "--nb", "100"],
+     ["argument --n: invalid int value: '1e3'", "write it as an integer: 1000"]),
     (["volume", "--dist", "sbc", "--nodes", "6", "--nt", "4", "--bogus", "1"],
      ["unrecognized arguments: --bogus 1"]),
     (["run", "--dist", "sbc", "--nodes", "6", "--n", "40", "--nb", "10"],

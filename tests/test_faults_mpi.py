@@ -71,7 +71,8 @@ CASES = {
     "n 1e7": (["--n", "10000000", "--nb", "500"], "not enough memory"),
     "input 1e5 x 1e5": (["--input", "{m}/huge.h5:/A", "--nb", "2000"], "not enough memory"),
     # issue 9.9
-    "slices 0": (["--n", "300", "--dist", "sbc25d", "--slices", "0"], "--slices must be >= 1"),
+    "slices 0": (["--n", "300", "--dist", "sbc25d", "--slices", "0"],
+                 "argument --slices: must be an integer >= 1"),
     "symmetry-tol nan": (["--input", "{m}/in.h5:/A", "--symmetry-tol", "nan"],
                          "--symmetry-tol must be a finite number"),
 }
@@ -301,7 +302,7 @@ def test_bad_session_argument_on_one_rank_is_refused_everywhere(mpi_python):
     assert proc.returncode == 0, out + err
     for words in ("comm must be an mpi4py communicator, got str",
                   "unknown scheduler 'bogus'", "workers must be between 1 and",
-                  "gpus must be >= 0", "cache: rank 0 has True, rank 1 has False",
+                  "gpus must be an integer >= 0", "cache: rank 0 has True, rank 1 has False",
                   "scheduler: rank 0 has 'prio', rank 1 has 'lws'"):
         assert out.count(words) == 3, out
     assert out.count(f"logdet {100 * np.log(2):.6f}") == 3, out

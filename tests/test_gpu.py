@@ -83,7 +83,7 @@ def test_cpu_path_unchanged_by_default():
 
 def test_gpus_option_checked():
     assert gpu.check_gpus(0) == 0
-    with pytest.raises(UsageError, match="^gpus must be >= 0") as info:
+    with pytest.raises(UsageError, match="^gpus must be an integer >= 0") as info:
         gpu.check_gpus(-1)
     assert info.value.params == ("gpus",)
     with pytest.raises(UsageError, match="integer"):

@@ -260,7 +260,7 @@ def _good(tmp_path):
 @pytest.mark.parametrize("case, message", [
     (lambda t: ["report", str(t / "nope.json"), "-o", str(t / "o")], "nope.json: no such run"),
     (lambda t: ["report", write(t / "x.json", "{not json"), "-o", str(t / "o")],
-     "x.json: not valid JSON"),
+     "x.json is not JSON"),
     (lambda t: ["report", write(t / "l.json", "[1, 2]"), "-o", str(t / "o")],
      "l.json: a run document is a JSON object"),
     (lambda t: ["report", write(t / "k.json", {"dist": "sbc", "nodes": 3, "n": 300}),

@@ -57,7 +57,7 @@ def test_output_folder_is_made_at_the_first_write_and_removed_on_error(tmp_path)
     kept.mkdir()
     (kept / "old.md").write_text("mine")
     with pytest.raises(RuntimeError):
-        with OutputFolder(str(kept)) as folder:
+        with OutputFolder(str(kept), overwrite=True) as folder:
             folder.path("report.md")
             raise RuntimeError("a figure failed")
     assert (kept / "old.md").read_text() == "mine"  # a folder it did not make is kept

@@ -63,6 +63,23 @@ def test_solve_bytes_equal_the_model_per_pair(which, cache):
                                                    which=which))
 
 
+@pytest.mark.parametrize("which", ["both", "forward", "backward"])
+@pytest.mark.parametrize("cache", [True, False])
+@pytest.mark.parametrize("name,nodes,kw", [("sbc25d", 6, {"slices": 2}), ("2dbc", 4, {})])
+def test_rhs_solve_bytes_equal_the_model_per_pair(which, cache, name, nodes, kw):
+    """The rhs variant's graph (L in place, partial sums) replayed: its bytes are
+    rhs_solve_transfer_pairs_bytes per pair, far below the factor variant's for K = 3."""
+    from starchol.model.rhs_volume import rhs_solve_transfer_pairs_bytes
+
+    tile_map = get_map(name, nodes, **kw)
+    got = sim.simulate_solve(tile_map, 900, 100, 3, _platform(nodes), which=which,
+                             cache=cache, variant="rhs")
+    want = rhs_solve_transfer_pairs_bytes(tile_map, 900, 100, 3, cache=cache, which=which)
+    np.testing.assert_array_equal(got.pair_bytes, want)
+    assert 0 < want.sum() * 10 < solve_transfer_pairs_bytes(tile_map, 900, 100, 3,
+                                                            cache=cache, which=which).sum()
+
+
 def test_chain_of_tasks_on_one_worker():
     """NT = 2 on one node, one worker: POTRF, TRSM, SYRK, POTRF one after the other."""
     nb = 100
@@ -303,8 +320,8 @@ GOOD = {"workers": 2, "gflops": {"float64": dict(SPEEDS)}}
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"workers": 0}, "workers must be an integer >= 1"),
-    ({"workers": "2"}, "workers must be an integer >= 1"),
+    ({"workers": 0}, "workers must be an integer from 1 to"),
+    ({"workers": "2"}, "workers must be an integer from 1 to"),
     ({"gflops": {"float64": {**SPEEDS, "gemm": -1}}}, r"gflops.float64.gemm must be a number"),
     ({"gflops": {"float64": {"gemm": 1}}}, "lacks potrf, trsm, syrk, add"),
     ({"gflops": {"float16": dict(SPEEDS)}}, "dtype 'float16'"),
@@ -320,7 +337,7 @@ def test_bad_node_descriptions(change, message):
 
 
 def test_bad_node_files(tmp_path):
-    with pytest.raises(UsageError, match="cannot read node description .*missing.json"):
+    with pytest.raises(UsageError, match="--node .*missing.json' not found"):
         load_node(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{workers: 2")
@@ -397,7 +414,7 @@ def test_simulate_command_with_the_solve(capsys):
     """`--nrhs K` adds the solve: its bytes equal the solve's model per node pair (2.5D
     map, cache off too), and the total is the factorization's time plus the solve's."""
     from starchol.cli import main
-    from starchol.model.volume import solve_transfer_pairs_bytes
+    from starchol.model.rhs_volume import choose_variant, solve_bytes_by_variant
 
     for cache in ("on", "off"):
         assert main(["simulate", "--dist", "sbc25d", "--slices", "2", "--nodes", "6",
@@ -407,16 +424,19 @@ def test_simulate_command_with_the_solve(capsys):
         out = capsys.readouterr()
         doc = json.loads(out.out)
         solve = doc["solve"]
-        model = solve_transfer_pairs_bytes(get_map("sbc25d", 6, slices=2), 1000, 100, 150,
-                                           cache=cache == "on")
+        by = solve_bytes_by_variant(get_map("sbc25d", 6, slices=2), 1000, 100, 150,
+                                    cache=cache == "on")
+        assert solve["variant"] == choose_variant(by)[0]
+        model = by[solve["variant"]]
         assert solve["pair_bytes"] == model.tolist() and solve["bytes_equal_model"]
         assert solve["makespan_s"] > 0 and solve["nrhs"] == 150
         assert doc["total_makespan_s"] == pytest.approx(doc["makespan_s"]
                                                         + solve["makespan_s"])
         assert "solve:" in out.err and "total:" in out.err
-    assert main(["simulate", "--dist", "sbc", "--nodes", "6", "--n", "1000", "--nb", "100",
-                 "--nrhs", "0", "--node-gflops", "5", "--cores", "2"]) == 2
-    assert "--nrhs must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="2"):     # refused by the parser
+        main(["simulate", "--dist", "sbc", "--nodes", "6", "--n", "1000", "--nb", "100",
+              "--nrhs", "0", "--node-gflops", "5", "--cores", "2"])
+    assert "argument --nrhs: must be an integer >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_simulate_command_figures_and_errors(capsys, tmp_path):
@@ -433,14 +453,18 @@ def test_simulate_command_figures_and_errors(capsys, tmp_path):
     bad.write_text(json.dumps({"workers": 2, "gflops": {"float64": {"gemm": 3}}}))
     for extra, message in [
             (["--node", str(bad)], "lacks potrf, trsm, syrk, add"),
-            (["--node", str(tmp_path / "none.json")], "none.json: No such file"),
+            (["--node", str(tmp_path / "none.json")], "none.json' not found"),
             ([], "describe the nodes"),
             (["--node-gflops", "fast", "--cores", "2"], "--node-gflops: cannot read"),
             (["--node-gflops", "5", "--cores", "2", "--bandwidth", "9 parsecs"],
              "unknown unit"),
             (["--node-gflops", "5", "--cores", "2", "--sends-in-flight", "-1"],
-             "--sends-in-flight must be >= 0")]:
-        assert main(argv + extra) == 2, extra
+             "argument --sends-in-flight: must be an integer from 0 to 2147483647, got '-1'")]:
+        try:
+            code = main(argv + extra)
+        except SystemExit as exc:                  # refused by the parser
+            code = exc.code
+        assert code == 2, extra
         assert message in capsys.readouterr().err
 
 

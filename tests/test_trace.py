@@ -33,8 +33,8 @@ def test_four_rank_trace_and_gantt(mpirun, tmp_path, capsys):
     (trace_dir / "prof_file_starchol_7").write_bytes(b"stale")
     (trace_dir / "run.json").write_text("{}")
     p = mpirun(4, "run", "--dist", "2dbc", "--grid", "2x2", "--n", "1024", "--nb", "128",
-               "--trace", trace_dir, "--json", tmp_path / "r.json", "--quiet", "--check",
-               timeout=240)
+               "--trace", trace_dir, "--overwrite", "--json", tmp_path / "r.json", "--quiet",
+               "--check", timeout=240)     # a folder that holds files: only with --overwrite
     assert p.rank_exits == [0] * 4, p.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     trace = json.loads((trace_dir / "trace.json").read_text())
@@ -95,7 +95,7 @@ def test_trace_lists_idle_workers_and_clears_an_earlier_trace(mpirun, tmp_path):
     (trace_dir / "prof_file_alice_3").write_bytes(b"stale")   # an earlier 4-rank run's
     (trace_dir / "notes.rec").write_text("mine")
     p = mpirun(1, "run", "--dist", "2dbc", "--n", "256", "--nb", "64", "--workers", "2",
-               "--matrix", "indefinite:100", "--trace", trace_dir, "--quiet")
+               "--matrix", "indefinite:100", "--trace", trace_dir, "--overwrite", "--quiet")
     assert p.rank_exits == [1] and "not positive definite" in p.stderr, p.stderr
     assert sorted(x.name for x in trace_dir.iterdir()) == ["notes.rec",
                                                            "prof_file_starchol_0"]

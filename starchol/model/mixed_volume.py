@@ -21,6 +21,7 @@ With I refinement iterations (corrections X += D), the float32 part runs I + 1 s
 and I + 1 residuals (LAPACK's ``dsposv`` order: solve, check, then correct and check
 again). Bytes only (the unit of every figure); tiles do not change with the precision.
 """
+from ..integers import check_int
 from .rhs_volume import choose_variant, residual_bytes_by_variant, solve_bytes_by_variant
 from .volume import DOUBLE_BYTES, transfer_pairs_bytes
 
@@ -74,8 +75,7 @@ def mixed_phase_bytes(tile_map, n, nb, nrhs, iterations=0, fallback=None, cache=
     if fallback is not None and fallback not in FALLBACKS:
         raise ValueError(f"fallback must be None or one of {', '.join(FALLBACKS)}, got "
                          f"{fallback!r}")
-    if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 0:
-        raise ValueError(f"iterations must be an integer >= 0, got {iterations!r}")
+    check_int(iterations, "iterations", 0, error=ValueError)
     f32 = transfer_pairs_bytes(tile_map, n, nb, cache=cache, itemsize=SINGLE_BYTES)
     zero = f32 * 0
     refined = fallback not in ("range", "factorization")

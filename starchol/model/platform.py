@@ -17,12 +17,12 @@ A :class:`Platform` is P such nodes, each with one full-duplex link of that band
 and latency to a switch, optionally through one shared backbone link. Units: bytes,
 bytes per second, seconds, flop/s.
 """
-import json
 import math
 import re
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
+from ..integers import check_int
 from .counts import KERNELS
 from .operations import BYTES_PER_ENTRY
 
@@ -136,6 +136,11 @@ def _check_speeds(table, where):
     return out
 
 
+#: the most workers a node description may give (a node of 2^20 cores is far beyond
+#: any machine; a larger figure is a typo that would allocate per worker)
+MAX_WORKERS = 2 ** 20
+
+
 def node_from_dict(doc, where="node description"):
     """A :class:`NodeSpec` from a parsed JSON object; UsageError naming the field."""
     if not isinstance(doc, dict):
@@ -146,9 +151,12 @@ def node_from_dict(doc, where="node description"):
     if unknown:
         raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)} (known: "
                          f"{', '.join(sorted(known))})")
-    w = doc.get("workers")
-    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-        raise UsageError(f"{where}: workers must be an integer >= 1, got {w!r}")
+    w = check_int(doc.get("workers"), f"{where}: workers", 1, MAX_WORKERS, exact=False,
+                  param=None)
+    for field in ("gflops", "gflops_by_nb"):
+        if doc.get(field) is not None and not isinstance(doc[field], dict):
+            raise UsageError(f"{where}: {field} must be an object {{dtype: ...}}, got "
+                             f"{type(doc[field]).__name__} {str(doc[field])[:40]!r}")
     gflops = {}
     for dt, table in (doc.get("gflops") or {}).items():
         if dt not in DTYPES:
@@ -181,20 +189,13 @@ def node_from_dict(doc, where="node description"):
         name=str(doc.get("name", "node")), source=str(doc.get("source", "")))
 
 
-def load_node(path):
+def load_node(path, role="--node"):
     """Read a node description from a JSON file; UsageError naming the file and the
-    problem (missing, not JSON, a bad field)."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read node description {path}: {exc.strerror}",
-                         param="node") from exc
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"node description {path} is not JSON: {exc.msg} at line "
-                         f"{exc.lineno}, column {exc.colno}", param="node") from exc
+    problem (missing, not a regular file, too large, not JSON, a bad field): the one
+    readable-input rule, :func:`starchol.files.read_json_input`."""
+    from ..files import read_json_input
+
+    doc = read_json_input(path, role)
     return node_from_dict(doc, f"node description {path}")
 
 
@@ -211,8 +212,7 @@ class Platform:
     backbone_latency: float = 0.0
 
     def __post_init__(self):
-        if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
-            raise UsageError(f"nodes must be an integer >= 1, got {self.nodes!r}")
+        check_int(self.nodes, "nodes", 1, exact=False, param=None)
         if not (self.bandwidth > 0 and math.isfinite(self.bandwidth)):
             raise UsageError(f"bandwidth must be > 0 bytes/s, got {self.bandwidth!r}")
         if not (self.latency >= 0 and math.isfinite(self.latency)):

@@ -59,7 +59,8 @@ The choice (:func:`choose_variant`): the variant with fewer bytes on the busiest
 """
 import numpy as np
 
-from .volume import (DOUBLE_BYTES, exact_int, factor_owners, residual_transfer_pairs_bytes,
+from ..integers import check_int
+from .volume import (DOUBLE_BYTES, factor_owners, residual_transfer_pairs_bytes,
                      solve_transfer_pairs_bytes, tile_extents)
 
 #: the variants of the solve and of the residual B - A X
@@ -77,12 +78,7 @@ def check_variant(variant, auto=True):
 
 def _rhs_frame(tile_map, n, nb, nrhs, itemsize):
     """(F, d, P, bytes of the NB x K block of each row tile)."""
-    try:
-        ok = exact_int(nrhs) >= 1
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise ValueError(f"nrhs must be an integer >= 1, got {nrhs!r}")
+    check_int(nrhs, "nrhs", 1, error=ValueError)
     rows = tile_extents(n, nb)
     f = factor_owners(tile_map, len(rows))
     return f, np.diag(f).copy(), int(tile_map.nodes), rows * int(nrhs) * int(itemsize)
@@ -152,14 +148,17 @@ def rhs_residual_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True,
     return _pass_bytes(f, d, p, block, cross, cross, cache).reshape(p, p)
 
 
+#: the exact model of the solve's bytes under each variant (the one home of this choice:
+#: :func:`solve_bytes_by_variant`, :func:`~starchol.model.operations.predicted_pairs_bytes`)
+SOLVE_MODELS = {"factor": solve_transfer_pairs_bytes, "rhs": rhs_solve_transfer_pairs_bytes}
+
+
 def solve_bytes_by_variant(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES,
                            which="both"):
     """``{"factor": pairs, "rhs": pairs}``: the bytes of the solve (or of one pass,
-    ``which``) under each variant, int64 (P, P) arrays."""
-    return {"factor": solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                                 itemsize=itemsize, which=which),
-            "rhs": rhs_solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                                  itemsize=itemsize, which=which)}
+    ``which``) under each variant (:data:`SOLVE_MODELS`), int64 (P, P) arrays."""
+    return {v: SOLVE_MODELS[v](tile_map, n, nb, nrhs, cache=cache, itemsize=itemsize,
+                               which=which) for v in SOLVE_VARIANTS}
 
 
 def residual_bytes_by_variant(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):

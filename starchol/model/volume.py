@@ -35,36 +35,17 @@ iteration per tile row, never per task.
 import numpy as np
 
 from ..distributions.base import iteration_slices, slice_updates
+from ..integers import check_int
 
 DOUBLE_BYTES = 8
-
-
-def exact_int(value):
-    """``value`` as an int when it is an integer (a Python or numpy int, or a float such
-    as 3.0); TypeError otherwise (a bool, 10.5, a string), ValueError for NaN or a
-    string that is no number, OverflowError for an infinity."""
-    if isinstance(value, bool) or int(value) != value:
-        raise TypeError(value)
-    return int(value)
-
-
-def _check_count(name, value):
-    """ValueError unless ``value`` is an integer >= 1 (a size in elements)."""
-    try:
-        count = exact_int(value)
-    except (TypeError, ValueError, OverflowError):
-        count = 0
-    if count < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def tile_extents(n, nb):
     """Sizes (in matrix rows) of the NT = ceil(n / nb) tile rows; the last may be smaller.
 
     ValueError unless n and nb are integers >= 1."""
-    _check_count("n", n)
-    _check_count("nb", nb)
-    n, nb = int(n), int(nb)
+    n = check_int(n, "n", 1, error=ValueError)
+    nb = check_int(nb, "nb", 1, error=ValueError)
     nt = -(-n // nb)
     sizes = np.full(nt, nb, dtype=np.int64)
     sizes[-1] = n - (nt - 1) * nb
@@ -338,7 +319,7 @@ def solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBL
     (backward), B[k] to its readers of that pass. Cache off, the two passes add up to
     ``"both"``; cache on, ``"both"`` sends L[i][j] once where d(i) = d(j).
     """
-    _check_count("nrhs", nrhs)
+    check_int(nrhs, "nrhs", 1, error=ValueError)
     if which not in ("both", "forward", "backward"):
         raise ValueError(f"which must be 'both', 'forward' or 'backward', got {which!r}")
     forward, backward = which != "backward", which != "forward"
@@ -380,7 +361,7 @@ def residual_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True, itemsize=DO
     A[i][j] KT times to d(i) and KT times to d(j) (KT tile columns of X), X[k]'s tiles
     once per row tile i with d(i) != d(k). ``itemsize``: bytes per entry of A and X.
     """
-    _check_count("nrhs", nrhs)
+    check_int(nrhs, "nrhs", 1, error=ValueError)
     rows, cols, p, d, src, to_i, to_j, tbytes = _rhs_graph(tile_map, n, nb, nrhs, itemsize)
     nt, kt = len(rows), len(cols)
     pairs = np.zeros(p * p, dtype=np.int64)

@@ -9,11 +9,11 @@ optional and the report leaves out what it cannot draw.
 :func:`starchol.reports.settle.settle_bytes` then makes the byte figures follow from the
 pair matrices and the exact model.
 """
-import json
+import os
 
 from ..distributions.base import nodes_text
 from ..errors import UsageError
-from ..files import special_kind
+from ..files import read_json_input, special_kind
 from ..linalg.record import PAIR_KEYS, RUNTIME_KEYS, RunRecord, pair_matrix
 
 
@@ -36,18 +36,12 @@ def load_run(path):
     kind = special_kind(path)   # a FIFO or a device would block or never end
     if kind not in (None, "a folder"):
         raise UsageError(f"{path}: is {kind}, not a run JSON document")
-    try:
-        with open(path) as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
+    if kind == "a folder":
+        raise UsageError(f"{path}: is a folder, not a run JSON document")
+    if not os.path.lexists(path):
         raise UsageError(f"{path}: no such run document (make one with "
-                         f"`starchol run ... --json {path}`)") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a folder, not a run JSON document") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc})") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+                         f"`starchol run ... --json {path}`)")
+    doc = read_json_input(path, "run document")   # the one readable-input rule
     try:  # the one validator, shared with `starchol run` (RunRecord.from_json's reader)
         record = RunRecord.from_dict(doc)
     except (TypeError, ValueError) as exc:

@@ -11,6 +11,7 @@ for the solve's. Units: bytes.
 import numpy as np
 
 from ..errors import UsageError
+from ..integers import is_int
 from ..linalg.record import PAIR_KEYS
 from ..units import bytes_text
 from .runs import grid_text
@@ -101,7 +102,7 @@ def model_pairs(run):
     if dtype not in BYTES_PER_ENTRY:
         return None, f"its dtype {dtype!r} is neither float64 nor float32"
     nrhs = run.get("nrhs", 0)
-    if solve and (not isinstance(nrhs, int) or isinstance(nrhs, bool) or nrhs < 1):
+    if solve and (not is_int(nrhs) or nrhs < 1):
         return None, f"it is a solve without a valid `nrhs` (got {nrhs!r})"
     tile_map, reason = document_map(run)
     if tile_map is None:
@@ -128,7 +129,7 @@ def _mixed_model_pairs(run):
     if not isinstance(cache, bool):
         return None, ("it has no `cache` key (true/false), and the model needs the "
                       "receive-cache setting")
-    if not isinstance(mixed, dict) or not isinstance(nrhs, int) or nrhs < 1:
+    if not isinstance(mixed, dict) or not is_int(nrhs) or nrhs < 1:
         return None, "it is a mixed-precision solve without its `mixed` object or `nrhs`"
     tile_map, reason = document_map(run)
     if tile_map is None:
