@@ -222,6 +222,17 @@ def run(args):
     return 0
 
 
+def runtime_text(rt):
+    """One line on the runtime's costs of a simulation document (docs/simulation.md)."""
+    if not rt:
+        return "runtime:    no runtime costs"
+    return (f"runtime:    {rt['name']}: {rt['sends_in_flight']} send(s) in flight, "
+            f"{rt['submission']} submission ({format_seconds(rt['insert_s'])} per task "
+            f"inserted, {format_seconds(rt['walk_s'])} walked), "
+            f"{format_seconds(rt['message_overhead_s'])} per message, "
+            f"{rt['task_order']} order")
+
+
 def text_report(doc):
     """The human summary of a simulation document."""
     plat = doc["platform"]
@@ -234,7 +245,10 @@ def text_report(doc):
         f"workers), links {plat['bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s, "
         f"{format_seconds(plat['latency_s'])}"
         + (f", backbone {plat['backbone_bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s"
-           if plat.get("backbone_bandwidth_bytes_per_s") else ""),
+           if plat.get("backbone_bandwidth_bytes_per_s") else "")
+        + (f", communication {plat['node']['comm_throughput'] / 1e9:g} GB/s per node"
+           if plat["node"].get("comm_throughput") else ""),
+        runtime_text(doc.get("runtime")),
         f"makespan:   {format_seconds(doc['makespan_s'])} ({doc['gflops']:.2f} GFlop/s)",
         f"critical:   {format_seconds(doc['critical_path_s'])} (tasks only), "
         f"{format_seconds(doc['critical_path_comm_s'])} (with each transfer alone on its link)",
