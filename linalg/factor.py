@@ -50,6 +50,10 @@ class Factor:
         self.session = session
         self.record = record
         self.solve_record = None
+        # the variant chosen for each (K, passes, requested variant, cache setting), with
+        # the model's figures: counted once (about 1 s at NT = 1000), reused by later
+        # solves (a refinement's, a likelihood's many)
+        self._variants = {}
 
     def _running_session(self, method):
         """The factor's session, or SessionError (the same on every rank: a session
@@ -212,8 +216,11 @@ class Factor:
         check_operand(comm, B, "B", self.tile_map, "overwrite_b" if overwrite_b else None,
                        kind="rhs", n=L.n, nb=L.nb, dtype=L.dtype)
         X = B if overwrite_b else B.copy()
-        name, summary, predicted = solve_variant(session, self.tile_map, L, B.ncols, which,
-                                                 variant)
+        key = (B.ncols, which, variant, session.cache)
+        if key not in self._variants:
+            self._variants[key] = solve_variant(session, self.tile_map, L, B.ncols, which,
+                                                variant)
+        name, summary, predicted = self._variants[key]
         count = solve_task_count(L.nt, X.kt, which)
         with session.computation(deferred=small_graph(count, comm), measured=True) as c:
             hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)

@@ -61,6 +61,7 @@ from .errors import NotPositiveDefiniteError
 from .norms import block_norm, norm_parts
 from ..model.mixed_volume import FALLBACKS, mixed_phase_bytes
 from .record import RunRecord
+from .rhs_solve import residual_variant
 from ..units import now_utc
 
 #: LAPACK's unit roundoff for float64 (``dlamch('E')``): 2^-53
@@ -329,6 +330,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
 
     # 2. the float32 solve and the refinement in float64
     X = None
+    residual_graph = None
     if f32 is not None:
         t0 = time.perf_counter()
         a_tiles = symmetric_tiles(A)
@@ -340,7 +342,10 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
         X = D.astype(np.float64, 1.0 / scale)
         while True:
             mark = session.bytes_sent()
-            R = rhs_residual(session, A, X, B, a_tiles, tile_map=tile_map)
+            if residual_graph is None:     # the model's choice, counted once
+                residual_graph = residual_variant(session, tile_map, A, B.ncols, "auto")[0]
+            R = rhs_residual(session, A, X, B, a_tiles, tile_map=tile_map,
+                             variant=residual_graph)
             count("residual64", mark)
             r_parts = R.frobenius_parts()
             eta = backward_error(r_parts, a_parts, X.frobenius_parts(), b_parts)
