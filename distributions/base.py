@@ -11,6 +11,11 @@ import numpy as np
 #: cluster, where b = 2 and 4 were slower than 1: docs/cluster.md, issue 33)
 DEFAULT_SLICE_BLOCK = 1
 
+#: the parameters of :func:`~.factory.get_map`, which :meth:`TileMap.params` gives back
+#: (a run document's ``map_params``); the command line's flag of each is
+#: :func:`starchol.jobs.options.map_argv`'s
+MAP_PARAMS = ("dist", "nodes", "grid", "slices", "slice_block", "path", "nt")
+
 #: ``sym`` weighs patterns of at most NT / MIN_PERIODS rows (see
 #: :func:`.symmetric.pattern_limit`); the planner uses the measured load instead
 MIN_PERIODS = 6

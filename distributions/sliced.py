@@ -6,6 +6,7 @@ slice, the slices visited back and forth: :func:`.base.iteration_slices`), and t
 iteration j after the partial sums of the other slices are added into it.
 """
 from ..errors import UsageError
+from ..integers import check_int
 from .base import DEFAULT_SLICE_BLOCK, TileMap
 
 
@@ -50,16 +51,7 @@ def check_slices(slice_maps):
 def check_block(block):
     """``block`` (b, iterations per slice turn, ``slice_block=``) as an int >= 1;
     UsageError otherwise."""
-    try:
-        if isinstance(block, bool) or int(block) != float(block):
-            raise ValueError
-        b = int(block)
-    except (TypeError, ValueError, OverflowError):
-        b = 0
-    if b < 1:
-        raise UsageError(f"slice_block= (iterations per slice turn) must be an integer >= 1, "
-                         f"got {block!r}")
-    return b
+    return check_int(block, "slice_block= (iterations per slice turn)", 1, param=None)
 
 
 class Sliced25D(TileMap):

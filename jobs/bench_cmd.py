@@ -36,6 +36,9 @@ def register(sub):
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="StarPU workers (default: all cores)")
+    p.add_argument("--window", type=int_type(0), default=None, metavar="W",
+                   help="submission window in iterations (default 3; 0: the whole task "
+                        "graph at once; starchol run --window)")
     p.add_argument("--no-lapack", action="store_true", help="time starchol only")
     add_json_arg(p, "the result document (keys: docs/engine.md, \"starchol bench --json\")")
     p.set_defaults(func=run)
@@ -87,7 +90,8 @@ def run(args):
         for _ in range(args.repeat):
             a = pristine.copy()
             with threadpool_limits(limits=1, user_api="blas"):
-                fac = cholesky(a, tile_map, session=rt, overwrite_a=True)
+                fac = cholesky(a, tile_map, session=rt, overwrite_a=True,
+                               window=args.window)
             ours.append(fl / fac.record.time_s / 1e9)
             submit.append(fac.record.submit_s)
             tasks = fac.record.tasks

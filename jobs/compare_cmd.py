@@ -5,6 +5,7 @@ import time
 from ..distributions.base import nodes_text
 from ..model.volume_summary import volume_summary
 from ..units import format_bytes
+from ..integers import int_type
 from .options import (add_cache_arg, add_dtype_arg, add_size_args, candidates_for,
                       itemsize_from_args, sizes_from_args)
 from .volume_cmd import BYTES_DTYPE_HELP
@@ -24,7 +25,7 @@ def register(sub):
                     "every slice count with the largest SBC slice that fits; at most NT "
                     "slices, since a slice beyond NT would run nothing), sorted by "
                     "predicted bytes.")
-    p.add_argument("--nodes", type=int, required=True, metavar="P", help="nodes available")
+    p.add_argument("--nodes", type=int_type(1), required=True, metavar="P", help="nodes available")
     add_size_args(p)
     add_cache_arg(p)
     add_dtype_arg(p, BYTES_DTYPE_HELP)

@@ -4,9 +4,9 @@ import argparse
 import math
 
 from ..distributions import MAP_NAMES, MAPS_25D, candidate_maps, get_map
-from ..distributions.base import DEFAULT_SLICE_BLOCK
+from ..distributions.base import DEFAULT_SLICE_BLOCK, MAP_PARAMS
 from ..errors import UsageError
-from ..integers import int_type
+from ..integers import check_int, int_type
 from ..linalg.layout import DTYPES
 from ..model.operations import BYTES_PER_ENTRY
 
@@ -143,9 +143,9 @@ GRID_MAPS = ("2dbc", "2dbc25d")
 def check_map_options(dist, grid=None, slices=None, map_file=None):
     """The map options that do not fit ``--dist`` (a :class:`UsageError` naming the
     flags): a custom map without ``--map-file`` or a ``--map-file`` of another map,
-    ``--grid`` of a map without a grid, ``--slices`` (None: not given) of a 2D map or
-    below 1. Local; the one home of these checks (``run``, ``slurm`` and the commands
-    of :func:`add_map_args`)."""
+    ``--grid`` of a map without a grid, ``--slices`` (None: not given) of a 2D map (its
+    range is the parsers', :func:`~starchol.integers.int_type`). Local; the one home of
+    these checks (``run``, ``slurm`` and the commands of :func:`add_map_args`)."""
     if dist == "custom" and not map_file:
         raise UsageError("--dist custom needs --map-file FILE")
     if map_file and dist != "custom":
@@ -155,8 +155,6 @@ def check_map_options(dist, grid=None, slices=None, map_file=None):
     if slices is not None and dist not in MAPS_25D:
         raise UsageError(f"--slices applies to the 2.5D maps ({', '.join(MAPS_25D)}), "
                          f"not {dist}")
-    if slices is not None and slices < 1:
-        raise UsageError(f"--slices must be >= 1, got {slices}")
 
 
 def build_map(name, nodes=None, flags=None, context=None, **kwargs):
@@ -180,16 +178,46 @@ def candidates_for(nodes, nt=None):
         raise cli_message(exc) from None
 
 
+def map_argv(params, nodes=True):
+    """The command-line words of a map: ``params`` is :meth:`TileMap.params` (a run
+    document's ``map_params``, a plan row's fields), and the words are
+    ``--dist D [--nodes P] [--grid PxQ] [--slices C] [--slice-block B] [--map-file F]``,
+    which :func:`map_params_from_args` reads back into the same parameters (the map's
+    ``nt`` is the matrix's size, given by the size options). ``nodes``: False for
+    ``starchol run``, whose node count is mpirun's. ``--slices`` and ``--slice-block``
+    only for a 2.5D map, ``--slice-block`` only when not the default. The one
+    conversion from map parameters to flags (``plan``'s commands, ``slurm``'s run line);
+    tested on every map of the catalogue."""
+    from ..cli import flag_of
+
+    words = []
+    for key in MAP_PARAMS:
+        value = params.get(key)
+        if value is None or key == "nt" or (key == "nodes" and not nodes) or (
+                key in ("slices", "slice_block") and params["dist"] not in MAPS_25D) or (
+                key == "slice_block" and value == DEFAULT_SLICE_BLOCK):
+            continue
+        words += [flag_of(key), str(value)]
+    return words
+
+
+def map_params_from_args(args, nt=None):
+    """:func:`~starchol.distributions.get_map`'s parameters from parsed map options
+    (:func:`add_map_args`; the inverse of :func:`map_argv`). ``nt``: the matrix's tile
+    rows, which the ``sym`` maps need (default ``args.nt``)."""
+    return {"dist": args.dist, "nodes": getattr(args, "nodes", None), "grid": args.grid,
+            "slices": args.slices, "slice_block": getattr(args, "slice_block", None),
+            "path": args.map_file, "nt": getattr(args, "nt", None) if nt is None else nt}
+
+
 def map_from_args(args, nt=None):
     """Build the map the options describe (UsageError with a fix-it message if wrong).
 
     ``nt``: the matrix's tile rows, which the ``sym`` maps need (default ``args.nt``).
     """
     check_map_options(args.dist, map_file=args.map_file)
-    if nt is None:
-        nt = getattr(args, "nt", None)
-    return build_map(args.dist, args.nodes, grid=args.grid, slices=args.slices,
-                     path=args.map_file, nt=nt, slice_block=getattr(args, "slice_block", None))
+    params = map_params_from_args(args, nt)
+    return build_map(params.pop("dist"), params.pop("nodes"), **params)
 
 
 def add_size_args(parser, nt_help="number of tile rows/columns NT"):
@@ -216,18 +244,13 @@ def matrix_sizes(nt=None, n=None, nb=None):
     if nt is not None:
         if n is not None:
             raise UsageError("give either --nt NT or --n N --nb NB, not both")
-        if nt < 1:
-            raise UsageError(f"--nt must be >= 1, got {nt}")
-        nb = DEFAULT_NB if nb is None else nb
-        if nb < 1:
-            raise UsageError(f"--nb must be >= 1, got {nb}")
+        nt = check_int(nt, "--nt", 1, param=None)
+        nb = check_int(DEFAULT_NB if nb is None else nb, "--nb", 1, param=None)
         return nt, nt * nb, nb
     if n is None or nb is None:
         raise UsageError("give the matrix size: --nt NT, or --n N and --nb NB")
-    if n < 1:
-        raise UsageError(f"--n must be >= 1, got {n}")
-    if nb < 1:
-        raise UsageError(f"--nb must be >= 1, got {nb}")
+    n = check_int(n, "--n", 1, param=None)
+    nb = check_int(nb, "--nb", 1, param=None)
     if nb > n:
         raise UsageError(f"--nb {nb} is larger than --n {n}; use --nb <= {n}")
     return math.ceil(n / nb), n, nb
@@ -260,13 +283,7 @@ def check_time_limit(seconds, text=None, limit=MAX_TIME_S):
 
 def check_node_count(nodes, flag="--nodes", limit=MAX_NODES):
     """Refuse a node count that is not an integer in 1..``limit``."""
-    try:
-        value = int(nodes)
-    except (TypeError, ValueError):
-        raise UsageError(f"{flag} must be an integer, got {nodes!r}") from None
-    if value < 1 or value > limit:
-        raise UsageError(f"{flag} must be between 1 and {limit}, got {value}")
-    return value
+    return check_int(nodes, flag, 1, limit, param=None)
 
 
 def check_scheduler_name(name, flag="--sched"):

@@ -22,14 +22,14 @@ import shlex
 import time
 
 from ..errors import UsageError
-from ..distributions.base import nodes_text
+from ..distributions.base import MAP_PARAMS, nodes_text
 from ..model.platform import load_node
 from ..model.plan import (MEASURED_STEP_LATENCY_S, STEP_LATENCY_S, rank_maps, score_map,
                            versus_2d)
 from ..units import format_bytes, format_seconds
 from ..integers import int_type
 from .options import (add_dtype_arg, add_nrhs_arg, candidates_for, check_positive_finite,
-                      is_mixed, itemsize_from_args)
+                      is_mixed, itemsize_from_args, map_argv)
 from .output import add_json_arg, emit, json_file
 from .progress import Progress
 
@@ -204,17 +204,6 @@ def text_table(doc):
     return "\n".join(lines)
 
 
-def map_flags(row):
-    """The map options of a scored row, as ``starchol run`` and ``starchol slurm`` take
-    them: ``--dist D [--grid PxQ] [--slices C]`` (a list of words)."""
-    words = ["--dist", row["dist"]]
-    if row["dist"] in ("2dbc", "2dbc25d"):
-        words += ["--grid", row["grid"]]
-    if row["slices"] > 1:
-        words += ["--slices", str(row["slices"])]
-    return words
-
-
 def commands(pick, args):
     """The exact commands that run the pick (None when nothing fits): ``run`` under
     mpirun with one rank per map node, and ``slurm`` with ``--mem auto``."""
@@ -225,12 +214,13 @@ def commands(pick, args):
         size += ["--dtype", args.dtype]
     if is_mixed(args):
         size += ["--nrhs", str(args.nrhs or 1)]
-    run = ["mpirun", "-np", str(pick["nodes"]), "starchol", "run", *map_flags(pick), *size]
+    params = {k: pick[k] for k in MAP_PARAMS if k in pick}     # the row's map fields
+    run = ["mpirun", "-np", str(pick["nodes"]), "starchol", "run",
+           *map_argv(params, nodes=False), *size]
     slurm_size = [w if w != "--nrhs" else "--run-arg=--nrhs" for w in size]
     if is_mixed(args):     # starchol slurm passes the run's --nrhs as --run-arg
         slurm_size = slurm_size[:-2] + [f"--run-arg=--nrhs={args.nrhs or 1}"]
-    slurm = ["starchol", "slurm", *map_flags(pick)[:2], "--nodes", str(pick["nodes"]),
-             *map_flags(pick)[2:], *slurm_size, "--mem", "auto"]
+    slurm = ["starchol", "slurm", *map_argv(params), *slurm_size, "--mem", "auto"]
     return {"run": shlex.join(run), "slurm": shlex.join(slurm)}
 
 

@@ -99,14 +99,15 @@ def check_table_memory(nt, slices=1, role="--nt"):
 
 
 def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
-                itemsize=DOUBLE, nrhs=0, mixed=False):
+                itemsize=DOUBLE, nrhs=0, mixed=False, window=None):
     """Estimated peak bytes of ``rank`` in ``starchol run``
     (:func:`starchol.model.memory.node_memory`; ``itemsize``: bytes per entry, 8 for
     float64, 4 for float32; ``nrhs``: right-hand sides solved after; ``mixed``: a
-    mixed-precision solve, ``--dtype mixed``). Returns ``(total, parts)`` with parts a
+    mixed-precision solve, ``--dtype mixed``; ``window``: the submission window,
+    ``--window``). Returns ``(total, parts)`` with parts a
     dict of bytes, the parts that apply."""
     mem = node_memory(tile_map, n, nb, cache=cache, check=check, gather=gather,
-                      itemsize=itemsize, nrhs=nrhs, mixed=mixed)
+                      itemsize=itemsize, nrhs=nrhs, mixed=mixed, window=window)
     parts = {k: int(v[rank]) for k, v in mem.items() if k != "total"}
     return int(mem["total"][rank]), parts
 
@@ -117,7 +118,8 @@ QUICK_TABLE_BYTES = 64 * 10**6
 
 
 def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=False,
-                      fix=None, cache=True, itemsize=DOUBLE, nrhs=0, mixed=False):
+                      fix=None, cache=True, itemsize=DOUBLE, nrhs=0, mixed=False,
+                      window=None):
     """Refuse a run whose estimated memory on ``rank`` exceeds its share of the host.
 
     ``fix`` replaces the advice of the message (default: ``starchol run``'s);
@@ -129,9 +131,10 @@ def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=
         # the exact count would build owner tables of that size first (seconds, GBs)
         check_mean_memory(tile_map, n, nb, share, avail, source, ranks_on_host, check=check,
                           gather=gather, cache=cache, itemsize=itemsize, nrhs=nrhs,
-                          mixed=mixed, fix=fix)
+                          mixed=mixed, fix=fix, window=window)
     need, parts = rank_memory(tile_map, n, nb, rank, check=check, gather=gather, cache=cache,
-                              itemsize=itemsize, nrhs=nrhs, mixed=mixed)
+                              itemsize=itemsize, nrhs=nrhs, mixed=mixed,
+                              window=window)
     if avail is None:
         return need
     if need <= share:

@@ -2,7 +2,9 @@
 :mod:`.run_cmd`)."""
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
+from ..integers import int_type
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
+from ..integers import int_type
 from .options import (SLICE_BLOCK_HELP, add_cache_arg, add_dtype_arg, add_nrhs_arg,
                       add_seed_arg)
 from .output import add_json_arg
@@ -25,10 +27,10 @@ def register(sub, run):
                    help=f"tile map: {', '.join(MAPS)}")
     p.add_argument("--grid", metavar="PxQ",
                    help="2dbc grid, or one slice's grid for 2dbc25d (default: most square)")
-    p.add_argument("--slices", type=int, default=None, metavar="C",
+    p.add_argument("--slices", type=int_type(1), default=None, metavar="C",
                    help=f"2.5D maps ({', '.join(MAPS_25D)}): number of slices c (default "
                         "1); c copies of the matrix, P/c ranks per slice")
-    p.add_argument("--slice-block", type=int, default=None, metavar="B",
+    p.add_argument("--slice-block", type=int_type(1), default=None, metavar="B",
                    help=SLICE_BLOCK_HELP)
     p.add_argument("--map-file", metavar="FILE", help="custom map file (Chameleon text or .npy)")
     p.add_argument("--n", type=int, metavar="N",
@@ -58,6 +60,11 @@ def register(sub, run):
                         "STARPU_NWORKER_PER_CUDA says otherwise (default: every GPU the "
                         "rank sees; 0 for none)")
     add_cache_arg(p, old_spelling=True)
+    p.add_argument("--window", type=int_type(0), default=None, metavar="W",
+                   help="submission window in iterations: a rank submits iteration k once "
+                        "its tasks of iteration k - W are done, which bounds the tile "
+                        "copies it receives and holds (default 3, docs/runtime.md; 0: the "
+                        "whole task graph at once)")
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
                         "added when missing; an existing file is replaced only with "

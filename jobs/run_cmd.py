@@ -3,7 +3,7 @@
 
     mpirun -np P starchol run --dist D [--grid PxQ] [--slices C] --n N --nb NB [--seed S]
         [--matrix spd|indefinite:J] [--dtype float64|float32|mixed] [--check] [--sched NAME]
-        [--workers K] [--gpus K] [--cache on|off] [--input F.h5:/A]
+        [--workers K] [--gpus K] [--cache on|off] [--window W] [--input F.h5:/A]
         [--output F.h5:/L [--overwrite]] [--rhs F.h5:/B | --nrhs K] [--solution F.h5:/X]
         [--gather L.npy] [--json FILE|-] [--trace DIR]
 
@@ -238,7 +238,8 @@ def compute(args, plan, comm):
             fac, x, res, solve_res = sol.factor, sol.X, None, sol.backward_error
         else:
             # in place (the pinned tiles become L); --check keeps the copy of A made above
-            fac = cholesky(a, plan.tile_map, session=rt, overwrite_a=True, progress=progress)
+            fac = cholesky(a, plan.tile_map, session=rt, overwrite_a=True, progress=progress,
+                           window=args.window)
             rt.stop_trace()              # --trace: the factorization only, not the check
         kernels = comm.gather(rt.kernel_counts(), root=0)
         device_bytes = comm.gather(rt.device_bytes(), root=0)
@@ -302,7 +303,8 @@ def document(args, plan, done, trace, appeared, solution_appeared, writer,
     model_peak = node_memory(tile_map, n, nb, cache=cache_from_args(args),
                              check=args.check, gather=bool(plan.gather),
                              itemsize=dtype.itemsize,
-                             nrhs=0 if x is None else x.ncols, mixed=mixed)["total"]
+                             nrhs=0 if x is None else x.ncols, mixed=mixed,
+                             window=None if mixed else args.window)["total"]
     device_bytes = done.device_bytes
     parts = {
         "solve": None if mixed else _solve_doc(args, done.factor.solve_record,

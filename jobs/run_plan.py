@@ -216,7 +216,8 @@ def preflight(args, rank, size, host_ranks):
     memory = check_rank_memory(tile_map, n, args.nb, rank, host_ranks,
                                check=args.check, gather=bool(gather),
                                cache=cache_from_args(args), itemsize=itemsize,
-                               nrhs=nrhs, mixed=is_mixed(args))
+                               nrhs=nrhs, mixed=is_mixed(args),
+                               window=None if is_mixed(args) else args.window)
     if rank == 0:
         for role, path, ncols in (("--output", found.get("output_path"), n),
                                   ("--solution", found.get("solution_path"), nrhs)):

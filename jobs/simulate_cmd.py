@@ -9,7 +9,8 @@ from ..model.platform import (MAX_WORKERS, Platform, load_node, node_from_dict,
                               parse_bandwidth, parse_latency)
 from ..model.counts import KERNELS
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
-from ..model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from ..model.rhs_volume import SOLVE_VARIANTS, choose_variant, solve_bytes_by_variant
+from ..model.volume import transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
 from ..integers import int_type
 from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args,
@@ -129,7 +130,12 @@ def register(sub):
     add_json_arg(p, "the simulation document (makespan_s, gflops, busy_fraction, bytes, "
                     "pair_bytes, critical_path_s, ...)")
     add_nrhs_arg(p, "also simulate the solve L L^T X = B with K right-hand sides after "
-                 "the factorization (as `starchol run --nrhs K`)")
+                 "the factorization (as `starchol run --nrhs K`), in the variant "
+                 "Factor.solve picks (see --variant)")
+    p.add_argument("--variant", choices=("auto",) + SOLVE_VARIANTS, default=None,
+                   help="with --nrhs: the solve's graph (rhs: L in place, blocks of B and "
+                        "partial sums move; factor: L's tiles move; auto, the default: "
+                        "fewer bytes on the busiest link)")
     p.add_argument("--gantt", metavar="FILE.png",
                    help="draw the simulated schedule (one row per worker, first nodes)")
     p.add_argument("--quiet", action="store_true", help="no progress line")
@@ -144,6 +150,9 @@ def run(args):
     dtype = args.dtype
     plat = platform_from_args(args, tile_map.nodes, dtype)
     plat.node.kernel_gflops(dtype, nb)          # a clear error before the work
+    if args.variant is not None and args.nrhs is None:
+        raise UsageError("--variant chooses the graph of a solve: give --nrhs K "
+                         "(right-hand sides)")
     check_command_outputs(args, [("--gantt", args.gantt)])    # the one output check
     json_file(args, [("--gantt", args.gantt)])
     check_simulation_size(tile_map, nt, plat.node.workers, nrhs=args.nrhs)
@@ -165,12 +174,15 @@ def run(args):
     if args.nrhs is not None:
         from ..linalg.simulate import simulate_solve
 
+        by = solve_bytes_by_variant(tile_map, n, nb, args.nrhs, cache=cache,
+                                    itemsize=itemsize_from_args(args))
+        variant, reason = choose_variant(by, args.variant or "auto")
         solve = simulate_solve(tile_map, n, nb, args.nrhs, plat, dtype=dtype, cache=cache,
-                               **sends_from_args(args))
-        smodel = solve_transfer_pairs_bytes(tile_map, n, nb, args.nrhs, cache=cache,
-                                            itemsize=itemsize_from_args(args))
+                               variant=variant, **sends_from_args(args))
+        smodel = by[variant]
         sdoc = solve.to_dict()
-        doc["solve"] = {"nrhs": args.nrhs, **{k: sdoc[k] for k in (
+        doc["solve"] = {"nrhs": args.nrhs, "variant": variant, "variant_reason": reason,
+                        **{k: sdoc[k] for k in (
                             "makespan_s", "gflops", "bytes", "pair_bytes", "critical_path_s",
                             "tasks", "transfers")},
                         "model_bytes": int(smodel.sum()),
@@ -211,7 +223,8 @@ def text_report(doc):
     solve = doc.get("solve")
     if solve:
         lines += [
-            f"solve:      {solve['nrhs']} right-hand side(s): "
+            f"solve:      {solve['nrhs']} right-hand side(s), variant "
+            f"{solve.get('variant', 'factor')}: "
             f"{format_seconds(solve['makespan_s'])} ({solve['gflops']:.2f} GFlop/s), "
             f"{format_bytes(solve['bytes'])} in {solve['transfers']} transfers, model "
             f"{solve['model_bytes']} B: "

@@ -2,6 +2,7 @@
 :mod:`.slurm_cmd`)."""
 from ..distributions import MAP_NAMES, MAPS_25D
 from ..runtime.backend import DEFAULT_SCHEDULER
+from ..integers import int_type
 from .options import add_dtype_arg, add_seed_arg
 from .slurm_options import DEFAULT_TIME, GPU_SCHEDULER, LAUNCHERS
 
@@ -25,12 +26,12 @@ def register(sub, run):
                    help="map nodes = MPI ranks (with --sweep, a comma list); "
                         "optional for --dist custom")
     g.add_argument("--grid", metavar="PxQ", help="2dbc grid (one slice's grid for 2dbc25d)")
-    g.add_argument("--slices", type=int, default=None, metavar="C",
+    g.add_argument("--slices", type=int_type(1), default=None, metavar="C",
                    help=f"slices of a 2.5D map ({', '.join(MAPS_25D)})")
     g.add_argument("--map-file", metavar="FILE", help="custom map file (--dist custom)")
     g.add_argument("--n", metavar="N",
                    help="matrix order (with --sweep, a comma list); optional with --input")
-    g.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
+    g.add_argument("--nb", type=int_type(1), required=True, metavar="NB", help="tile size")
     add_seed_arg(g, "matrix seed", default=None)
     g.add_argument("--check", action="store_true", help="compute the residual (run --check)")
     add_dtype_arg(g, "precision of the factorization (run --dtype; default float64; mixed: "
@@ -49,11 +50,11 @@ def register(sub, run):
     g.add_argument("--account", metavar="NAME", help="account to charge")
     g.add_argument("--job-name", metavar="NAME",
                    help="job name (default starchol-MAP-PP-NN, e.g. starchol-sbc-P28-N100000)")
-    g.add_argument("--cpus-per-node", type=int, metavar="K",
+    g.add_argument("--cpus-per-node", type=int_type(1), metavar="K",
                    help="cores per Slurm node to use, all of them asked for; one rank per "
                         "node unless a rank cannot use K workers (--max-workers). Default: "
                         "whole nodes (--exclusive)")
-    g.add_argument("--ranks-per-node", type=int, metavar="R",
+    g.add_argument("--ranks-per-node", type=int_type(1), metavar="R",
                    help="MPI ranks per Slurm node (default: from --cpus-per-node, else 1)")
     g.add_argument("--mem", default="none", metavar="auto|SIZE|0|none",
                    help="memory per Slurm node: auto (the ranks' peak under starchol's "
@@ -62,7 +63,7 @@ def register(sub, run):
                         "line: the cluster's default; the default)")
     g.add_argument("--overcommit", action="store_true",
                    help="allow more ranks than cores (sbatch --overcommit; small tests)")
-    g.add_argument("--gpus-per-node", type=int, default=0, metavar="G",
+    g.add_argument("--gpus-per-node", type=int_type(0), default=0, metavar="G",
                    help="GPUs per Slurm node (--gres=gpu:G), shared by the node's ranks: "
                         "starchol run --gpus G on each (default 0: a CPU job, --gpus 0)")
     g.add_argument("--requeue", action="store_true",
@@ -82,10 +83,10 @@ def register(sub, run):
                         "docs/slurm.md, \"Launchers\")")
     g.add_argument("--mpi-plugin", default="pmix", metavar="NAME",
                    help="srun --mpi plugin (default pmix; Debian's Open MPI has no Slurm PMI2)")
-    g.add_argument("--workers", type=int, metavar="W",
+    g.add_argument("--workers", type=int_type(1), metavar="W",
                    help="CPU workers per rank (default: every core Slurm gives the rank, "
                         "decided by starchol run in the job)")
-    g.add_argument("--max-workers", type=int, default=None, metavar="M",
+    g.add_argument("--max-workers", type=int_type(1), default=None, metavar="M",
                    help="the StarPU build's CPU worker limit per process, STARPU_MAXCPUS "
                         "(default: this installation's, see starchol info)")
     g.add_argument("--sched", default=None, metavar="NAME",

@@ -21,7 +21,8 @@ class RunSettings:
 
     ``check``, ``gather`` (a factor gathered on rank 0), ``cache`` (StarPU-MPI's receive
     cache), ``dtype`` (``--dtype``'s name), ``nrhs`` (``--nrhs K``, else 0) and ``rhs``
-    (``--rhs FILE.h5:/B``, else None).
+    (``--rhs FILE.h5:/B``, else None), ``window`` (``--window W``, else None: the
+    default).
     """
     check: bool
     gather: bool
@@ -29,6 +30,7 @@ class RunSettings:
     dtype: str
     nrhs: int
     rhs: object
+    window: object = None
 
 
 def run_settings(args, plan):
@@ -43,7 +45,7 @@ def run_settings(args, plan):
     return RunSettings(check=bool(args.check or extra.check), gather=bool(extra.gather),
                        cache=cache_from_args(extra),
                        dtype=args.dtype if args.dtype is not None else extra.dtype,
-                       nrhs=extra.nrhs or 0, rhs=extra.rhs)
+                       nrhs=extra.nrhs or 0, rhs=extra.rhs, window=extra.window)
 
 
 def memory_request(args, plan):
@@ -68,7 +70,8 @@ def memory_request(args, plan):
     peak = node_memory(plan.map, int(n), args.nb, cache=run.cache,
                        check=run.check, gather=run.gather,
                        itemsize=itemsize_of(run.dtype), nrhs=nrhs,
-                       mixed=run.dtype == MIXED)["total"]
+                       mixed=run.dtype == MIXED,
+                       window=None if run.dtype == MIXED else run.window)["total"]
     rank = int(peak.max())
     need = plan.ranks_per_node * rank * MEM_HEADROOM
     mib = -(-int(math.ceil(need)) // 2**20)

@@ -102,8 +102,6 @@ def h5_spec(value, flag):
 def max_workers_of(args):
     """--max-workers, else the STARPU_MAXCPUS of this installation's StarPU."""
     if args.max_workers is not None:
-        if args.max_workers < 1:
-            raise UsageError(f"--max-workers must be >= 1, got {args.max_workers}")
         return args.max_workers
     limit = installed_max_cpus()
     if limit is None:
@@ -133,8 +131,6 @@ def check_options(args):
     check_name(args.partition, "--partition")
     check_name(args.account, "--account")
     check_name(args.job_name, "--job-name")
-    if args.gpus_per_node < 0:
-        raise UsageError(f"--gpus-per-node must be >= 0, got {args.gpus_per_node}")
     sched = args.sched
     if sched is None:
         sched = GPU_SCHEDULER if args.gpus_per_node else DEFAULT_SCHEDULER
@@ -158,8 +154,6 @@ def check_options(args):
     if args.launcher == "mpirun" and args.mpi_plugin != "pmix":
         raise UsageError("--mpi-plugin applies to --launcher srun (the default launcher is "
                          "mpirun)")
-    if args.nb is not None and args.nb < 1:
-        raise UsageError(f"--nb must be >= 1, got {args.nb}")
     options = JobOptions(mem=mem, sched=sched, input=h5_spec(args.input, "--input"),
                          output=h5_spec(args.output, "--output"), perf_model_dir=models)
     if args.map_file:

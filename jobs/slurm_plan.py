@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from ..distributions import MAP_NAMES, MAPS_25D
 from ..errors import UsageError
 from ..runtime.workers import plan_ranks
-from .options import GRID_MAPS, build_map, check_map_options, check_node_count, matrix_sizes
+from .options import (GRID_MAPS, build_map, check_map_options, check_node_count, map_argv,
+                      matrix_sizes)
 from .slurm_memory import memory_request, run_settings
 from .slurm_options import (JobOptions, check_files, check_options, check_script_text,
                             int_list, max_workers_of, check_run_arg_conflicts)
@@ -45,26 +46,23 @@ class JobPlan:
     options: JobOptions = JobOptions()
 
 
-def job_map(args, dist, nodes):
+def job_map(args, dist, nodes, nt=None):
     """The map of one job: ``--grid`` and ``--slices`` where they apply (a sweep drops
     them for its other maps; ``--slices 1`` of a 2D map is taken), checked by
-    :func:`~starchol.jobs.options.check_map_options`."""
+    :func:`~starchol.jobs.options.check_map_options`; ``nt``: the matrix's tile rows
+    (None: unknown yet), for which a ``sym`` map is chosen, as the job's run builds it."""
     grid = args.grid if dist in GRID_MAPS or not args.sweep else None
     slices = args.slices if dist in MAPS_25D or args.slices != 1 and not args.sweep \
         else None
     check_map_options(dist, grid=grid, slices=slices, map_file=args.map_file)
     return build_map(dist, nodes, grid=grid, slices=1 if slices is None else slices,
-                     path=args.map_file)
+                     path=args.map_file, nt=nt)
 
 
 def job_resources(args, nodes, max_workers):
     """Slurm node count, ranks per node, cores per rank (None: whole nodes), workers per
     rank (None: every core of the rank, decided in the job)."""
     k, r = args.cpus_per_node, args.ranks_per_node
-    if k is not None and k < 1:
-        raise UsageError(f"--cpus-per-node must be >= 1, got {k}")
-    if r is not None and r < 1:
-        raise UsageError(f"--ranks-per-node must be >= 1, got {r}")
     if args.workers is not None and not 1 <= args.workers <= max_workers:
         raise UsageError(f"--workers must be between 1 and {max_workers} (the StarPU "
                          f"build's limit STARPU_MAXCPUS; raise --max-workers if yours is "
@@ -90,14 +88,13 @@ def plan_job(args, dist, nodes, n, options):
     off); ``options``: the :class:`JobOptions` of every job."""
     if dist not in MAP_NAMES:
         raise UsageError(f"unknown map {dist!r}; choose one of {', '.join(MAP_NAMES)}")
-    tile_map = job_map(args, dist, nodes)
+    tile_map = job_map(args, dist, nodes,
+                       nt=-(-n // args.nb) if n is not None and args.nb >= 1 else None)
     nodes = tile_map.nodes
     if options.input is None or n is not None:
         if n is None:
             raise UsageError("give the matrix order --n N (or --input FILE.h5:/DSET)")
         matrix_sizes(n=n, nb=args.nb)
-    elif args.nb < 1:
-        raise UsageError(f"--nb must be >= 1, got {args.nb}")
     max_workers = max_workers_of(args)
     slurm_nodes, rpn, cores, workers = job_resources(args, nodes, max_workers)
     size = f"N{n}" if n is not None else "Nin"
@@ -114,13 +111,10 @@ def plan_job(args, dist, nodes, n, options):
 def run_argv(args, plan, json_path="$JSON", run_args=None):
     """The ``starchol run`` arguments (without the program), as a list of words;
     ``run_args``: the verbatim words at the end (default ``--run-arg``'s)."""
-    argv = ["run", "--dist", plan.dist]
-    if plan.dist in ("2dbc", "2dbc25d") and args.grid:
-        argv += ["--grid", args.grid]
-    if plan.map.slices > 1 or (plan.dist in MAPS_25D and args.slices is not None):
-        argv += ["--slices", str(plan.map.slices)]
+    params = plan.map.params()
     if plan.dist == "custom":
-        argv += ["--map-file", os.path.abspath(args.map_file)]
+        params["path"] = os.path.abspath(args.map_file)
+    argv = ["run", *map_argv(params, nodes=False)]      # the one map -> flags rule
     if plan.n is not None:
         argv += ["--n", str(plan.n)]
     argv += ["--nb", str(args.nb)]

@@ -48,7 +48,8 @@ def partial_mask(nt, c, s, it=None):
                                 dtype=np.uint8)
 
 
-def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=True):
+def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=True,
+             window=None):
     """Factor A = L L^T under any tile map. Collective.
 
     Parameters
@@ -73,6 +74,12 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     flush : bool
         Drop StarPU-MPI's received copies once read (as the volume model assumes).
         The same on every rank (StarPU-MPI's cache is flushed on all ranks or none).
+    window : int, optional
+        The submission window W in iterations (panels): each rank submits iteration k
+        once its own tasks of iteration k - W are done, which bounds the received tile
+        copies and the tasks held at once (:mod:`starchol.model.memory`). Default
+        :func:`~starchol.model.memory.default_window`; 0: the whole graph at once. The
+        factor and the bytes moved are the same whatever W. The same on every rank.
 
     Returns
     -------
@@ -81,7 +88,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
     Raises
     ------
     UsageError
-        On every rank, when any rank's input is wrong: a map whose node count is not
+        On every rank, when any rank's input is wrong: a bad ``window``, a map whose
+        node count is not
         the rank count, A made on a communicator that is not the session's (other
         processes, or the same in another order), A not laid out by the map, a missing or misshapen tile, a wrong
         dtype, ranks given different sizes or maps, or a read-only tile with
@@ -96,11 +104,11 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         ``session`` is not running (never started, or shut down).
     """
     session = get_session(A.comm if isinstance(A, DistributedMatrix) else None, session)
-    so = check_cholesky_input(session.comm, A, tile_map, overwrite_a, flush)
+    so, window = check_cholesky_input(session.comm, A, tile_map, overwrite_a, flush, window)
     L = A if overwrite_a else A.copy()
     info = np.zeros(L.nt, dtype=np.int64)
     it = np.ascontiguousarray(tile_map.iteration_slices(L.nt), dtype=np.int64)
-    tasks, failed, c = _factor(session, L, so, it, info, flush, progress)
+    tasks, failed, c = _factor(session, L, so, it, info, flush, progress, window)
     first, finite = _first_failure(L, info, session.comm, failed)
     if first < L.n:
         raise NotPositiveDefiniteError(first, L.n, finite=finite)
@@ -112,19 +120,25 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
                   computation_record(session, "cholesky", tile_map, L, c, tasks, predicted))
 
 
-def _factor(session, L, so, it, info, flush, progress):
+def _factor(session, L, so, it, info, flush, progress, window=0):
     """The Cholesky graph of L in place, over the slices whose owners are ``so`` (c, nt,
-    nt), iteration k on slice ``it[k]``, POTRF failures in ``info``. Returns the tasks this rank submitted, this rank's
-    ``CallbackError`` or None (for the caller to agree on) and the
+    nt), iteration k on slice ``it[k]``, POTRF failures in ``info``, submitted in a
+    window of ``window`` iterations (0: all at once). Returns the tasks this rank
+    submitted, this rank's ``CallbackError`` or None (for the caller to agree on) and the
     :class:`~starchol.runtime.computation.Computation` (its times and bytes). Collective.
 
     The workers sleep while this thread registers the tiles and submits the first panel
-    (the whole graph when it is small), then run it while the rest is submitted: workers
-    woken earlier only compete with this thread for the cores
-    (benchmarks/small_sizes.py). With GPUs, final tiles are copied back while the
-    factorization goes on (``c.writeback``)."""
+    (the whole graph when it is small and not windowed), then run it while the rest is
+    submitted: workers woken earlier only compete with this thread for the cores
+    (benchmarks/small_sizes.py). With a window, iteration k is submitted once this
+    rank's tasks of iteration k - W are done (:meth:`~.Computation.wait_iteration`:
+    a Ctrl-C and the progress callback reach Python while it waits). With GPUs, final
+    tiles are copied back while the factorization goes on (``c.writeback``)."""
     nt, c = L.nt, so.shape[0]
+    window = window if 0 < window < nt else 0
     split = nt if small_graph(task_count(nt), session.comm) else 1
+    if window:
+        split = min(split, window)
     compiled = graphs()
     with session.computation(deferred=True, measured=True) as comp:
         home = comp.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
@@ -133,15 +147,24 @@ def _factor(session, L, so, it, info, flush, progress):
                     for s in range(c)] if c > 1 else []
         # from here on, even when it fails or is interrupted, L holds a (partial) factor
         L.factor = True
+        track = bool(window)
+        if track:
+            comp.track_iterations(nt)
         tasks = compiled.cholesky(home, partials, so, it, info, flush, 0, split,
-                                comp.writeback)
+                                  comp.writeback, track)
+        total = local_task_count(so, session.comm.Get_rank(), it) if progress else None
         if split < nt:
             comp.wake()
-            tasks += compiled.cholesky(home, partials, so, it, info, flush, split, nt,
-                                     comp.writeback)
+            end = window or nt
+            if split < end:
+                tasks += compiled.cholesky(home, partials, so, it, info, flush, split, end,
+                                           comp.writeback, track)
+            for k in range(end, nt):
+                comp.wait_iteration(k - window, progress, total, tasks)
+                tasks += compiled.cholesky(home, partials, so, it, info, flush, k, k + 1,
+                                           comp.writeback, track)
         comp.submitted()
-        failed = comp.wait(progress, local_task_count(so, session.comm.Get_rank(), it)
-                           if progress else None)
+        failed = comp.wait(progress, total)
     return tasks, failed, comp
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..collective import agree
 from ..errors import UsageError
+from ..model.memory import check_window
 from .distributed import DistributedMatrix, check_map, map_key
 
 
@@ -59,11 +60,16 @@ def check_operand(comm, M, name, tile_map, overwrite=None, factor=None, **expect
     agree(comm, error, same=M.signature() if isinstance(M, DistributedMatrix) else {})
 
 
-def check_cholesky_input(comm, A, tile_map, overwrite_a, flush):
+def check_cholesky_input(comm, A, tile_map, overwrite_a, flush, window=None):
     """:func:`~starchol.linalg.cholesky.cholesky`'s checks: the same UsageError on every
-    rank, else the slices' owners (c, nt, nt), int64. Collective."""
+    rank, else the slices' owners (c, nt, nt), int64, and the submission window
+    (iterations, 0: none; :func:`starchol.model.memory.check_window`). Collective."""
     error, so = None, None
     try:
+        try:
+            window = check_window(window, getattr(A, "nt", 1))
+        except ValueError as exc:
+            raise UsageError(str(exc), param="window") from None
         check_map(tile_map, comm.Get_size())
         if not isinstance(A, DistributedMatrix):
             raise UsageError(f"A must be a DistributedMatrix, got {type(A).__name__}",
@@ -80,5 +86,6 @@ def check_cholesky_input(comm, A, tile_map, overwrite_a, flush):
     # flush too: StarPU-MPI's cache flush must happen on every rank or on none
     agree(comm, error, same={**signature,
                              "tile_map": map_key(tile_map, getattr(A, "nt", 0), so),
-                             "flush": flush if isinstance(flush, bool) else repr(flush)})
-    return so
+                             "flush": flush if isinstance(flush, bool) else repr(flush),
+                             "window": window if isinstance(window, int) else repr(window)})
+    return so, window

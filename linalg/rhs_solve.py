@@ -13,40 +13,29 @@ itself holds N K / P.
 """
 import numpy as np
 
-from ..model.rhs_volume import choose_variant, residual_bytes_by_variant, solve_bytes_by_variant
+from ..model.rhs_volume import (choose_variant, partial_rows, residual_bytes_by_variant,
+                                solve_bytes_by_variant)
 
 
-def partial_rows(owners, which):
-    """bool (nt, P): whether node q writes a partial sum of row block m in one graph:
-    ``which`` ``"forward"`` (q owns some L[m][k], k < m), ``"backward"`` (some L[k][m],
-    k > m) or ``"residual"`` (either), and q is not d(m) = owners[m, m]. ``owners``: the
-    factor's owners F, int (nt, nt)."""
-    f = np.asarray(owners, dtype=np.int64)
-    nt, p = f.shape[0], int(f.max()) + 1 if f.size else 1
-    out = np.zeros((nt, p), dtype=bool)
-    for m in range(nt):
-        parts = []
-        if which in ("forward", "residual"):
-            parts.append(f[m, :m])
-        if which in ("backward", "residual"):
-            parts.append(f[m + 1:, m])
-        out[m, np.concatenate(parts)] = True
-        out[m, f[m, m]] = False
-    return out
+def partial_layout(owners, nodes, cols, which):
+    """``(owners, cols, stored)`` of the partial sums of one graph (see
+    :func:`partial_rows`): nt x (KT * P) tiles, tile (m, j * P + q) of rows(m) x
+    cols(j) entries on node q; int64 owners and columns, uint8 stored mask."""
+    nt, kt = len(owners), len(cols)
+    mask = np.zeros((nt, nodes), dtype=bool)
+    got = partial_rows(owners, which)
+    mask[:, :got.shape[1]] = got
+    stored = np.ascontiguousarray(np.tile(mask, (1, kt)), dtype=np.uint8)
+    towners = np.ascontiguousarray(np.tile(np.arange(nodes, dtype=np.int64), (nt, kt)))
+    return towners, np.repeat(np.asarray(cols, dtype=np.int64), nodes), stored
 
 
 def register_partials(comp, owners, nodes, rows, cols, itemsize, which):
-    """The TileHandles of the partial sums of one graph (see :func:`partial_rows`):
-    nt x (KT * P) tiles, tile (m, j * P + q) of rows(m) x cols(j) entries on node q,
-    zero-filled on q. Collective (a registration)."""
-    mask = np.zeros((len(rows), nodes), dtype=bool)
-    got = partial_rows(owners, which)
-    mask[:, :got.shape[1]] = got
+    """The TileHandles of the partial sums of one graph (:func:`partial_layout`),
+    zero-filled on their nodes. Collective (a registration)."""
+    towners, tcols, stored = partial_layout(owners, nodes, cols, which)
+    mask = stored[:, :nodes].astype(bool)
     kt = len(cols)
-    stored = np.ascontiguousarray(np.tile(mask, (1, kt)), dtype=np.uint8)
-    towners = np.ascontiguousarray(np.tile(np.arange(nodes, dtype=np.int64),
-                                           (len(rows), kt)))
-    tcols = np.repeat(np.asarray(cols, dtype=np.int64), nodes)
     rank = comp.session.comm.Get_rank()
     dtype = np.float32 if itemsize == 4 else np.float64
     tiles = {(int(m), int(j) * nodes + rank): np.zeros((rows[m], cols[j]), dtype=dtype,
@@ -98,5 +87,5 @@ def submit_residual_rhs(comp, graphs, ha, hx, hr, A, X, nodes):
     return graphs.symm_residual_rhs(ha, hx, hr, t, nodes)
 
 
-__all__ = ["partial_rows", "register_partials", "residual_variant", "solve_variant",
+__all__ = ["partial_layout", "register_partials", "residual_variant", "solve_variant",
            "submit_residual_rhs", "submit_solve_rhs"]

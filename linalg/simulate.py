@@ -224,11 +224,13 @@ def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, fl
 
 def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
                    which="both", progress=None, sends_in_flight=SENDS_IN_FLIGHT,
-                   pair_serial=False):
+                   pair_serial=False, variant="factor"):
     """Simulate the solve L L^T X = B (B n x nrhs) after the factorization (which the
-    runtime finishes first: the two times add up). GFlop/s of 2 N^2 nrhs flops."""
+    runtime finishes first: the two times add up), by the graph of ``variant``
+    (``"factor"`` or ``"rhs"``, :func:`~starchol.linalg.task_graph.record_solve`).
+    GFlop/s of 2 N^2 nrhs flops."""
     graph = record_solve(tile_map, n, nb, nrhs, itemsize=BYTES_PER_ENTRY[dtype],
-                         which=which)
+                         which=which, variant=variant)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
                           pair_serial)
 

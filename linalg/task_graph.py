@@ -17,6 +17,7 @@ import numpy as np
 
 from .cholesky import partial_mask
 from .distributed import layout
+from .rhs_solve import partial_layout
 from ..model.counts import KERNEL_OF, KERNELS, codelet_flops, operation_flops
 from ..model.volume import DOUBLE_BYTES, tile_extents
 
@@ -147,9 +148,12 @@ def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):
                    operation_flops("cholesky", n))
 
 
-def record_solve(tile_map, n, nb, nrhs, itemsize=DOUBLE_BYTES, which="both"):
+def record_solve(tile_map, n, nb, nrhs, itemsize=DOUBLE_BYTES, which="both",
+                 variant="factor"):
     """The task graph of the solve L L^T X = B after ``cholesky`` (``which``: ``"both"``,
-    ``"forward"`` or ``"backward"``), B n x nrhs, as :meth:`Factor.solve` runs it."""
+    ``"forward"`` or ``"backward"``), B n x nrhs, as :meth:`Factor.solve` runs it with
+    ``variant`` ``"factor"`` (the ``solve`` graph) or ``"rhs"`` (``solve_rhs``, with its
+    partial sums: :func:`~starchol.linalg.rhs_solve.partial_rows`)."""
     if which not in ("both", "forward", "backward"):
         raise ValueError(f"which must be 'both', 'forward' or 'backward', got {which!r}")
     b, g, _ = _backend()
@@ -166,7 +170,18 @@ def record_solve(tile_map, n, nb, nrhs, itemsize=DOUBLE_BYTES, which="both"):
         hb = b.TileHandles.recording(np.ascontiguousarray(bo, dtype=np.int64), rows, cols,
                                      bs, itemsize)
         data.add(hb, rows, cols)
-        g.solve(hl, hb, forward=which != "backward", backward=which != "forward")
+        if variant == "rhs":
+            parts = {}
+            for pass_ in ("forward", "backward"):
+                if which in ("both", pass_):
+                    po, pc, pm = partial_layout(lo, tile_map.nodes, cols, pass_)
+                    parts[pass_] = b.TileHandles.recording(po, rows, pc, pm, itemsize)
+                    data.add(parts[pass_], rows, pc)
+            g.solve_rhs(hl, hb, parts.get("forward"), parts.get("backward"),
+                        tile_map.nodes, forward=which != "backward",
+                        backward=which != "forward")
+        else:
+            g.solve(hl, hb, forward=which != "backward", backward=which != "forward")
     finally:
         records, _ = b.record_stop()
     operation = {"both": "solve", "forward": "forward_solve", "backward": "backward_solve"}

@@ -8,7 +8,8 @@ Only this module holds StarPU-MPI's process state. It does four things:
   tile, with its owner rank and a unique 64-bit tag);
 - insert tasks (``ins1/ins2/ins3``: a plain ``starpu_task_insert`` when every operand is
   local, ``starpu_mpi_task_insert`` when this rank runs or feeds the task, nothing
-  otherwise), flush StarPU-MPI's cache;
+  otherwise), flush StarPU-MPI's cache; count each iteration's tasks that run here
+  until they are done (``panel_track``/``panel_wait``: the submission window);
 - statistics (bytes sent per rank, tasks pending, versions, schedulers), the end of an
   FxT trace (``fxt_stop``).
 
@@ -362,15 +363,22 @@ cdef int ins1(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
               void *arg, size_t arg_size, int me, int64_t *count) noexcept nogil:
     # a task on one tile runs on its owner only (no communication)
     cdef int rc
+    cdef int64_t *left
     if _rec_on:
         return _rec_task(cl, prio, m0, h0, o0, 0, NULL, 0, 0, NULL, 0, count)
     if o0 != me:
         return 0
+    left = _panel_count()
     if arg != NULL:
         rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0,
-                                STARPU_CL_ARGS_NFREE, arg, arg_size, <int>0)
+                                STARPU_CL_ARGS_NFREE, arg, arg_size,
+                                STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left), <void *>left,
+                                <int>0)
     else:
-        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, <int>0)
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0,
+                                STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left), <void *>left,
+                                <int>0)
+    _panel_inserted(left, rc)
     if rc == 0:
         count[0] += 1
     return rc
@@ -385,16 +393,26 @@ cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
               int64_t *count) noexcept nogil:
     # a 2-operand task, if this rank runs or feeds it (plain insert when all local)
     cdef int rc
+    cdef bint here
+    cdef int64_t *left
     if _rec_on:
         return _rec_task(cl, prio, m0, h0, o0, m1, h1, o1, 0, NULL, 0, count)
+    # the rank that runs it: the owner of the tile it writes
+    here = (o0 if _writes(m0) else o1) == me
+    left = _panel_count() if here else NULL
     if o0 == me and o1 == me:
-        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
+                                STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left), <void *>left,
+                                <int>0)
     elif o0 == me or o1 == me:
-        rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, <int>0)
+        rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
+                                    STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left),
+                                    <void *>left, <int>0)
     else:
         return 0
-    # count the task on the rank that runs it (the owner of the tile it writes) only
-    if rc == 0 and (o0 if _writes(m0) else o1) == me:
+    _panel_inserted(left, rc)
+    # count the task on the rank that runs it only
+    if rc == 0 and here:
         count[0] += 1
     return rc
 
@@ -404,18 +422,139 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
               int m2, starpu_data_handle_t h2, int64_t o2, int me,
               int64_t *count) noexcept nogil:
     cdef int rc
+    cdef bint here
+    cdef int64_t *left
     if _rec_on:
         return _rec_task(cl, prio, m0, h0, o0, m1, h1, o1, m2, h2, o2, count)
+    here = (o0 if _writes(m0) else (o1 if _writes(m1) else o2)) == me
+    left = _panel_count() if here else NULL
     if o0 == me and o1 == me and o2 == me:
-        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, m2, h2, <int>0)
+        rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, m2, h2,
+                                STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left), <void *>left,
+                                <int>0)
     elif o0 == me or o1 == me or o2 == me:
         rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
-                                    m2, h2, <int>0)
+                                    m2, h2, STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left),
+                                    <void *>left, <int>0)
     else:
         return 0
-    if rc == 0 and (o0 if _writes(m0) else (o1 if _writes(m1) else o2)) == me:
+    _panel_inserted(left, rc)
+    if rc == 0 and here:
         count[0] += 1
     return rc
+
+
+# ---------------------------------------------------------------------------
+# the submission window (starchol.linalg.cholesky submits iteration k once this rank's
+# tasks of iteration k - W are done)
+# ---------------------------------------------------------------------------
+# _panel_left[k]: tasks of iteration k inserted on this rank and not yet done (each
+# task's callback takes one off, atomically, on a worker). Allocated by panel_track and
+# never freed while tasks may still call back (a buffer that is too small is replaced
+# and the old one kept when tasks are pending: a few bytes per iteration).
+cdef extern from *:
+    """
+    #include <stdint.h>
+    static void starchol_panel_task_done(void *arg)
+    {
+        __atomic_fetch_sub((int64_t *)arg, 1, __ATOMIC_RELEASE);
+    }
+    static inline void starchol_panel_add(int64_t *p, int64_t v)
+    {
+        __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    }
+    static inline int64_t starchol_panel_load(int64_t *p)
+    {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    typedef void (*starchol_callback_t)(void *);
+    """
+    ctypedef void (*starchol_callback_t)(void *) noexcept nogil
+    void starchol_panel_task_done(void *arg) noexcept nogil
+    void starchol_panel_add(int64_t *p, int64_t v) noexcept nogil
+    int64_t starchol_panel_load(int64_t *p) noexcept nogil
+
+cdef extern from "unistd.h" nogil:
+    int usleep(unsigned int usec)
+
+cdef int64_t *_panel_left = NULL
+cdef int64_t _panel_cap = 0, _panel_n = 0
+cdef int64_t *_panel_now = NULL
+
+
+cdef inline int64_t *_panel_count() noexcept nogil:
+    # the counter of the task being inserted (before the insertion: its callback may
+    # run before starpu_task_insert returns), or NULL when the window is off
+    if _panel_now != NULL:
+        starchol_panel_add(_panel_now, 1)
+    return _panel_now
+
+
+cdef inline starchol_callback_t _panel_cb(int64_t *left) noexcept nogil:
+    if left != NULL:
+        return starchol_panel_task_done
+    return NULL
+
+
+cdef inline void _panel_inserted(int64_t *left, int rc) noexcept nogil:
+    # a failed insertion runs no callback
+    if left != NULL and rc != 0:
+        starchol_panel_add(left, -1)
+
+
+cdef void panel_begin(int64_t k) noexcept nogil:
+    global _panel_now
+    _panel_now = &_panel_left[k] if (_panel_left != NULL and 0 <= k < _panel_n
+                                     and not _rec_on) else NULL
+
+
+cdef void panel_end() noexcept nogil:
+    global _panel_now
+    _panel_now = NULL
+
+
+def panel_track(int64_t n):
+    """Count this rank's tasks of iterations 0..n-1 as graphs insert them (a graph calls
+    ``panel_begin(k)`` before iteration k's tasks); :func:`panel_wait` waits for
+    iteration k's. ``n`` = 0 stops counting."""
+    global _panel_left, _panel_cap, _panel_n, _panel_now
+    cdef int64_t *buf
+    _panel_now = NULL
+    if n < 0:
+        raise ValueError(f"panel_track: {n} iterations")
+    if n > _panel_cap:
+        buf = <int64_t *>malloc(<size_t>n * sizeof(int64_t))
+        if buf == NULL:
+            raise MemoryError()
+        if _panel_left != NULL and (not _started or starpu_task_nsubmitted() == 0):
+            free(_panel_left)      # no task can call back into it any more
+        _panel_left, _panel_cap = buf, n
+    if n:
+        memset(_panel_left, 0, <size_t>n * sizeof(int64_t))
+    _panel_n = n
+
+
+def panel_pending(int64_t k):
+    """Tasks of iteration k inserted on this rank and not yet done (0 when not counted)."""
+    if _panel_left == NULL or not 0 <= k < _panel_n:
+        return 0
+    return int(starchol_panel_load(&_panel_left[k]))
+
+
+def panel_wait(int64_t k, double timeout_s):
+    """Wait up to ``timeout_s`` seconds for this rank's tasks of iteration k (counted
+    since :func:`panel_track`); True when they are done. Polls every 100 us with the
+    GIL released; the caller loops, so that a signal reaches Python in between."""
+    cdef int64_t *p
+    cdef long polls = <long>(timeout_s / 1e-4) + 1
+    if _panel_left == NULL or not 0 <= k < _panel_n:
+        return True
+    p = &_panel_left[k]
+    with nogil:
+        while starchol_panel_load(p) > 0 and polls > 0:
+            usleep(100)
+            polls -= 1
+    return starchol_panel_load(p) <= 0
 
 
 cdef void cache_flush(starpu_data_handle_t h) noexcept nogil:

@@ -15,7 +15,8 @@ from libc.stdlib cimport malloc, free
 
 from starpu cimport *
 from starchol.runtime._binding cimport (TileHandles, CHKERR, my_rank, ins1, ins2, ins3,
-                                        cache_flush, release_submit, write_back)
+                                        cache_flush, release_submit, write_back,
+                                        panel_begin, panel_end)
 from starchol.runtime._kernels cimport Codelets, codelets
 
 
@@ -34,7 +35,7 @@ cdef bint _single(TileHandles a) except -1:
 # ---------------------------------------------------------------------------
 def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
              int64_t[::1] iter_slice, int64_t[::1] info, bint flush=True, int k_begin=0,
-             int k_end=-1, bint writeback=False):
+             int k_end=-1, bint writeback=False, bint track=False):
     """Submit the tiled Cholesky of ``home`` over c = slice_owners.shape[0] slices.
 
     Iteration k runs on slice s = ``iter_slice[k]`` (the map's ``iteration_slices``,
@@ -64,6 +65,9 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     ``writeback``: once panel k is submitted, each of this rank's tiles of column k is
     final; StarPU is told so (``starpu_data_wont_use``) and copies it back to host memory
     when the bus is idle, instead of all at the unregistration (for CUDA workers).
+
+    ``track``: this rank's tasks of iteration k are counted in the binding's counter k
+    (``panel_track`` first), for the submission window (``panel_wait``).
     """
     cdef int c = slice_owners.shape[0], nt = home.nt, s
     if k_end < 0:
@@ -106,7 +110,7 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     cdef int rc
     with nogil:
         rc = _cholesky(cl, home.h, ch, co, &iter_slice[0], first, c, nt, k_begin, k_end,
-                       my_rank(), &info[0], flush, writeback, &count)
+                       my_rank(), &info[0], flush, writeback, track, &count)
     free(ch)
     free(co)
     free(first)
@@ -117,7 +121,19 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
 cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_t **ch,
                    int64_t **co, int64_t *it, int64_t *first, int c, int nt, int k_begin,
                    int k_end, int me, int64_t *info, bint flush, bint writeback,
-                   int64_t *count) noexcept nogil:
+                   bint track, int64_t *count) noexcept nogil:
+    cdef int rc = _cholesky_panels(cl, home, ch, co, it, first, c, nt, k_begin, k_end, me, info,
+                          flush, writeback, track, count)
+    if track:
+        panel_end()
+    return rc
+
+
+cdef int _cholesky_panels(Codelets *cl, starpu_data_handle_t *home,
+                          starpu_data_handle_t **ch, int64_t **co, int64_t *it,
+                          int64_t *first, int c, int nt, int k_begin, int k_end, int me,
+                          int64_t *info, bint flush, bint writeback, bint track,
+                          int64_t *count) noexcept nogil:
     # Slice s's copy of tile (i, j): home[ij] when it[j] == s (the factoring copy),
     # else ch[s][ij] (a partial sum, zero until its first update at k = first[s]).
     cdef int k, m, n, s, t, rc = 0
@@ -127,6 +143,8 @@ cdef int _cholesky(Codelets *cl, starpu_data_handle_t *home, starpu_data_handle_
     cdef int prio
     cdef bint zero
     for k in range(k_begin, k_end):
+        if track:
+            panel_begin(k)
         s = it[k]
         own = co[s]
         # A[m][k] += P_t[m][k] for every other slice t that updated column k (first[t] < k;

@@ -102,6 +102,7 @@ cdef extern from "starpu.h" nogil:
     enum: STARPU_NAME
     enum: STARPU_CL_ARGS
     enum: STARPU_CL_ARGS_NFREE
+    enum: STARPU_CALLBACK_WITH_ARG_NFREE
 
     # --- starpu_worker.h --------------------------------------------------
     unsigned starpu_worker_get_count()

@@ -17,6 +17,7 @@ import re
 import sys
 
 from .version import VERSION
+from .distributions.base import MAP_PARAMS
 from .errors import StarcholError, UsageError
 
 log = logging.getLogger("starchol")
@@ -111,11 +112,11 @@ def build_parser():
 #: library parameter names whose command-line flag is not ``--NAME``
 FLAG_NAMES = {"scheduler": "--sched", "tile_map": "--dist", "slices": "--slices",
               "path": "--map-file"}
-#: parameters the map library writes as ``name=value`` in its messages
-MAP_PARAMS = ("dist", "nodes", "grid", "slices", "slice_block", "path", "nt")
 
 
-def _flag(param, flags=None):
+def flag_of(param, flags=None):
+    """The command-line flag of a library parameter: ``--sched`` for ``scheduler``, else
+    ``--name-with-dashes`` (``flags``: a command's own spellings, which win)."""
     if flags and param in flags:
         return flags[param]
     return FLAG_NAMES.get(param, "--" + param.replace("_", "-"))
@@ -132,13 +133,13 @@ def flag_text(text, params=(), flags=None):
     names the parameters a command spells otherwise (``{"nodes": "mpirun -np"}``: ``run``
     has no ``--nodes``).
     """
-    names = "|".join(MAP_PARAMS)
-    text = re.sub(rf"\b({names})=(?=\S)", lambda m: _flag(m.group(1), flags) + " ", text)
-    text = re.sub(rf"\b({names})=", lambda m: _flag(m.group(1), flags), text)
+    names = "|".join(MAP_PARAMS)     # the map library's name=value words
+    text = re.sub(rf"\b({names})=(?=\S)", lambda m: flag_of(m.group(1), flags) + " ", text)
+    text = re.sub(rf"\b({names})=", lambda m: flag_of(m.group(1), flags), text)
     for param in params or ():
         word = rf"(?<![\w/.-]){re.escape(param)}"
-        text = re.sub(rf"{word}=True\b", _flag(param, flags), text)
-        text = re.sub(rf"{word}(?![\w/-]|\.\w)", _flag(param, flags), text)
+        text = re.sub(rf"{word}=True\b", flag_of(param, flags), text)
+        text = re.sub(rf"{word}(?![\w/-]|\.\w)", flag_of(param, flags), text)
     return text
 
 

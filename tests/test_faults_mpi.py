@@ -71,7 +71,8 @@ CASES = {
     "n 1e7": (["--n", "10000000", "--nb", "500"], "not enough memory"),
     "input 1e5 x 1e5": (["--input", "{m}/huge.h5:/A", "--nb", "2000"], "not enough memory"),
     # issue 9.9
-    "slices 0": (["--n", "300", "--dist", "sbc25d", "--slices", "0"], "--slices must be >= 1"),
+    "slices 0": (["--n", "300", "--dist", "sbc25d", "--slices", "0"],
+                 "argument --slices: must be an integer >= 1"),
     "symmetry-tol nan": (["--input", "{m}/in.h5:/A", "--symmetry-tol", "nan"],
                          "--symmetry-tol must be a finite number"),
 }

@@ -29,11 +29,12 @@ def test_plan_memory_grows_with_slices(capsys):
     sbc2 = next(r for r in rows if r["dist"] == "sbc25d" and r["slices"] == 2)
     sbc1 = next(r for r in rows if r["dist"] == "sbc" and r["nodes"] == 10)
     assert sbc2["tile_bytes_per_node"] > 1.5 * sbc1["tile_bytes_per_node"]
-    # the peak counts the received tile copies too (more than a node's own tiles here)
+    # the peak counts the received tile copies too (a few iterations' worth: the
+    # submission window; less than a node's own tiles)
     for r in (sbc1, sbc2):
         assert r["memory_per_node_bytes"] == sum(r["memory_parts"].values())
         assert r["memory_parts"]["tiles"] <= r["tile_bytes_per_node"]
-        assert r["memory_parts"]["received tiles"] > r["memory_parts"]["tiles"]
+        assert 0 < r["memory_parts"]["received tiles"] < r["memory_parts"]["tiles"]
 
 
 def test_plan_nothing_fits(capsys):

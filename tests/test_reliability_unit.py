@@ -266,7 +266,7 @@ def test_validators():
     with pytest.raises(UsageError, match="--sched 'bogus'"):
         check_scheduler_name("bogus")
     assert check_scheduler_name("prio") == "prio"
-    with pytest.raises(UsageError, match="between 1 and"):
+    with pytest.raises(UsageError, match="--nodes must be an integer from 1 to"):
         check_node_count(100000000)
     with pytest.raises(UsageError, match="longer than 365 days"):
         check_time_limit(1000000 * 86400, "1000000-00:00:00")

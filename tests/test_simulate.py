@@ -63,6 +63,23 @@ def test_solve_bytes_equal_the_model_per_pair(which, cache):
                                                    which=which))
 
 
+@pytest.mark.parametrize("which", ["both", "forward", "backward"])
+@pytest.mark.parametrize("cache", [True, False])
+@pytest.mark.parametrize("name,nodes,kw", [("sbc25d", 6, {"slices": 2}), ("2dbc", 4, {})])
+def test_rhs_solve_bytes_equal_the_model_per_pair(which, cache, name, nodes, kw):
+    """The rhs variant's graph (L in place, partial sums) replayed: its bytes are
+    rhs_solve_transfer_pairs_bytes per pair, far below the factor variant's for K = 3."""
+    from starchol.model.rhs_volume import rhs_solve_transfer_pairs_bytes
+
+    tile_map = get_map(name, nodes, **kw)
+    got = sim.simulate_solve(tile_map, 900, 100, 3, _platform(nodes), which=which,
+                             cache=cache, variant="rhs")
+    want = rhs_solve_transfer_pairs_bytes(tile_map, 900, 100, 3, cache=cache, which=which)
+    np.testing.assert_array_equal(got.pair_bytes, want)
+    assert 0 < want.sum() * 10 < solve_transfer_pairs_bytes(tile_map, 900, 100, 3,
+                                                            cache=cache, which=which).sum()
+
+
 def test_chain_of_tasks_on_one_worker():
     """NT = 2 on one node, one worker: POTRF, TRSM, SYRK, POTRF one after the other."""
     nb = 100
@@ -254,7 +271,7 @@ def test_simulate_command_with_the_solve(capsys):
     """`--nrhs K` adds the solve: its bytes equal the solve's model per node pair (2.5D
     map, cache off too), and the total is the factorization's time plus the solve's."""
     from starchol.cli import main
-    from starchol.model.volume import solve_transfer_pairs_bytes
+    from starchol.model.rhs_volume import choose_variant, solve_bytes_by_variant
 
     for cache in ("on", "off"):
         assert main(["simulate", "--dist", "sbc25d", "--slices", "2", "--nodes", "6",
@@ -264,8 +281,10 @@ def test_simulate_command_with_the_solve(capsys):
         out = capsys.readouterr()
         doc = json.loads(out.out)
         solve = doc["solve"]
-        model = solve_transfer_pairs_bytes(get_map("sbc25d", 6, slices=2), 1000, 100, 150,
-                                           cache=cache == "on")
+        by = solve_bytes_by_variant(get_map("sbc25d", 6, slices=2), 1000, 100, 150,
+                                    cache=cache == "on")
+        assert solve["variant"] == choose_variant(by)[0]
+        model = by[solve["variant"]]
         assert solve["pair_bytes"] == model.tolist() and solve["bytes_equal_model"]
         assert solve["makespan_s"] > 0 and solve["nrhs"] == 150
         assert doc["total_makespan_s"] == pytest.approx(doc["makespan_s"]

@@ -1,20 +1,22 @@
 """Peak memory of every node (MPI rank) of a factorization: the one home of the rule.
 
-``starchol plan`` (memory per node of each map) and ``starchol run``'s pre-flight check
-use :func:`node_memory`. A node's peak, in bytes:
+``starchol plan`` (memory per node of each map), ``starchol run``'s pre-flight check and
+``starchol slurm --mem auto`` use :func:`node_memory`. A node's peak, in bytes:
 
 - ``tiles``: its tiles, every 2.5D slice's copies included (:func:`node_load`);
-- ``received tiles``: every tile version it receives. ``starchol run`` submits the whole
-  task graph at once, and StarPU-MPI keeps each received copy until the end of the
-  factorization: measured peak RSS minus the other parts equals the model's received
-  bytes (cache on) for 2D maps. With the cache off a copy is received per task and most
-  are freed early; the count of all of them is an upper bound. For 2.5D maps the partial
-  sums are freed after their ADD, so the sum is an upper bound there too (how far above
-  the peak RSS, measured: docs/volume-model.md, "Memory per node");
+- ``received tiles``: the tile copies it holds at once. The factorization is submitted in
+  a window of W panels (:func:`default_window`, ``starchol run --window``): a rank
+  submits iteration k once its tasks of iteration k - W are done, a receive buffer is
+  allocated when the task that needs it is submitted, and column j's received copies
+  are flushed once iteration j's readers have run (no later iteration reads them). So a
+  node holds the copies of at most W consecutive iterations: the most it receives in
+  any W consecutive iterations (:func:`panel_received_bytes`). W = 0 (the whole graph at
+  once) holds every copy to the end: the total it receives. With the cache off a copy
+  is received per task and most are freed early; the count is an upper bound;
 - ``tile handles``: :data:`HANDLE_BYTES` for each tile handle, which every rank registers
   for every stored tile of every copy (StarPU's handle structures);
-- ``tasks``: :data:`TASK_BYTES` for each task the node runs (all are submitted before most
-  have run);
+- ``tasks``: :data:`TASK_BYTES` for each task of the node submitted and not yet run: the
+  most in any W consecutive iterations (every task with W = 0);
 - ``owner tables``: (c + 1) NT^2 int64, each slice's owners and the composite;
 - ``process``: :data:`PROCESS_BASE_BYTES` for Python, numpy, MPI and StarPU;
 - with ``check`` (``starchol run --check``): A's tiles twice more (the copy kept for the
@@ -24,22 +26,28 @@ use :func:`node_memory`. A node's peak, in bytes:
   bound on the right-hand sides, on every node: B and X (N x K each, solved in place, so
   one of them) plus a received copy of every row tile, and a handle per tile; with
   ``check`` too, as much again (the copy of B kept for the solve's residual, and the
-  residual B - A X).
+  residual B - A X); and when the solve (or the residual) runs the variant that keeps L
+  (A) in place, its partial sums: rows(m) x K entries per (row block m, node) pair that
+  writes one (:func:`~starchol.model.rhs_volume.partial_sum_bytes`; both passes of the
+  solve are registered together).
 - with ``mixed`` (``starchol run --dtype mixed``, :func:`~starchol.linalg.mixed.solve_mixed`):
   the factorization's parts in float32 (``itemsize`` 4), plus the float64 A kept
   beside its float32 copy (its tiles on their holders), the right-hand sides in float64
   (B, X, the residual R and the float32 correction: 4 copies, 6 with ``check``), and a
-  bound on the A tiles one residual B - A X receives (its model's received bytes; the
-  graph frees them row by row). A fallback to float64 needs what a float64 run needs
+  bound on the tiles one residual B - A X receives (its model's received bytes, in the
+  variant it runs: A's tiles, freed row by row, or X's blocks and partial sums). A fallback to float64 needs what a float64 run needs
   instead (the float32 factor is freed first): not counted here.
 
-The constants were fitted on ``starchol run`` under mpirun (peak RSS per rank from
-getrusage, 1 worker per rank; docs/volume-model.md, "Memory per node"): 20.5 kB per handle,
-0.93 kB per task, 83 MB per process, within 16 % of the remainder over 28 ranks of 7 runs.
+The constants were fitted on ``starchol run`` under mpirun in the default window (peak
+RSS per rank from getrusage; docs/volume-model.md, "Memory per node"): 11-13 kB per
+handle and 82-84 MB per process over 27 ranks of 6 runs, rounded up to 14 kB and 85 MB
+(the model is then within -1 % .. +5 % of every rank's peak; the fit with the whole
+graph at once had 20.5 kB per handle, 0.93 kB per task, 83 MB per process).
 """
 import numpy as np
 
 from ..distributions.base import iteration_slices, slice_updates
+from ..integers import check_int
 from .counts import slice_task_weights
 from .load import node_load
 from .mixed_volume import SINGLE_BYTES
@@ -48,21 +56,142 @@ from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile
 
 #: bytes per registered tile handle (the measured figure: docs/volume-model.md, "Memory
 #: per node")
-HANDLE_BYTES = 20_000
-#: bytes per task of the node (measured, as above; the whole graph is submitted at once)
+HANDLE_BYTES = 14_000
+#: bytes per task of the node submitted and not yet run (measured with the whole graph
+#: at once, 2026-12-01)
 TASK_BYTES = 1_000
 #: memory of a rank before its matrix: interpreter, numpy, MPI, StarPU (measured, as
-#: above, with 1, 4 and 8 workers)
-PROCESS_BASE_BYTES = 100 * 10**6
+#: above)
+PROCESS_BASE_BYTES = 85 * 10**6
 #: owner tables up to this size are built for the exact per-node figures; above it
 #: (NT above about 11,000) the parts are the balanced means (:func:`node_memory`)
 EXACT_TABLE_BYTES = 2 * 10**9
 INDEX_BYTES = 8
 
+#: the submission window's iterations (:func:`default_window`)
+WINDOW = 3
+
 #: the parts of :func:`node_memory`, in the order the messages print them
 PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
          "copies of A (--check)", "gathered factor", "right-hand sides",
-         "float64 A (mixed)", "residual's received A tiles (mixed)")
+         "float64 A (mixed)", "residual's received tiles (mixed)",
+         "partial sums (rhs solve)")
+
+
+def default_window(nt):
+    """The submission window W (iterations) of a factorization of ``nt`` tile columns:
+    the one home of the rule (``starchol run --window`` overrides it).
+
+    A rank submits iteration k once its own tasks of iteration k - W are done, so W - 1
+    iterations stay submitted ahead of the one that runs. The critical path (POTRF(k),
+    TRSM(k + 1, k), SYRK(k + 1, k + 1, k), POTRF(k + 1)) needs iteration k + 1
+    submitted while k runs, and the tiles iteration k + 1 receives must be asked for
+    before its tasks are ready: :data:`WINDOW` = 3 keeps two iterations ahead, the next
+    one's critical path and the receives of the one after. 0 (no window: the whole
+    graph at once) when nt <= W."""
+    nt = int(nt)
+    return 0 if nt <= WINDOW else WINDOW
+
+
+def check_window(window, nt):
+    """The window to use for ``nt`` tile columns: ``window`` (iterations, an int >= 0; 0 or
+    >= nt: the whole graph at once, returned as 0) or, when None, :func:`default_window`.
+    ValueError for a negative or non-integer window."""
+    if window is None:
+        return default_window(nt)
+    window = check_int(window, "window", 0, error=ValueError, exact=False)
+    return 0 if window >= int(nt) else window
+
+
+def _windowed(per_panel, window):
+    """(P,): the most of ``per_panel`` (nt, P) in any ``window`` consecutive rows (all
+    rows with window 0)."""
+    per_panel = np.asarray(per_panel, dtype=np.int64)
+    if window <= 0 or window >= per_panel.shape[0]:
+        return per_panel.sum(axis=0)
+    cum = np.vstack([np.zeros((1, per_panel.shape[1]), dtype=np.int64),
+                     np.cumsum(per_panel, axis=0)])
+    return (cum[window:] - cum[:-window]).max(axis=0)
+
+
+def _reader_thresholds(o, p):
+    """thr (P, nt) for one slice's owners ``o``: node b reads L[m][k] (m > k) in an
+    iteration k of this slice iff k < thr[b, m] -- it owns a tile of column m below the
+    diagonal (thr = m), or a tile (m, n) with k < n <= m (thr = the last such n).
+    Also ``col`` (P, nt) bool: b owns a tile (m, n) with m > n (the TRSM readers of
+    L[n][n])."""
+    nt = o.shape[0]
+    last = np.full((p, nt), -1, dtype=np.int64)
+    col = np.zeros((p, nt), dtype=bool)
+    for m in range(nt):
+        np.maximum.at(last[:, m], o[m, :m + 1], np.arange(m + 1))
+        col[o[m + 1:, m], m] = True
+    thr = np.where(col, np.arange(nt)[None, :], last)
+    return thr, col
+
+
+def panel_received_bytes(tile_map, n, nb, itemsize=DOUBLE_BYTES):
+    """Bytes each node receives in each iteration of the factorization, cache on:
+    int64 (nt, P). Iteration k (on slice it[k], whose owners o run it) sends L[k][k] to
+    the other owners of column k, each L[m][k] (m > k) to the other nodes that read it
+    (rows and column m of the trailing matrix), and for a 2.5D map each other slice's
+    partial sum of column k to o's owner of the tile. Summed over k, every node's total
+    equals :func:`~.volume.transfer_pairs`' received bytes (cache on)."""
+    p, c = tile_map.nodes, tile_map.slices
+    ext = tile_extents(n, nb)
+    nt = len(ext)
+    so = np.asarray(tile_map.owner_maps(nt), dtype=np.int64).reshape(c, nt, nt)
+    it = np.asarray(tile_map.iteration_slices(nt), dtype=np.int64)
+    size = np.outer(ext, ext).astype(np.int64) * int(itemsize)
+    first = np.full(c, nt, dtype=np.int64)
+    for k in range(nt - 1, -1, -1):
+        first[it[k]] = k
+    out = np.zeros((nt, p), dtype=np.int64)
+    nodes = np.arange(p)[:, None]
+    reads = [_reader_thresholds(so[s], p) if (it == s).any() else None for s in range(c)]
+    for k in range(nt):
+        s = int(it[k])
+        o = so[s]
+        thr, col = reads[s]
+        # L[k][k]: the TRSM owners of column k
+        out[k] += np.where(col[:, k] & (np.arange(p) != o[k, k]), size[k, k], 0)
+        if k + 1 < nt:
+            rd = (thr[:, k + 1:] > k) & (nodes != o[k + 1:, k][None, :])
+            out[k] += rd.astype(np.int64) @ size[k + 1:, k]
+        for t in range(c):
+            if t == s or first[t] >= k:
+                continue
+            send, recv = so[t][k:, k], o[k:, k]
+            moved = send != recv
+            out[k] += np.bincount(recv[moved], weights=size[k:, k][moved],
+                                  minlength=p).astype(np.int64)
+    return out
+
+
+def panel_tasks(tile_map, nt):
+    """Tasks each node runs in each iteration of the factorization: int64 (nt, P) (the
+    ADDs of the other slices' partial sums, POTRF, TRSM, SYRK and GEMM of iteration k on
+    its slice's owners; summed over k: :func:`~starchol.distributions.load.task_counts`)."""
+    p, c = tile_map.nodes, tile_map.slices
+    so = np.asarray(tile_map.owner_maps(nt), dtype=np.int64).reshape(c, nt, nt)
+    it = np.asarray(tile_map.iteration_slices(nt), dtype=np.int64)
+    first = np.full(c, nt, dtype=np.int64)
+    for k in range(nt - 1, -1, -1):
+        first[it[k]] = k
+    out = np.zeros((nt, p), dtype=np.int64)
+    for s in range(c):
+        o = so[s]
+        # trailing[k, b]: tiles (m, n), m >= n > k, of b (the SYRK/GEMM targets)
+        cols = np.zeros((nt + 1, p), dtype=np.int64)
+        for j in range(nt):
+            cols[j] = np.bincount(o[j:, j], minlength=p)
+        trailing = np.cumsum(cols[::-1], axis=0)[::-1]      # rows n >= j
+        for k in np.flatnonzero(it == s):
+            out[k] += trailing[k + 1] + np.bincount(o[k:, k], minlength=p)
+            adds = sum(1 for t in range(c) if t != s and first[t] < k)
+            if adds:
+                out[k] += adds * np.bincount(o[k:, k], minlength=p)
+    return out
 
 
 def handle_count(nt, c, block=None):
@@ -85,7 +214,7 @@ def _total_tasks(nt, c, block=None):
 
 def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
                 itemsize=DOUBLE_BYTES, received_bytes=None, load=None, exact=None, nrhs=0,
-                mixed=False):
+                mixed=False, window=None):
     """Peak bytes of every node of ``starchol run`` for an n x n matrix, by part.
 
     Parameters
@@ -104,7 +233,8 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         Bytes per entry (8: float64).
     received_bytes : int array (P,), optional
         Bytes each node receives, if the caller has counted them (the volume model with
-        the same ``cache``); counted here otherwise.
+        the same ``cache``); counted here otherwise. Used for the whole graph (window 0)
+        and with the cache off; a window with the cache on counts per iteration.
     load : dict, optional
         :func:`starchol.model.load.node_load` of the map at NT with ``tile_bytes`` of
         this ``itemsize``, if the caller has it; computed here otherwise.
@@ -118,7 +248,10 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
     mixed : bool
         A mixed-precision solve (``--dtype mixed``): the factorization's parts in
         float32 whatever ``itemsize`` says, plus the float64 A, the float64 right-hand
-        sides and a residual's received A tiles (see the module doc).
+        sides and a residual's received tiles (see the module doc).
+    window : int, optional
+        The submission window in iterations (:func:`check_window`: None is
+        :func:`default_window`, 0 the whole graph at once).
 
     Returns
     -------
@@ -133,6 +266,7 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
     p, c = tile_map.nodes, tile_map.slices
     ext = tile_extents(n, nb)
     nt = len(ext)
+    window = check_window(window, nt)
     tables = (c + 1) * nt * nt * INDEX_BYTES
     if exact is None:
         exact = tables <= EXACT_TABLE_BYTES
@@ -144,19 +278,34 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         if load is None:
             load = node_load(tile_map, nt, tile_bytes=sizes)
         parts["tiles"] = load["bytes"]
-        if received_bytes is None:
+        if window and cache:
+            received_bytes = _windowed(panel_received_bytes(tile_map, n, nb, itemsize),
+                                       window)
+        elif received_bytes is None:
             received_bytes = transfer_pairs(tile_map.owner_maps(nt), p, cache=cache,
                                             row_weights=sizes,
                                             it=tile_map.iteration_slices(nt)).sum(axis=0)
         parts["received tiles"] = np.asarray(received_bytes, dtype=np.int64)
-        tasks = load["tasks"]
+        tasks = _windowed(panel_tasks(tile_map, nt), window) if window else load["tasks"]
     else:
         lead = tile_map.leading_factor()
         lead = p - 1 if lead is None else lead
         parts["tiles"] = np.full(p, -(-c * lower // p), dtype=np.int64)
-        parts["received tiles"] = np.full(p, int(np.ceil(lead * lower / p)), dtype=np.int64)
-        tasks = np.full(p, -(-_total_tasks(nt, c, tile_map.slice_block) // p),
-                        dtype=np.int64)
+        if window:
+            # the first W iterations, the largest: (nt - k) tiles of NB^2 each, sent to
+            # one node more than the map's leading term (a node's share of one panel is
+            # above the mean: measured up to 1.2x for sbc); (nt - k)^2 / 2 tasks each
+            k = np.arange(window)
+            panel = int(((nt - k) * int(nb) ** 2 * int(itemsize)).sum())
+            parts["received tiles"] = np.full(p, int(np.ceil((lead + 1) * panel / p)),
+                                              dtype=np.int64)
+            tasks = np.full(p, -(-int(((nt - k) * (nt - k + 1) // 2 + (c - 1) * (nt - k))
+                                      .sum()) // p), dtype=np.int64)
+        else:
+            parts["received tiles"] = np.full(p, int(np.ceil(lead * lower / p)),
+                                              dtype=np.int64)
+            tasks = np.full(p, -(-_total_tasks(nt, c, tile_map.slice_block) // p),
+                            dtype=np.int64)
     parts["tile handles"] = np.full(p, HANDLE_BYTES * handle_count(nt, c, tile_map.slice_block),
                                     dtype=np.int64)
     parts["tasks"] = TASK_BYTES * np.asarray(tasks, dtype=np.int64)
@@ -180,6 +329,8 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         parts["right-hand sides"] = np.full(
             p, copies * n * int(nrhs) * (DOUBLE_BYTES if mixed else itemsize)
             + HANDLE_BYTES * nt * kt, dtype=np.int64)
+        parts["partial sums (rhs solve)"] = _partial_sums(tile_map, n, nb, nrhs, itemsize,
+                                                          mixed, check, cache, exact)
     if mixed:
         if exact:
             idx = np.tril_indices(nt)
@@ -189,12 +340,39 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         else:
             parts["float64 A (mixed)"] = np.full(p, -(-2 * lower // p), dtype=np.int64)
         if exact and nrhs:
-            from .volume import residual_transfer_pairs_bytes
+            from .rhs_volume import choose_variant, residual_bytes_by_variant
 
-            parts["residual's received A tiles (mixed)"] = residual_transfer_pairs_bytes(
-                tile_map, n, nb, nrhs, cache=cache).sum(axis=0).astype(np.int64)
+            by = residual_bytes_by_variant(tile_map, n, nb, nrhs, cache=cache)
+            parts["residual's received tiles (mixed)"] = by[choose_variant(by)[0]].sum(
+                axis=0).astype(np.int64)
         elif nrhs:
-            parts["residual's received A tiles (mixed)"] = np.full(
+            parts["residual's received tiles (mixed)"] = np.full(
                 p, -(-4 * lower // p), dtype=np.int64)
     parts["total"] = sum(parts.values())
     return parts
+
+
+def _partial_sums(tile_map, n, nb, nrhs, itemsize, mixed, check, cache, exact):
+    """Bytes per node (int64 (P,)) of the partial sums of the right-hand-side variant:
+    those of the solve (both passes at once) when it runs that variant (the model's
+    choice), and with ``mixed`` or ``check`` those of one residual B - A X in float64
+    when it does. Without the tables (``exact`` False): the bound of every row block on
+    every node, 2 N K entries for the solve and N K for a residual."""
+    from .rhs_volume import (choose_variant, partial_sum_bytes, residual_bytes_by_variant,
+                             solve_bytes_by_variant)
+
+    p = tile_map.nodes
+    solve_item = SINGLE_BYTES if mixed else itemsize
+    residual = mixed or check
+    if not exact:
+        return np.full(p, 2 * n * int(nrhs) * solve_item
+                       + (n * int(nrhs) * DOUBLE_BYTES if residual else 0), dtype=np.int64)
+    out = np.zeros(p, dtype=np.int64)
+    if choose_variant(solve_bytes_by_variant(tile_map, n, nb, nrhs, cache=cache,
+                                             itemsize=solve_item))[0] == "rhs":
+        out += partial_sum_bytes(tile_map, n, nb, nrhs, "both", solve_item)
+    res_item = DOUBLE_BYTES if mixed else itemsize
+    if residual and choose_variant(residual_bytes_by_variant(
+            tile_map, n, nb, nrhs, cache=cache, itemsize=res_item))[0] == "rhs":
+        out += partial_sum_bytes(tile_map, n, nb, nrhs, "residual", res_item)
+    return out

@@ -231,7 +231,7 @@ CASES = [
     ("run workers 0", RUN + ["--n", "64", "--workers", "0"], 2, "workers"),
     ("run gpus -1", RUN + ["--n", "64", "--gpus", "-1"], 2, "gpus"),
     ("run slices 0", ["run", "--dist", "sbc25d", "--nb", "32", "--n", "64", "--slices", "0"],
-     2, "--slices must be >= 1"),
+     2, "argument --slices: must be an integer >= 1"),
     ("run slices with 2dbc", RUN + ["--n", "64", "--slices", "2"], 2, "--slices applies to"),
     ("run symmetry-tol nan", RUN + ["--input", GOOD, "--symmetry-tol", "nan"], 2,
      "--symmetry-tol must be a finite number"),

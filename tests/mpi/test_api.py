@@ -390,6 +390,46 @@ def test_from_numpy_and_hdf5(session, comm, shared_tmp):
                for k in a.tiles)
 
 
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=[m[0] for m in MAPS])
+def test_a_window_smaller_than_the_graph_changes_neither_factor_nor_bytes(session, comm, name,
+                                                                          tile_map):
+    """Iteration k submitted once this rank's tasks of iteration k - W are done (W = 1
+    and 2 of NT = 10 iterations): the same factor, bit for bit (every tile's updates
+    still apply in iteration order), and the same bytes per pair as the whole graph at
+    once (W = 0), which the model predicts."""
+    n, nb = 320, 32
+    full = _spd(n, 5)
+    factors, pairs = {}, {}
+    for w in (0, 1, 2):
+        a = DistributedMatrix.from_function(block(full), (n, n), nb, tile_map)
+        f = cholesky(a, tile_map, window=w)
+        assert f.record.match is True
+        factors[w], pairs[w] = f.L.gather(), f.record.bytes_measured_pairs
+    assert pairs[1] == pairs[2] == pairs[0]
+    if comm.Get_rank() == 0:
+        assert np.array_equal(factors[1], factors[0])
+        assert np.array_equal(factors[2], factors[0])
+        assert np.allclose(factors[0], np.tril(sl.cho_factor(full, lower=True)[0]),
+                           rtol=0, atol=1e-12)
+        assert pairs[0] == cholesky_bytes(tile_map, n, nb)
+
+
+def test_not_positive_definite_inside_the_window(session, comm):
+    """A failing column while later iterations wait for the window: the same error on
+    every rank, with LAPACK's column, and the session goes on."""
+    tile_map = MAPS[0][1]
+    n, nb = 320, 32
+    bad = _spd(n, 5)
+    bad[200, 200] = -1.0
+    a = DistributedMatrix.from_function(block(bad), (n, n), nb, tile_map)
+    err = raises_everywhere(comm, NotPositiveDefiniteError, "global column 200",
+                            lambda: cholesky(a, tile_map, window=1))
+    assert err.column == 200
+    raises_everywhere(comm, UsageError, "window must be an integer >= 0",
+                      lambda: cholesky(a, tile_map, window=-1))
+    assert cholesky(make(tile_map)[0], tile_map, window=1).record.match is True
+
+
 def _failing_progress(comm, tile_map, nt):
     """A progress callback that raises on the last rank that has tasks (the same rank
     everywhere), once; ``calls`` counts its calls on this rank."""

@@ -32,3 +32,7 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
 cdef void cache_flush(starpu_data_handle_t h) noexcept nogil
 cdef void release_submit(starpu_data_handle_t h) noexcept nogil
 cdef void write_back(starpu_data_handle_t h) noexcept nogil
+# the submission window: the tasks inserted until panel_end() are counted in iteration
+# k's counter (panel_track must have been called first; else nothing is counted)
+cdef void panel_begin(int64_t k) noexcept nogil
+cdef void panel_end() noexcept nogil
