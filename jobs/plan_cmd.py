@@ -79,6 +79,9 @@ def register(sub):
     p.add_argument("--node", metavar="FILE",
                    help="--simulate: node description (workers, GFlop/s per kernel; "
                         "`starchol calibrate` writes one, examples/nodes/)")
+    p.add_argument("--runtime", metavar="FILE",
+                   help="--simulate: runtime description (examples/runtimes/); default: "
+                        "no runtime costs, one send in flight")
     p.add_argument("--simulate-top", type=int_type(1), default=8, metavar="K",
                    help="--simulate: simulate the K best fitting maps by the estimate "
                         "(default 8)")
@@ -111,7 +114,7 @@ def run(args):
         if mixed:
             raise UsageError("--simulate simulates float64 or float32 factorizations, "
                              "not --dtype mixed")
-        node = load_node(args.node)
+        node = load_node(args.node, "--node")
         node.kernel_gflops(args.dtype, args.nb)      # a clear error before the work
         from .preflight import check_simulation_size
 
@@ -158,6 +161,7 @@ def simulate_rows(rows, maps, node, args):
     ``simulated_s``, ``simulated_gflops``, ``simulated_busy_max``)."""
     from ..model.platform import Platform
     from ..linalg.simulate import simulate_cholesky
+    from .simulate_cmd import runtime_from_args
 
     by_map = {str(m): m for m in maps}
     best = sorted((r for r in rows if r["fits"]), key=lambda r: r["estimate_s"])
@@ -167,7 +171,8 @@ def simulate_rows(rows, maps, node, args):
         m = by_map[row["map"]]
         plat = Platform(node=node, nodes=m.nodes, bandwidth=args.node_bandwidth,
                         latency=node.latency or 0.0)
-        res = simulate_cholesky(m, args.n, args.nb, plat, dtype=args.dtype)
+        res = simulate_cholesky(m, args.n, args.nb, plat, dtype=args.dtype,
+                                runtime=runtime_from_args(args))
         row.update(simulated_s=res.makespan_s, simulated_gflops=res.gflops,
                    simulated_busy_max=float(res.busy.max()))
         progress(k + 1, len(best))

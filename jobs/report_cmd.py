@@ -63,6 +63,9 @@ def register(sub):
                    help="--simulate: node description (`starchol calibrate`, examples/nodes/)")
     s.add_argument("--bandwidth", metavar="BW",
                    help="--simulate: each node's link (e.g. 100Gbit); default the node's")
+    s.add_argument("--runtime", metavar="FILE",
+                   help="--simulate: runtime description (examples/runtimes/); default: "
+                        "no runtime costs, one send in flight")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=run, one_process=True)
 
@@ -176,7 +179,7 @@ def run_simulate(args):
     nt, n, nb = sizes_from_args(args)
     if not args.node:
         raise UsageError("--simulate needs --node FILE (a node description)")
-    node = load_node(args.node)
+    node = load_node(args.node, "--node")
     node.kernel_gflops(args.dtype, nb)
     bw = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else node.bandwidth
     if bw is None:
@@ -191,6 +194,9 @@ def run_simulate(args):
         for label, m in sweep_maps(p, nt, slices):
             check_simulation_size(m, nt, node.workers, f"report --simulate ({m})")
             cases.append((p, label, m))
+    from .simulate_cmd import runtime_from_args
+
+    runtime = runtime_from_args(args)
     rows = []
     with OutputFolder(args.output, overwrite=args.overwrite,
                       inputs=command_inputs(args)) as out:
@@ -198,7 +204,7 @@ def run_simulate(args):
         for k, (p, label, m) in enumerate(cases):
             plat = Platform(node=node, nodes=p, bandwidth=bw, latency=node.latency or 0.0)
             r = simulate_cholesky(m, n, nb, plat, dtype=args.dtype,
-                                  cache=args.cache == "on")
+                                  cache=args.cache == "on", runtime=runtime)
             rows.append({"nodes": p, "family": label, "map": str(m),
                          "makespan_s": r.makespan_s, "gflops": r.gflops, "bytes": r.bytes,
                          "busy_max": float(r.busy.max()),

@@ -201,6 +201,11 @@ def preflight(args, rank, size, host_ranks):
              ("--gather", gather)]
     check_distinct(files + [("--trace", args.trace)])
     if gather:
+        if gather != args.gather:    # the name as given too: --gather /dev/null is no file
+            from ..files import check_output as check_output_file
+
+            check_output_file(args.gather, "--gather", args.overwrite,
+                              [f for f in files if f[0] in ("--input", "--rhs", "--map-file")])
         check_folder_writable(gather, "--gather")
     if json_out:
         found["json_before"] = check_json_file(json_out, args.overwrite)
@@ -243,6 +248,8 @@ def _check_trace_dir(folder, files, overwrite=False):
     from ..files import OutputFolder, check_folder_writable, read_only, resolve
     from ..runtime.traces import is_trace_file
 
+    if "\0" in folder:
+        raise UsageError(f"--trace {folder!r} holds a NUL byte; no folder can have it")
     target = resolve(folder)
     if os.path.exists(target) and not os.path.isdir(target):
         raise UsageError(f"--trace {folder} exists and is not a folder")

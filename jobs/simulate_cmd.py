@@ -53,6 +53,30 @@ def add_platform_args(parser):
                         f"run sets it; StarPU's own is {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
     g.add_argument("--pair-serial", action="store_true",
                    help="one send at a time from a node to each other node")
+    add_runtime_arg(g)
+
+
+def add_runtime_arg(group):
+    """``--runtime FILE`` (simulate, plan --simulate, report --simulate)."""
+    group.add_argument("--runtime", metavar="FILE",
+                       help="runtime description (JSON: sends in flight, submission, "
+                            "seconds per task and per message; examples/runtimes/, "
+                            "docs/simulation.md); default: no runtime costs, one send in "
+                            "flight")
+
+
+def runtime_from_args(args):
+    """The RuntimeSpec of ``--runtime`` (default: free, starchol's sends in flight),
+    with ``--sends-in-flight`` over the file's when given."""
+    from ..linalg.runtime_costs import RuntimeSpec, load_runtime
+
+    rt = load_runtime(args.runtime) if getattr(args, "runtime", None) else RuntimeSpec()
+    k = getattr(args, "sends_in_flight", None)
+    if k is not None:
+        if k < 0:
+            raise UsageError(f"--sends-in-flight must be >= 0, got {k}")
+        rt.sends_in_flight = k
+    return rt
 
 
 def _gflops_arg(text):
@@ -75,7 +99,7 @@ def node_from_args(args, dtype):
     if args.node and args.node_gflops:
         raise UsageError("give --node FILE or --node-gflops, not both")
     if args.node:
-        node = load_node(args.node)
+        node = load_node(args.node, "--node")
         if args.cores is not None:
             node.workers = args.cores
         return node
@@ -106,11 +130,10 @@ def platform_from_args(args, nodes, dtype):
 
 
 def sends_from_args(args):
-    """The keyword arguments of the send model (``--sends-in-flight``, ``--pair-serial``)."""
-    from ..linalg.simulate import SENDS_IN_FLIGHT
-
-    k = SENDS_IN_FLIGHT if args.sends_in_flight is None else args.sends_in_flight
-    return {"sends_in_flight": k, "pair_serial": bool(args.pair_serial)}
+    """The keyword arguments of the send model (``--sends-in-flight`` over the runtime
+    description's, ``--pair-serial``)."""
+    return {"sends_in_flight": runtime_from_args(args).sends_in_flight,
+            "pair_serial": bool(args.pair_serial)}
 
 
 def register(sub):
@@ -162,12 +185,14 @@ def run(args):
     if not args.quiet and task_count(nt) * max(1, tile_map.slices) >= PROGRESS_MIN_TASKS:
         progress = Progress("simulating", unit="tasks", enabled=True)
     cache = cache_from_args(args)
+    runtime = runtime_from_args(args)
     res = simulate_cholesky(tile_map, n, nb, plat, dtype=dtype, cache=cache,
-                            progress=progress, **sends_from_args(args))
+                            progress=progress, runtime=runtime, **sends_from_args(args))
     model = transfer_pairs_bytes(tile_map, n, nb, cache=cache,
                                  itemsize=itemsize_from_args(args))
     doc = {"map": str(tile_map), "n": n, "nb": nb, "nt": nt, "dtype": dtype,
            "cache": cache, "platform": plat.to_dict(), **sends_from_args(args),
+           "runtime": runtime.to_dict(),
            **res.to_dict(),
            "model_bytes": int(model.sum()),
            "bytes_equal_model": bool(np.array_equal(model, res.pair_bytes))}
@@ -178,7 +203,7 @@ def run(args):
                                     itemsize=itemsize_from_args(args))
         variant, reason = choose_variant(by, args.variant or "auto")
         solve = simulate_solve(tile_map, n, nb, args.nrhs, plat, dtype=dtype, cache=cache,
-                               variant=variant, **sends_from_args(args))
+                               variant=variant, runtime=runtime, **sends_from_args(args))
         smodel = by[variant]
         sdoc = solve.to_dict()
         doc["solve"] = {"nrhs": args.nrhs, "variant": variant, "variant_reason": reason,
@@ -197,6 +222,17 @@ def run(args):
     return 0
 
 
+def runtime_text(rt):
+    """One line on the runtime's costs of a simulation document (docs/simulation.md)."""
+    if not rt:
+        return "runtime:    no runtime costs"
+    return (f"runtime:    {rt['name']}: {rt['sends_in_flight']} send(s) in flight, "
+            f"{rt['submission']} submission ({format_seconds(rt['insert_s'])} per task "
+            f"inserted, {format_seconds(rt['walk_s'])} walked), "
+            f"{format_seconds(rt['message_overhead_s'])} per message, "
+            f"{rt['task_order']} order")
+
+
 def text_report(doc):
     """The human summary of a simulation document."""
     plat = doc["platform"]
@@ -209,7 +245,10 @@ def text_report(doc):
         f"workers), links {plat['bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s, "
         f"{format_seconds(plat['latency_s'])}"
         + (f", backbone {plat['backbone_bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s"
-           if plat.get("backbone_bandwidth_bytes_per_s") else ""),
+           if plat.get("backbone_bandwidth_bytes_per_s") else "")
+        + (f", communication {plat['node']['comm_throughput'] / 1e9:g} GB/s per node"
+           if plat["node"].get("comm_throughput") else ""),
+        runtime_text(doc.get("runtime")),
         f"makespan:   {format_seconds(doc['makespan_s'])} ({doc['gflops']:.2f} GFlop/s)",
         f"critical:   {format_seconds(doc['critical_path_s'])} (tasks only), "
         f"{format_seconds(doc['critical_path_comm_s'])} (with each transfer alone on its link)",

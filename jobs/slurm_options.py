@@ -193,6 +193,10 @@ def check_files(args, options):
                   f"changes before it starts", file=sys.stderr)
     if inp is None:
         return options
+    from ..files import special_kind
+
+    if special_kind(inp) == "a symbolic link loop":
+        raise UsageError(f"--input {inp} is a symbolic link loop; give the file itself")
     if not os.path.exists(inp):
         print(f"warning: --input {inp} does not exist on this machine; the job will fail "
               f"unless it exists when the job starts", file=sys.stderr)

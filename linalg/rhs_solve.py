@@ -13,26 +13,8 @@ itself holds N K / P.
 """
 import numpy as np
 
-from ..model.rhs_volume import choose_variant, residual_bytes_by_variant, solve_bytes_by_variant
-
-
-def partial_rows(owners, which):
-    """bool (nt, P): whether node q writes a partial sum of row block m in one graph:
-    ``which`` ``"forward"`` (q owns some L[m][k], k < m), ``"backward"`` (some L[k][m],
-    k > m) or ``"residual"`` (either), and q is not d(m) = owners[m, m]. ``owners``: the
-    factor's owners F, int (nt, nt)."""
-    f = np.asarray(owners, dtype=np.int64)
-    nt, p = f.shape[0], int(f.max()) + 1 if f.size else 1
-    out = np.zeros((nt, p), dtype=bool)
-    for m in range(nt):
-        parts = []
-        if which in ("forward", "residual"):
-            parts.append(f[m, :m])
-        if which in ("backward", "residual"):
-            parts.append(f[m + 1:, m])
-        out[m, np.concatenate(parts)] = True
-        out[m, f[m, m]] = False
-    return out
+from ..model.rhs_volume import (choose_variant, partial_rows, residual_bytes_by_variant,
+                                solve_bytes_by_variant)
 
 
 def partial_layout(owners, nodes, cols, which):
@@ -105,5 +87,5 @@ def submit_residual_rhs(comp, graphs, ha, hx, hr, A, X, nodes):
     return graphs.symm_residual_rhs(ha, hx, hr, t, nodes)
 
 
-__all__ = ["partial_layout", "partial_rows", "register_partials", "residual_variant", "solve_variant",
+__all__ = ["partial_layout", "register_partials", "residual_variant", "solve_variant",
            "submit_residual_rhs", "submit_solve_rhs"]

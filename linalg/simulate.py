@@ -177,16 +177,25 @@ def _run_in_child(args, kwargs, progress):
 
 
 def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progress=None,
-                   sends_in_flight=SENDS_IN_FLIGHT, pair_serial=False):
+                   sends_in_flight=None, pair_serial=False, runtime=None):
     """Simulate a recorded :class:`~starchol.linalg.task_graph.TaskGraph` on
     ``platform`` (a :class:`~starchol.model.platform.Platform` with as many nodes as
     the graph). ``nb``: the tile size, to pick calibrated kernel speeds. ``progress``:
     callable(done_tasks, total_tasks). ``sends_in_flight``: sends per node at once, the
-    others queued by priority (0: no limit); ``pair_serial``: one send at a time from
-    a node to each other node. Returns a :class:`SimulationResult`."""
+    others queued by priority (0: no limit; None: the runtime's); ``pair_serial``: one
+    send at a time from a node to each other node. ``runtime``: a
+    :class:`~starchol.linalg.runtime_costs.RuntimeSpec` (None: free, starchol's one send
+    in flight); the node's ``comm_throughput`` applies either way. Returns a
+    :class:`SimulationResult`."""
     if platform.nodes != graph.nodes:
         raise ValueError(f"the graph has {graph.nodes} nodes, the platform {platform.nodes}")
     p = platform.nodes
+    if runtime is None:
+        from .runtime_costs import RuntimeSpec
+        runtime = RuntimeSpec()
+    if sends_in_flight is None:
+        sends_in_flight = runtime.sends_in_flight
+    ct = platform.node.comm_throughput
     duration = np.ascontiguousarray(task_durations(graph, platform.node, dtype, nb))
     args = (graph.records, graph.tasks, duration, graph.data_bytes, bool(cache),
             np.full(p, platform.node.workers, dtype=np.intc),
@@ -194,7 +203,9 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
     kwargs = {"backbone_bandwidth": float(platform.backbone_bandwidth or 0.0),
               "backbone_latency": float(platform.backbone_latency or 0.0),
               "sends_in_flight": int(sends_in_flight), "pair_serial": bool(pair_serial),
-              "every": PROGRESS_EVERY}
+              "every": PROGRESS_EVERY,
+              "comm_throughput": None if not ct else np.full(p, float(ct)),
+              **runtime.sim_kwargs()}
     t0 = time.perf_counter()
     out = _run_in_child(args, kwargs, progress)
     wall = time.perf_counter() - t0
@@ -213,18 +224,18 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
 
 
 def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, flush=True,
-                      progress=None, sends_in_flight=SENDS_IN_FLIGHT, pair_serial=False):
+                      progress=None, sends_in_flight=None, pair_serial=False, runtime=None):
     """Simulate ``cholesky`` of an n x n matrix in nb x nb tiles under ``tile_map`` on
     ``platform``. Returns a :class:`SimulationResult` (GFlop/s of N^3/3 flops)."""
     graph = record_cholesky(tile_map, n, nb, itemsize=BYTES_PER_ENTRY[dtype],
                             flush=flush)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
-                          pair_serial)
+                          pair_serial, runtime)
 
 
 def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
-                   which="both", progress=None, sends_in_flight=SENDS_IN_FLIGHT,
-                   pair_serial=False, variant="factor"):
+                   which="both", progress=None, sends_in_flight=None,
+                   pair_serial=False, variant="factor", runtime=None):
     """Simulate the solve L L^T X = B (B n x nrhs) after the factorization (which the
     runtime finishes first: the two times add up), by the graph of ``variant``
     (``"factor"`` or ``"rhs"``, :func:`~starchol.linalg.task_graph.record_solve`).
@@ -232,7 +243,7 @@ def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
     graph = record_solve(tile_map, n, nb, nrhs, itemsize=BYTES_PER_ENTRY[dtype],
                          which=which, variant=variant)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
-                          pair_serial)
+                          pair_serial, runtime)
 
 
 #: the map families a node-count sweep simulates (:func:`sweep_maps`), besides the most

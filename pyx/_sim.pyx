@@ -31,6 +31,14 @@ cdef extern from "starchol_sim.h":
         double backbone_latency
         int sends_in_flight
         int pair_serial
+        const double *comm_throughput
+        double message_overhead
+        int sends_fifo
+        int tasks_fifo
+        int submit_every_task
+        double insert_s
+        double walk_s
+        double startup_s
         void (*progress)(void *ctx, int64_t done, int64_t total) noexcept nogil
         void *progress_ctx
         int64_t progress_every
@@ -66,15 +74,22 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
              double[::1] latency, double backbone_bandwidth=0.0,
              double backbone_latency=0.0, int sends_in_flight=0, bint pair_serial=False,
              object progress=None,
-             int64_t every=10000):
+             int64_t every=10000, object comm_throughput=None, double message_overhead=0.0,
+             bint submit_every_task=False, double insert_s=0.0, double walk_s=0.0,
+             double startup_s=0.0, bint sends_fifo=False, bint tasks_fifo=False):
     """Simulate the recorded graph once (see the module docstring); returns a dict:
     ``makespan``, ``critical_path``, ``critical_path_comm`` (s), ``transfers``,
     ``start``, ``end`` (float64 per task, s), ``worker``, ``node`` (int32 per task),
     ``pair_bytes`` (int64 (P, P), sender row) and ``busy`` (float64 per node, s).
     ``sends_in_flight``: sends a node keeps in flight, the others queued by the priority
     of the task they feed (0: no limit). ``progress(done, total)`` is called every
-    ``every`` tasks. ``pair_serial``: one send at a time per (sender, receiver). RuntimeError with
-    the simulator's message on a bad graph."""
+    ``every`` tasks. ``pair_serial``: one send at a time per (sender, receiver).
+    The runtime's costs (``starchol_sim.h``; 0 = free): ``comm_throughput`` (bytes/s per
+    node, sends and receives together; None: no limit), ``message_overhead`` (s of a
+    node's communication thread per message, sender and receiver), the submission
+    clock (``insert_s`` per task a node takes part in, ``walk_s`` per other task when
+    ``submit_every_task``, from ``startup_s``). RuntimeError with the simulator's message
+    on a bad graph."""
     cdef int p = cores.shape[0]
     if records.shape[1] != STARCHOL_REC_WIDTH:
         raise ValueError(f"records must have {STARCHOL_REC_WIDTH} columns")
@@ -92,6 +107,15 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
     cdef int64_t[:, ::1] vp = pair_bytes
     cdef starchol_sim_input inp
     cdef starchol_sim_output out
+    cdef double[::1] vc
+    if comm_throughput is not None:
+        vc = np.ascontiguousarray(comm_throughput, dtype=np.float64)
+        if vc.shape[0] != p:
+            raise ValueError("comm_throughput needs one entry per node")
+    for name, value in (("message_overhead", message_overhead), ("insert_s", insert_s),
+                        ("walk_s", walk_s), ("startup_s", startup_s)):
+        if not value >= 0:
+            raise ValueError(f"{name} must be >= 0 s, got {value!r}")
     cdef int64_t dummy_rec = 0
     cdef double dummy_d = 0
     cdef int32_t dummy_i = 0
@@ -110,6 +134,14 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
     inp.backbone_latency = backbone_latency
     inp.sends_in_flight = sends_in_flight
     inp.pair_serial = 1 if pair_serial else 0
+    inp.comm_throughput = &vc[0] if comm_throughput is not None else NULL
+    inp.message_overhead = message_overhead
+    inp.sends_fifo = 1 if sends_fifo else 0
+    inp.tasks_fifo = 1 if tasks_fifo else 0
+    inp.submit_every_task = 1 if submit_every_task else 0
+    inp.insert_s = insert_s
+    inp.walk_s = walk_s
+    inp.startup_s = startup_s
     inp.progress = NULL
     if progress is not None:
         inp.progress = _progress

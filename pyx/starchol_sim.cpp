@@ -40,6 +40,7 @@ struct Graph {
   std::vector<int64_t> indeg;                      // per event (tasks, then transfers)
   std::vector<int64_t> succ_start, succ;           // CSR of successors
   std::vector<int64_t> order;                      // a topological order of the events
+  std::vector<double> release;                     // per event: s, submitted (0: at once)
 };
 
 struct DataState {
@@ -58,8 +59,22 @@ int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
   edges.reserve(in->ntasks * 3);
   g.order.reserve(in->ntasks * 2);
   int64_t t = 0;
+  // submission clocks (starchol_sim.h): per node, the tasks it took part in so far
+  bool submit = in->insert_s > 0 || in->startup_s > 0 ||
+                (in->submit_every_task && in->walk_s > 0);
+  std::vector<int64_t> part(submit ? in->nodes : 0, 0);
+  g.release.assign(submit ? in->ntasks : 0, 0.0);
+  auto clock_of = [&](int32_t node, int64_t task) {
+    double c = in->startup_s + in->insert_s * (double)part[node];
+    if (in->submit_every_task)
+      c += in->walk_s * (double)(task + 1 - part[node]);
+    return c;
+  };
+  double task_release = 0;                         // the task's on its node
   auto new_transfer = [&](int64_t d, int32_t src, int32_t dst, int64_t prio) {
     int64_t x = in->ntasks + (int64_t)g.xfer_src.size();
+    if (submit)                                    // both ends have submitted the task
+      g.release.push_back(std::max(task_release, clock_of(src, t)));
     g.xfer_prio.push_back(prio);
     g.xfer_src.push_back(src);
     g.xfer_dst.push_back(dst);
@@ -106,6 +121,27 @@ int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
     }
     g.task_node[t] = node;
     g.prio[t] = rec[1];
+    if (submit) {
+      // the nodes that take part: the runner and the owners of its operands
+      int32_t seen[4] = {node, -1, -1, -1};
+      int nseen = 1;
+      part[node]++;
+      for (int k = 0; k < 3; k++) {
+        int64_t d = rec[2 + 3 * k];
+        int32_t own = (int32_t)rec[4 + 3 * k];
+        if (d < 0)
+          continue;
+        bool dup = false;
+        for (int i = 0; i < nseen; i++)
+          dup = dup || seen[i] == own;
+        if (!dup) {
+          seen[nseen++] = own;
+          part[own]++;
+        }
+      }
+      task_release = clock_of(node, t);
+      g.release[t] = task_release;
+    }
     for (int k = 0; k < 3; k++) {
       int64_t d = rec[2 + 3 * k], mode = rec[3 + 3 * k];
       int32_t own = (int32_t)rec[4 + 3 * k];
@@ -185,22 +221,51 @@ double route_latency(const starchol_sim_input* in, int32_t a, int32_t b)
   return lat;
 }
 
+// what an activity's completion means
+enum Kind { K_TASK, K_BYTES, K_ARRIVED, K_RELEASED, K_SEND_CPU, K_RECV_CPU };
+
+struct Running {
+  sg4::ActivityPtr act;
+  int64_t ev;
+  Kind kind;
+};
+
 struct Sim {
   const starchol_sim_input* in;
   starchol_sim_output* out;
   Graph* g;
   std::vector<sg4::Host*> hosts;
-  sg4::Host* delay_host = nullptr;                    // runs the transfers' latencies
+  sg4::Host* delay_host = nullptr;                    // runs the delays (latency, CPU, timers)
   std::vector<std::priority_queue<ReadyKey>> ready;
   std::vector<std::priority_queue<ReadyKey>> sends;   // per (sender, receiver)
   std::vector<char> pair_busy;                        // per (sender, receiver)
   std::vector<int> in_flight;                         // per sender
   std::vector<std::vector<int32_t>> free_workers;
+  // per node: the communication thread's messages waiting (FIFO) and whether it is busy
+  std::vector<std::queue<std::pair<int64_t, Kind>>> comm_queue;
+  std::vector<char> comm_busy;
   std::vector<int64_t> indeg;
-  std::unordered_map<const sg4::Activity*, std::pair<sg4::ActivityPtr, int64_t>> running;
+  std::unordered_map<const sg4::Activity*, Running> running;
   std::vector<sg4::ActivityPtr> graveyard;
   int64_t done = 0;
+  // events made ready before they are submitted, earliest release first; one timer
+  // (a delay) runs for the earliest at a time
+  std::priority_queue<std::pair<double, int64_t>, std::vector<std::pair<double, int64_t>>,
+                      std::greater<std::pair<double, int64_t>>> pending;
+  double timer_at = -1;                            // the armed timer's time (-1: none)
+  int64_t timer_id = 0;                            // the armed timer's number
+  int64_t send_seq = 0;
+  int64_t ready_seq = 0;                           // tasks made ready so far (tasks_fifo)                            // sends made ready so far (sends_fifo)
   double speed = 1e9;                              // flop/s of a worker: time = flops / speed
+
+  // a delay of `seconds` on the delay host, whose completion means `kind` for `ev`
+  void delay(double seconds, int64_t ev, Kind kind)
+  {
+    sg4::ExecPtr d = sg4::Exec::init();
+    d->set_flops_amount(seconds * speed)->set_host(delay_host);
+    running.emplace(d.get(), Running{sg4::ActivityPtr(d), ev, kind});
+    d->start();
+  }
 
   void start_tasks(int32_t node)
   {
@@ -215,26 +280,78 @@ struct Sim {
       out->start[t] = sg4::Engine::get_clock();
       sg4::ExecPtr e = sg4::Exec::init();
       e->set_flops_amount(in->duration[t] * speed)->set_host(hosts[node]);
-      running.emplace(e.get(), std::make_pair(sg4::ActivityPtr(e), t));
+      running.emplace(e.get(), Running{sg4::ActivityPtr(e), t, K_TASK});
       e->start();
     }
   }
 
   // a ready task joins its node's queue (the caller then starts tasks on `touched`
   // nodes, so that all tasks made ready at once compete by priority); a ready transfer
-  // starts
+  // joins its sender's send queue. Either waits first until it is submitted.
   void make_ready(int64_t ev, std::vector<int32_t>& touched)
   {
+    if (not g->release.empty()) {
+      double now = sg4::Engine::get_clock();
+      if (g->release[ev] > later(now)) {
+        pending.emplace(g->release[ev], ev);
+        arm_timer();
+        return;
+      }
+    }
     if (ev < g->ntasks) {
       int32_t node = g->task_node[ev];
-      ready[node].push(ReadyKey{g->prio[ev], ev});
+      ready[node].push(ReadyKey{in->tasks_fifo ? -(ready_seq++) : g->prio[ev], ev});
       touched.push_back(node);
     } else {
       int64_t x = ev - g->ntasks;
       int32_t src = g->xfer_src[x];
-      sends[(int64_t)src * in->nodes + g->xfer_dst[x]].push(ReadyKey{g->xfer_prio[x], ev});
+      int64_t key = in->sends_fifo ? -(send_seq++) : g->xfer_prio[x];
+      sends[(int64_t)src * in->nodes + g->xfer_dst[x]].push(ReadyKey{key, ev});
       start_sends(src);
     }
+  }
+
+  // `now` and what SimGrid's rounding may leave of a delay (its precision is about
+  // 1e-9 s; 0.1 us is far below any task or transfer)
+  static double later(double now) { return now + 1e-7; }
+
+  // a timer for the earliest pending release, unless one runs for it or earlier
+  void arm_timer()
+  {
+    if (pending.empty())
+      return;
+    double at = pending.top().first;
+    if (timer_at >= 0 and timer_at <= at)
+      return;
+    timer_at = at;
+    delay(std::max(0.0, at - sg4::Engine::get_clock()), ++timer_id, K_RELEASED);
+  }
+
+  // the node's communication thread handles one message at a time, in arrival order
+  void comm_cpu(int32_t node, int64_t ev, Kind kind)
+  {
+    comm_queue[node].emplace(ev, kind);
+    next_comm_cpu(node);
+  }
+
+  void next_comm_cpu(int32_t node)
+  {
+    if (comm_busy[node] or comm_queue[node].empty())
+      return;
+    auto job = comm_queue[node].front();
+    comm_queue[node].pop();
+    comm_busy[node] = 1;
+    delay(in->message_overhead, job.first, job.second);
+  }
+
+  // the bytes of transfer event ev start on the route
+  void start_bytes(int64_t ev)
+  {
+    int64_t x = ev - g->ntasks;
+    sg4::CommPtr c = sg4::Comm::sendto_init(hosts[g->xfer_src[x]], hosts[g->xfer_dst[x]]);
+    c->set_payload_size(g->xfer_bytes[x]);
+    running.emplace(c.get(), Running{sg4::ActivityPtr(c), ev, K_BYTES});
+    c->start();
   }
 
   // a node's ready sends start in priority order (ties: creation order), at most
@@ -256,13 +373,12 @@ struct Sim {
       auto& q = sends[(int64_t)node * P + best];
       int64_t ev = q.top().task;
       q.pop();
-      int64_t x = ev - g->ntasks;
       in_flight[node]++;
       pair_busy[(int64_t)node * P + best] = 1;
-      sg4::CommPtr c = sg4::Comm::sendto_init(hosts[g->xfer_src[x]], hosts[g->xfer_dst[x]]);
-      c->set_payload_size(g->xfer_bytes[x]);
-      running.emplace(c.get(), std::make_pair(sg4::ActivityPtr(c), ev));
-      c->start();
+      if (in->message_overhead > 0)
+        comm_cpu(node, ev, K_SEND_CPU);
+      else
+        start_bytes(ev);
     }
   }
 
@@ -271,48 +387,81 @@ struct Sim {
     auto it = running.find(&a);
     if (it == running.end())
       return;
-    int64_t ev = it->second.second;
+    int64_t ev = it->second.ev;
+    Kind kind = it->second.kind;
     // SimGrid still uses the activity after this callback: keep it alive until the
     // next completion (the previous one is then done with)
     graveyard.clear();
-    graveyard.push_back(it->second.first);
+    graveyard.push_back(it->second.act);
     running.erase(it);
-    bool arrived = ev < 0;   // a transfer's latency has passed: it is delivered
-    if (arrived)
-      ev = -ev - 1;
-    if (ev >= g->ntasks and not arrived) {
-      // the bytes have left the sender (the links carry them without latency): its
-      // send slot is free at once, and the transfer arrives one route latency later,
-      // so that the sends of a node follow each other without waiting for a latency
-      // each (as TCP streams them)
-      int64_t x = ev - g->ntasks;
-      int32_t src = g->xfer_src[x], dst = g->xfer_dst[x];
-      in_flight[src]--;
-      pair_busy[(int64_t)src * in->nodes + dst] = 0;
-      start_sends(src);
-      double lat = route_latency(in, src, dst);
-      if (lat > 0) {
-        sg4::ExecPtr d = sg4::Exec::init();
-        d->set_flops_amount(lat * speed)->set_host(delay_host);
-        running.emplace(d.get(), std::make_pair(sg4::ActivityPtr(d), -ev - 1));
-        d->start();
+    std::vector<int32_t> touched;
+    switch (kind) {
+      case K_RELEASED: {                           // the pending ones submitted by now
+        double now = sg4::Engine::get_clock();
+        if (ev == timer_id)
+          timer_at = -1;                           // the armed timer (not one superseded)
+        while (not pending.empty() and pending.top().first <= later(now)) {
+          int64_t e = pending.top().second;
+          pending.pop();
+          make_ready(e, touched);
+        }
+        arm_timer();
+        for (int32_t node : touched)
+          start_tasks(node);
         return;
       }
+      case K_SEND_CPU: {                           // the sender's thread posted it
+        int32_t src = g->xfer_src[ev - g->ntasks];
+        comm_busy[src] = 0;
+        next_comm_cpu(src);
+        start_bytes(ev);
+        return;
+      }
+      case K_BYTES: {
+        // the bytes have left the sender (the links carry them without latency): its
+        // send slot is free at once, and the transfer arrives one route latency later,
+        // so that the sends of a node follow each other without waiting for a latency
+        // each (as TCP streams them)
+        int64_t x = ev - g->ntasks;
+        int32_t src = g->xfer_src[x], dst = g->xfer_dst[x];
+        in_flight[src]--;
+        pair_busy[(int64_t)src * in->nodes + dst] = 0;
+        start_sends(src);
+        double lat = route_latency(in, src, dst);
+        if (lat > 0) {
+          delay(lat, ev, K_ARRIVED);
+          return;
+        }
+      }
+      // fall through: arrived at once
+      case K_ARRIVED:
+        if (in->message_overhead > 0) {            // the receiver's thread takes it in
+          comm_cpu(g->xfer_dst[ev - g->ntasks], ev, K_RECV_CPU);
+          return;
+        }
+        break;
+      case K_RECV_CPU: {
+        int32_t dst = g->xfer_dst[ev - g->ntasks];
+        comm_busy[dst] = 0;
+        next_comm_cpu(dst);
+        break;
+      }
+      case K_TASK: {
+        int32_t node = g->task_node[ev];
+        out->end[ev] = sg4::Engine::get_clock();
+        free_workers[node].push_back(out->worker[ev]);
+        done++;
+        if (in->progress != nullptr && in->progress_every > 0 &&
+            done % in->progress_every == 0)
+          in->progress(in->progress_ctx, done, g->ntasks);
+        touched.push_back(node);
+        break;
+      }
     }
-    if (ev < g->ntasks) {
-      int32_t node = g->task_node[ev];
-      out->end[ev] = sg4::Engine::get_clock();
-      free_workers[node].push_back(out->worker[ev]);
-      done++;
-      if (in->progress != nullptr && in->progress_every > 0 && done % in->progress_every == 0)
-        in->progress(in->progress_ctx, done, g->ntasks);
-    } else {
+    if (ev >= g->ntasks) {                         // a transfer delivered
       int64_t x = ev - g->ntasks;
       out->pair_bytes[(int64_t)g->xfer_src[x] * in->nodes + g->xfer_dst[x]] += g->xfer_bytes[x];
     }
-    std::vector<int32_t> touched;
-    if (ev < g->ntasks)
-      touched.push_back(g->task_node[ev]);
     for (int64_t i = g->succ_start[ev]; i < g->succ_start[ev + 1]; i++) {
       int64_t s = g->succ[i];
       if (--indeg[s] == 0)
@@ -328,7 +477,13 @@ double transfer_time(const starchol_sim_input* in, int32_t a, int32_t b, int64_t
   double bw = std::min(in->bandwidth[a], in->bandwidth[b]);
   if (in->backbone_bandwidth > 0)
     bw = std::min(bw, in->backbone_bandwidth);
-  return route_latency(in, a, b) + (double)bytes / bw;
+  if (in->comm_throughput != nullptr) {
+    if (in->comm_throughput[a] > 0)
+      bw = std::min(bw, in->comm_throughput[a]);
+    if (in->comm_throughput[b] > 0)
+      bw = std::min(bw, in->comm_throughput[b]);
+  }
+  return route_latency(in, a, b) + (double)bytes / bw + 2 * in->message_overhead;
 }
 
 void critical_paths(const starchol_sim_input* in, const Graph& g, starchol_sim_output* out)
@@ -388,6 +543,7 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
   sim.out = out;
   sim.g = &g;
   std::vector<sg4::SplitDuplexLink*> links;
+  std::vector<sg4::Link*> comm;
   for (int i = 0; i < in->nodes; i++) {
     auto* h = zone->create_host("node" + std::to_string(i), sim.speed);
     h->set_core_count(in->cores[i]);
@@ -399,6 +555,14 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
     l->set_latency(0);
     l->seal();
     links.push_back(l);
+    // the node's communication, sends and receives together (one shared resource)
+    sg4::Link* c = nullptr;
+    if (in->comm_throughput != nullptr && in->comm_throughput[i] > 0) {
+      c = zone->create_link("comm" + std::to_string(i), in->comm_throughput[i]);
+      c->set_latency(0);
+      c->seal();
+    }
+    comm.push_back(c);
   }
   sg4::Link* backbone = nullptr;
   if (in->backbone_bandwidth > 0) {
@@ -411,18 +575,24 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
     for (int j = 0; j < in->nodes; j++) {
       if (i == j)
         continue;
-      std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(links[i], D::UP)};
+      std::vector<sg4::LinkInRoute> route;
+      if (comm[i] != nullptr)
+        route.emplace_back(comm[i]);
+      route.emplace_back(links[i], D::UP);
       if (backbone != nullptr)
         route.emplace_back(backbone);
       route.emplace_back(links[j], D::DOWN);
+      if (comm[j] != nullptr)
+        route.emplace_back(comm[j]);
       zone->add_route(sim.hosts[i]->get_netpoint(), sim.hosts[j]->get_netpoint(), nullptr,
                       nullptr, route, false);
     }
-  // one host, never busy, whose executions are the transfers' latencies: as many cores
-  // as transfers can be in flight at once, each at the workers' speed
+  // one host, never busy, whose executions are the delays (the transfers' latencies, the
+  // communication threads' time per message, the waits for submission): as many cores
+  // as delays can run at once (one per event at most), each at the workers' speed
   sim.delay_host = zone->create_host("latency", sim.speed);
   sim.delay_host->set_core_count((int)std::min<int64_t>(
-      std::max<int64_t>(1, (int64_t)g.xfer_src.size()), 1 << 30));
+      std::max<int64_t>(1, g.ntasks + (int64_t)g.xfer_src.size()), 1 << 30));
   sim.delay_host->seal();
   zone->seal();
 
@@ -430,6 +600,8 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
   sim.sends.resize((size_t)in->nodes * in->nodes);
   sim.pair_busy.assign((size_t)in->nodes * in->nodes, 0);
   sim.in_flight.assign(in->nodes, 0);
+  sim.comm_queue.resize(in->nodes);
+  sim.comm_busy.assign(in->nodes, 0);
   sim.free_workers.resize(in->nodes);
   for (int i = 0; i < in->nodes; i++)
     for (int w = in->cores[i] - 1; w >= 0; w--)

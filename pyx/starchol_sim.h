@@ -45,6 +45,28 @@ typedef struct {
     int sends_in_flight;
     /* 1: one send at a time from a node to each other node (0: any number, sharing) */
     int pair_serial;
+    /* the runtime's costs (0 = free; docs/simulation.md, "The runtime's costs"):
+       comm_throughput: per node, bytes/s its communication moves, sends and receives
+       together (one shared resource per node on every route through it; <= 0: no limit);
+       message_overhead: s of the node's communication thread per message, on the
+       sender before the bytes leave and on the receiver after they arrive, one message
+       at a time per node (FIFO); submission: a node submits the records in order, a task
+       it takes part in (runs it, or owns one of its operands) costs insert_s, any other
+       walk_s when submit_every_task is 1 (every rank walks every task, as Chameleon) and
+       nothing when 0 (the graph loops prune it); the first submission at startup_s. A task
+       is not started before its node has submitted it, a transfer not before both its
+       sender and its receiver have submitted the task that reads it. */
+    const double *comm_throughput;
+    double message_overhead;
+    /* 1: a node's sends start in the order they became ready (0: by priority) */
+    int sends_fifo;
+    /* 1: a node's workers take its ready tasks in the order they became ready (0: by
+       priority, as StarPU's prio scheduler) */
+    int tasks_fifo;
+    int submit_every_task;
+    double insert_s;
+    double walk_s;
+    double startup_s;
     /* progress: called every progress_every completed tasks (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t total);
     void *progress_ctx;

@@ -111,7 +111,10 @@ def special_kind(path):
     followed): ``"a folder"``, ``"a character device"``, ``"a block device"``,
     ``"a FIFO (named pipe)"``, ``"a socket"``, ``"a symbolic link loop"``; None when it
     is absent (a dangling link included: writing through it creates its target) or a
-    regular file."""
+    regular file. A name holding a NUL byte is ``"a name holding a NUL byte"`` (no file
+    can have it)."""
+    if "\0" in os.fspath(path):
+        return "a name holding a NUL byte"
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
@@ -148,6 +151,7 @@ def check_folder_writable(path, role, stdout=False):
     (:func:`read_only`), or an existing file marked read-only (it is never replaced,
     even though its folder would allow it)."""
     check_regular_output(path, role, stdout)
+    _check_link_out(path, role)
     target = resolve(path)
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
@@ -314,9 +318,6 @@ def check_output(path, role, overwrite=False, inputs=(), stdout=False):
         return None
     if not path:
         raise UsageError(f"{role} is empty; give a file name")
-    if "\0" in path:
-        check_printable(path, role)
-    _check_link_out(path, role)
     check_folder_writable(path, role, stdout)
     for in_role, in_path in inputs:
         if in_path and same_file(in_path, path):

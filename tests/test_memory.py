@@ -178,12 +178,43 @@ def test_right_hand_sides_part():
         part = 2 * 1000 * 130 * itemsize + HANDLE_BYTES * 11 * 2       # NT 11, KT 2
         assert mem["right-hand sides"].tolist() == [part] * 6
     mem = node_memory(m, 1000, 96, nrhs=130)
-    assert (mem["total"] - base["total"]).tolist() == mem["right-hand sides"].tolist()
+    assert (mem["total"] - base["total"]).tolist() == (
+        mem["right-hand sides"] + mem["partial sums (rhs solve)"]).tolist()
     assert "right-hand sides" not in base
     # --check keeps B and makes the residual B - A X: twice the entries
     checked = node_memory(m, 1000, 96, nrhs=130, check=True)
     assert checked["right-hand sides"].tolist() == [4 * 1000 * 130 * 8 +
                                                     HANDLE_BYTES * 11 * 2] * 6
+
+
+def test_partial_sums_part():
+    """The rhs variant's partial sums: per node, rows(m) x K x itemsize for each row block
+    m it writes a partial sum of, in each pass (forward: the nodes of row m left of the
+    diagonal; backward: of column m below it; never d(m)); the residual's with --check.
+    Without the tables: the bound of every row block on every node."""
+    import numpy as np
+
+    from starchol.distributions import get_map
+    from starchol.model.memory import node_memory
+    from starchol.model.volume import factor_owners
+
+    m = get_map("sbc", 6)
+    f = factor_owners(m, 11)
+    rows = np.array([96] * 10 + [40])
+    want = np.zeros(6, dtype=np.int64)
+    for i in range(11):
+        for line in (f[i, :i], f[i + 1:, i]):
+            for q in set(line.tolist()) - {int(f[i, i])}:
+                want[q] += rows[i] * 3 * 8
+    mem = node_memory(m, 1000, 96, nrhs=3)
+    assert mem["partial sums (rhs solve)"].tolist() == want.tolist()
+    assert node_memory(m, 1000, 96, nrhs=3, exact=False)["partial sums (rhs solve)"].tolist() \
+        == [2 * 1000 * 3 * 8] * 6
+    assert (node_memory(m, 1000, 96, nrhs=3, check=True)["partial sums (rhs solve)"]
+            > want).all()
+    # one node: no partial sums
+    assert node_memory(get_map("2dbc", 1), 1000, 96, nrhs=3)[
+        "partial sums (rhs solve)"].tolist() == [0]
 
 
 def test_mixed_precision_parts():
@@ -194,7 +225,8 @@ def test_mixed_precision_parts():
 
     from starchol.distributions import get_map
     from starchol.model.memory import HANDLE_BYTES, node_memory
-    from starchol.model.volume import factor_owners, residual_transfer_pairs_bytes, tile_bytes
+    from starchol.model.rhs_volume import rhs_residual_transfer_pairs_bytes
+    from starchol.model.volume import factor_owners, tile_bytes
 
     m = get_map("sbc", 6)
     f32 = node_memory(m, 1000, 96, itemsize=4)
@@ -206,8 +238,8 @@ def test_mixed_precision_parts():
                        minlength=6)
     assert mixed["float64 A (mixed)"].tolist() == home.astype(int).tolist()
     assert mixed["right-hand sides"].tolist() == [4 * 1000 * 3 * 8 + HANDLE_BYTES * 11] * 6
-    got = residual_transfer_pairs_bytes(m, 1000, 96, 3).sum(axis=0)
-    assert mixed["residual's received A tiles (mixed)"].tolist() == got.tolist()
+    got = rhs_residual_transfer_pairs_bytes(m, 1000, 96, 3).sum(axis=0)   # K = 3: rhs
+    assert mixed["residual's received tiles (mixed)"].tolist() == got.tolist()
     # without the tables: the balanced means
     rough = node_memory(m, 1000, 96, nrhs=3, mixed=True, exact=False)
     assert rough["float64 A (mixed)"].sum() >= home.sum()

@@ -133,6 +133,149 @@ def test_a_nodes_sends_follow_each_other_without_a_latency_each():
     assert first[2] == pytest.approx(potrf + 2 * tile + 2 * lat, rel=1e-9)
 
 
+def test_message_overhead_serializes_a_senders_messages():
+    """The map of the test above, one send in flight, and the communication thread's
+    overhead o per message on each end: L[0][0] to node 1 takes o (node 0's thread),
+    bytes / bandwidth, the latency, o (node 1's thread); the second message's o on node 0
+    starts when the first one's bytes have left (its send slot), so node 2 gets it at
+    POTRF + 3 o + 2 bytes / bandwidth + latency."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+
+    nb, lat, bw, o = 100, 0.01, 1e6, 0.003
+    plat = _platform(3, workers=1, bandwidth=bw, latency=lat)
+    tile_map = CustomMap([[0, 0, 0], [1, 1, 0], [2, 1, 2]])
+    got = sim.simulate_cholesky(tile_map, 3 * nb, nb, plat, sends_in_flight=1,
+                                runtime=RuntimeSpec(message_overhead_s=o))
+    potrf = nb ** 3 / 3 / 2e9
+    tile = nb * nb * 8 / bw
+    first = {node: got.start[got.node == node].min() for node in (1, 2)}
+    assert first[1] == pytest.approx(potrf + 2 * o + tile + 2 * lat, rel=1e-9)
+    assert first[2] == pytest.approx(potrf + 3 * o + 2 * tile + 2 * lat, rel=1e-9)
+    np.testing.assert_array_equal(got.pair_bytes, transfer_pairs_bytes(tile_map, 3 * nb, nb))
+
+
+def test_comm_throughput_is_shared_by_a_nodes_sends_and_receives():
+    """2dbc 2x1, NT = 2 (the one-transfer test): with the nodes' communication at
+    ``comm_throughput`` below the link, the transfer takes bytes / comm_throughput."""
+    nb = 100
+    tile = nb * nb * 8
+    node = _node(1, comm_throughput=2e5)
+    plat = Platform(node=node, nodes=2, bandwidth=1e6, latency=0.0)
+    got = sim.simulate_cholesky(get_map("2dbc", 2, grid="2x1"), 2 * nb, nb, plat)
+    f = nb ** 3
+    assert got.makespan_s == pytest.approx(
+        f / 3 / 2e9 + tile / 2e5 + f / 4e9 + f / 4e9 + f / 3 / 2e9, rel=1e-9)
+    # node 0 holds (0,0) and (1,1), node 1 holds (1,0): (0,0) goes 0 -> 1, then (1,0)
+    # goes 1 -> 0 (after TRSM): one at a time, each at the full comm_throughput
+    seq = sim.simulate_cholesky(CustomMap([[0, 1], [1, 0]]), 2 * nb, nb, plat)
+    assert seq.makespan_s == pytest.approx(
+        f / 3 / 2e9 + tile / 2e5 + f / 4e9 + tile / 2e5 + f / 4e9 + f / 3 / 2e9, rel=1e-9)
+
+
+def test_two_opposite_transfers_share_both_nodes_comm_throughput():
+    """Two transfers at once, node 0 -> 1 and 1 -> 0 (NT = 3, custom map, POTRF-free
+    writers): with a shared comm_throughput C on each node, each gets C / 2: both arrive
+    at 2 bytes / C; without it (links full-duplex) at bytes / bandwidth."""
+    from starchol.linalg.task_graph import TaskGraph
+
+    tile = 80000
+    # records: task 0 writes d0 on node 0, task 1 writes d1 on node 1, task 2 (node 1)
+    # reads d0 and writes d2, task 3 (node 0) reads d1 and writes d3
+    rec = np.full((4, 12), -1, dtype=np.int64)
+    rec[:, 0], rec[:, 1] = 4, 0
+    rec[0, 2:5] = [0, 2, 0]
+    rec[1, 2:5] = [1, 2, 1]
+    rec[2, 2:8] = [0, 1, 0, 2, 2, 1]
+    rec[3, 2:8] = [1, 1, 1, 3, 2, 0]
+    graph = TaskGraph(records=rec, codelet=np.zeros(4, dtype=np.int32),
+                      codelet_names=["gemm"], kernel_names=["gemm"],
+                      flops=np.full(4, 8e3), node=np.array([0, 1, 1, 0]),
+                      data_bytes=np.full(4, tile, dtype=np.int64), nodes=2,
+                      flops_total=3.2e4)
+    task = 8e3 / 8e9
+    free = sim.simulate_graph(graph, Platform(node=_node(1), nodes=2, bandwidth=1e6))
+    assert free.makespan_s == pytest.approx(task + tile / 1e6 + task, rel=1e-9)
+    shared = sim.simulate_graph(graph, Platform(node=_node(1, comm_throughput=4e5),
+                                                nodes=2, bandwidth=1e6))
+    assert shared.makespan_s == pytest.approx(task + 2 * tile / 4e5 + task, rel=1e-9)
+    assert shared.pair_bytes.tolist() == [[0, tile], [tile, 0]]
+
+
+def test_submission_clock_every_task_and_pruned():
+    """Four independent tasks on nodes 0, 1, 0, 1 (one worker each, d seconds each):
+    a node submits a task it takes part in in ``insert``, any other in ``walk`` when
+    every rank walks every task, from ``startup``. Every task: node 0 submits its two at
+    startup + insert and startup + 2 insert + walk; node 1 at startup + insert + walk
+    and startup + 2 insert + 2 walk, the last task ending d later. Pruned: walk free."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+    from starchol.linalg.task_graph import TaskGraph
+
+    rec = np.full((4, 12), -1, dtype=np.int64)
+    rec[:, 0], rec[:, 1] = 4, 0
+    for t, owner in enumerate([0, 1, 0, 1]):
+        rec[t, 2:5] = [t, 2, owner]
+    d = 5e-4
+    graph = TaskGraph(records=rec, codelet=np.zeros(4, dtype=np.int32),
+                      codelet_names=["gemm"], kernel_names=["gemm"],
+                      flops=np.full(4, d * 8e9), node=np.array([0, 1, 0, 1]),
+                      data_bytes=np.full(4, 800, dtype=np.int64), nodes=2,
+                      flops_total=4 * d * 8e9)
+    plat = Platform(node=_node(1), nodes=2, bandwidth=1e6)
+    ins, walk, start = 1e-3, 2.5e-4, 2e-3
+    every = sim.simulate_graph(graph, plat, runtime=RuntimeSpec(
+        submission="every-task", insert_s=ins, walk_s=walk, startup_s=start))
+    np.testing.assert_allclose(every.start, [start + ins, start + ins + walk,
+                                             start + 2 * ins + walk,
+                                             start + 2 * ins + 2 * walk], rtol=1e-9)
+    assert every.makespan_s == pytest.approx(start + 2 * ins + 2 * walk + d, rel=1e-9)
+    pruned = sim.simulate_graph(graph, plat, runtime=RuntimeSpec(
+        submission="pruned", insert_s=ins, walk_s=walk, startup_s=start))
+    np.testing.assert_allclose(pruned.start, [start + ins, start + ins,
+                                              start + 2 * ins, start + 2 * ins], rtol=1e-9)
+
+
+def test_a_transfer_waits_for_both_ends_submission():
+    """Two tasks, every rank walking every task: d0 leaves node 0 only when node 1 has
+    submitted the task that reads it (node 1 walks task 0 first)."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+    from starchol.linalg.task_graph import TaskGraph
+
+    rec = np.full((2, 12), -1, dtype=np.int64)
+    rec[:, 0], rec[:, 1] = 4, 0
+    rec[0, 2:5] = [0, 2, 0]                     # task 0: node 0 writes d0
+    rec[1, 2:8] = [0, 1, 0, 1, 2, 1]            # task 1: node 1 reads d0, writes d1
+    graph = TaskGraph(records=rec, codelet=np.zeros(2, dtype=np.int32),
+                      codelet_names=["gemm"], kernel_names=["gemm"],
+                      flops=np.full(2, 8e3), node=np.array([0, 1]),
+                      data_bytes=np.full(2, 1000, dtype=np.int64), nodes=2,
+                      flops_total=1.6e4)
+    plat = Platform(node=_node(1), nodes=2, bandwidth=1e6)
+    walk, ins = 0.5, 1e-3                       # node 1 walks task 0 for half a second
+    got = sim.simulate_graph(graph, plat, runtime=RuntimeSpec(
+        submission="every-task", insert_s=ins, walk_s=walk))
+    # node 0 submits task 0 at ins and task 1 (it owns d0) at 2 ins; node 1 submits
+    # task 1 at walk + ins: the transfer starts then, the task follows its arrival
+    assert got.start[0] == pytest.approx(ins, rel=1e-9)
+    assert got.start[1] == pytest.approx(walk + ins + 1000 / 1e6, rel=1e-9)
+
+
+def test_runtime_descriptions_are_checked():
+    from starchol.linalg.runtime_costs import load_runtime, runtime_from_dict
+
+    rt = runtime_from_dict({"sends_in_flight": 10, "submission": "every-task",
+                            "insert": "20us", "walk": "2us", "message_overhead": "0.1ms"})
+    assert rt.sends_in_flight == 10 and rt.submission == "every-task"
+    assert (rt.insert_s, rt.walk_s, rt.message_overhead_s) == pytest.approx((2e-5, 2e-6, 1e-4))
+    for bad, word in [({"submission": "some"}, "submission"), ({"insert": "-1us"}, "insert"),
+                      ({"sends_in_flight": -1}, "sends_in_flight"), ({"speed": 1}, "speed")]:
+        with pytest.raises(UsageError, match=word):
+            runtime_from_dict(bad)
+    with pytest.raises(UsageError, match="cannot read runtime description"):
+        load_runtime("/nonexistent/runtime.json")
+    with pytest.raises(UsageError, match="comm_throughput"):
+        node_from_dict({"workers": 1, "gflops": {"float64": SPEEDS}, "comm_throughput": "x"})
+
+
 def test_priorities_order_ready_tasks():
     """One worker, NT = 4: POTRF(0) (priority 8), TRSM(1,0) (7), TRSM(2,0) (6), then the
     updates of column 1 (one priority per column: 2 NT - 2 k - 2 n = 6; SYRK(1,1) was
@@ -194,8 +337,10 @@ def test_bad_node_descriptions(change, message):
 
 
 def test_bad_node_files(tmp_path):
-    with pytest.raises(UsageError, match="--node .*missing.json' not found"):
+    with pytest.raises(UsageError, match="node description .*missing.json' not found"):
         load_node(tmp_path / "missing.json")
+    with pytest.raises(UsageError, match="--node .*missing.json' not found"):
+        load_node(tmp_path / "missing.json", "--node")
     bad = tmp_path / "bad.json"
     bad.write_text("{workers: 2")
     with pytest.raises(UsageError, match=r"bad.json is not JSON: .* line 1"):

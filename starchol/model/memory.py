@@ -26,13 +26,16 @@
   bound on the right-hand sides, on every node: B and X (N x K each, solved in place, so
   one of them) plus a received copy of every row tile, and a handle per tile; with
   ``check`` too, as much again (the copy of B kept for the solve's residual, and the
-  residual B - A X).
+  residual B - A X); and when the solve (or the residual) runs the variant that keeps L
+  (A) in place, its partial sums: rows(m) x K entries per (row block m, node) pair that
+  writes one (:func:`~starchol.model.rhs_volume.partial_sum_bytes`; both passes of the
+  solve are registered together).
 - with ``mixed`` (``starchol run --dtype mixed``, :func:`~starchol.linalg.mixed.solve_mixed`):
   the factorization's parts in float32 (``itemsize`` 4), plus the float64 A kept
   beside its float32 copy (its tiles on their holders), the right-hand sides in float64
   (B, X, the residual R and the float32 correction: 4 copies, 6 with ``check``), and a
-  bound on the A tiles one residual B - A X receives (its model's received bytes; the
-  graph frees them row by row). A fallback to float64 needs what a float64 run needs
+  bound on the tiles one residual B - A X receives (its model's received bytes, in the
+  variant it runs: A's tiles, freed row by row, or X's blocks and partial sums). A fallback to float64 needs what a float64 run needs
   instead (the float32 factor is freed first): not counted here.
 
 The constants were fitted on ``starchol run`` under mpirun in the default window (peak
@@ -44,6 +47,7 @@ graph at once had 20.5 kB per handle, 0.93 kB per task, 83 MB per process).
 import numpy as np
 
 from ..distributions.base import iteration_slices, slice_updates
+from ..integers import check_int
 from .counts import slice_task_weights, task_count
 from .load import node_load
 from .mixed_volume import SINGLE_BYTES
@@ -72,7 +76,8 @@ WINDOW_MIN_TASKS = 256
 #: the parts of :func:`node_memory`, in the order the messages print them
 PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
          "copies of A (--check)", "gathered factor", "right-hand sides",
-         "float64 A (mixed)", "residual's received A tiles (mixed)")
+         "float64 A (mixed)", "residual's received tiles (mixed)",
+         "partial sums (rhs solve)")
 
 
 def default_window(nt, nodes=1):
@@ -101,10 +106,8 @@ def check_window(window, nt, nodes=1):
     when None, :func:`default_window`. ValueError for a negative or non-integer window."""
     if window is None:
         return default_window(nt, nodes)
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 0:
-        raise ValueError(f"window must be an integer >= 0 (iterations; 0: the whole "
-                         f"graph at once), got {window!r}")
-    return 0 if int(window) >= int(nt) else int(window)
+    window = check_int(window, "window", 0, error=ValueError, exact=False)
+    return 0 if window >= int(nt) else window
 
 
 def _windowed(per_panel, window):
@@ -252,7 +255,7 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
     mixed : bool
         A mixed-precision solve (``--dtype mixed``): the factorization's parts in
         float32 whatever ``itemsize`` says, plus the float64 A, the float64 right-hand
-        sides and a residual's received A tiles (see the module doc).
+        sides and a residual's received tiles (see the module doc).
     window : int, optional
         The submission window in iterations (:func:`check_window`: None is
         :func:`default_window`, 0 the whole graph at once).
@@ -333,6 +336,8 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         parts["right-hand sides"] = np.full(
             p, copies * n * int(nrhs) * (DOUBLE_BYTES if mixed else itemsize)
             + HANDLE_BYTES * nt * kt, dtype=np.int64)
+        parts["partial sums (rhs solve)"] = _partial_sums(tile_map, n, nb, nrhs, itemsize,
+                                                          mixed, check, cache, exact)
     if mixed:
         if exact:
             idx = np.tril_indices(nt)
@@ -342,12 +347,39 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
         else:
             parts["float64 A (mixed)"] = np.full(p, -(-2 * lower // p), dtype=np.int64)
         if exact and nrhs:
-            from .volume import residual_transfer_pairs_bytes
+            from .rhs_volume import choose_variant, residual_bytes_by_variant
 
-            parts["residual's received A tiles (mixed)"] = residual_transfer_pairs_bytes(
-                tile_map, n, nb, nrhs, cache=cache).sum(axis=0).astype(np.int64)
+            by = residual_bytes_by_variant(tile_map, n, nb, nrhs, cache=cache)
+            parts["residual's received tiles (mixed)"] = by[choose_variant(by)[0]].sum(
+                axis=0).astype(np.int64)
         elif nrhs:
-            parts["residual's received A tiles (mixed)"] = np.full(
+            parts["residual's received tiles (mixed)"] = np.full(
                 p, -(-4 * lower // p), dtype=np.int64)
     parts["total"] = sum(parts.values())
     return parts
+
+
+def _partial_sums(tile_map, n, nb, nrhs, itemsize, mixed, check, cache, exact):
+    """Bytes per node (int64 (P,)) of the partial sums of the right-hand-side variant:
+    those of the solve (both passes at once) when it runs that variant (the model's
+    choice), and with ``mixed`` or ``check`` those of one residual B - A X in float64
+    when it does. Without the tables (``exact`` False): the bound of every row block on
+    every node, 2 N K entries for the solve and N K for a residual."""
+    from .rhs_volume import (choose_variant, partial_sum_bytes, residual_bytes_by_variant,
+                             solve_bytes_by_variant)
+
+    p = tile_map.nodes
+    solve_item = SINGLE_BYTES if mixed else itemsize
+    residual = mixed or check
+    if not exact:
+        return np.full(p, 2 * n * int(nrhs) * solve_item
+                       + (n * int(nrhs) * DOUBLE_BYTES if residual else 0), dtype=np.int64)
+    out = np.zeros(p, dtype=np.int64)
+    if choose_variant(solve_bytes_by_variant(tile_map, n, nb, nrhs, cache=cache,
+                                             itemsize=solve_item))[0] == "rhs":
+        out += partial_sum_bytes(tile_map, n, nb, nrhs, "both", solve_item)
+    res_item = DOUBLE_BYTES if mixed else itemsize
+    if residual and choose_variant(residual_bytes_by_variant(
+            tile_map, n, nb, nrhs, cache=cache, itemsize=res_item))[0] == "rhs":
+        out += partial_sum_bytes(tile_map, n, nb, nrhs, "residual", res_item)
+    return out

@@ -9,7 +9,8 @@ its iterations: :func:`~starchol.model.mixed_volume.mixed_transfer_pairs_bytes`)
 ``cholesky``/``Factor.solve`` record it and ``starchol report`` settles against it.
 """
 from .mixed_volume import SINGLE_BYTES
-from .volume import DOUBLE_BYTES, solve_transfer_pairs_bytes, transfer_pairs_bytes
+from .rhs_volume import SOLVE_MODELS
+from .volume import DOUBLE_BYTES, transfer_pairs_bytes
 
 #: bytes of one matrix entry for each dtype the runtime has kernels for (its keys are
 #: those dtypes: ``--dtype``'s choices, node descriptions' speeds, DistributedMatrix's)
@@ -41,24 +42,18 @@ def predicted_pairs_bytes(operation, tile_map, n, nb, nrhs=0, cache=True,
     (P, P) array, sender row, receiver column.
 
     ``cholesky``: :func:`~starchol.model.volume.transfer_pairs_bytes`; ``solve``,
-    ``forward_solve``, ``backward_solve``:
-    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` with that pass, or with
-    ``variant="rhs"`` (the graph that keeps L in place, as the run record's
-    ``solve_variant`` names it)
-    :func:`~starchol.model.rhs_volume.rhs_solve_transfer_pairs_bytes`. ValueError for an
-    operation without such a model (``solve_mixed`` needs its iterations).
+    ``forward_solve``, ``backward_solve``: the model of the solve's ``variant`` (as the
+    run record's ``solve_variant`` names it; :data:`~starchol.model.rhs_volume.SOLVE_MODELS`:
+    :func:`~starchol.model.volume.solve_transfer_pairs_bytes` for ``"factor"``,
+    :func:`~starchol.model.rhs_volume.rhs_solve_transfer_pairs_bytes` for ``"rhs"``) with
+    that pass. ValueError for an operation without such a model (``solve_mixed`` needs
+    its iterations).
     """
     if operation == "cholesky":
         return transfer_pairs_bytes(tile_map, n, nb, cache=cache, itemsize=itemsize)
-    if operation in SOLVE_PASSES and variant == "rhs":
-        from .rhs_volume import rhs_solve_transfer_pairs_bytes
-
-        return rhs_solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                              itemsize=itemsize,
-                                              which=SOLVE_PASSES[operation])
     if operation in SOLVE_PASSES:
-        return solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                          itemsize=itemsize, which=SOLVE_PASSES[operation])
+        return SOLVE_MODELS[variant](tile_map, n, nb, nrhs, cache=cache, itemsize=itemsize,
+                                     which=SOLVE_PASSES[operation])
     raise ValueError(f"operation {operation!r} has no volume model from (N, NB, K) alone; "
                      f"one of {', '.join(PAIR_MODELS)}")
 

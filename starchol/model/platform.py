@@ -8,8 +8,10 @@ shows the fields, ``examples/nodes/`` has examples) gives:
   ``add``), per dtype (``float64``, ``float32``); ``gflops_by_nb`` (optional, from
   ``calibrate``) the same per tile size NB, used when it has the run's NB;
 - optional: ``memory`` (bytes, or a string such as ``"192GB"``), ``bandwidth`` and
-  ``latency`` of the node's link (``"100Gbit"``, ``"1.2GB/s"``, ``"5us"``), ``name``,
-  ``source`` (where the figures come from).
+  ``latency`` of the node's link (``"100Gbit"``, ``"1.2GB/s"``, ``"5us"``),
+  ``comm_throughput`` (bytes/s that the node's communication moves, sends and receives
+  together: its NIC driven by the runtime's one communication thread; absent: only the
+  link limits), ``name``, ``source`` (where the figures come from).
 
 A :class:`Platform` is P such nodes, each with one full-duplex link of that bandwidth
 and latency to a switch, optionally through one shared backbone link. Units: bytes,
@@ -83,6 +85,7 @@ class NodeSpec:
     memory: float = None                # bytes
     bandwidth: float = None             # bytes/s of the node's link
     latency: float = None               # s
+    comm_throughput: float = None       # bytes/s, sends and receives together
     name: str = "node"
     source: str = ""
 
@@ -105,7 +108,7 @@ class NodeSpec:
         out = {"name": self.name, "workers": self.workers, "gflops": self.gflops}
         if self.gflops_by_nb:
             out["gflops_by_nb"] = self.gflops_by_nb
-        for key in ("memory", "bandwidth", "latency"):
+        for key in ("memory", "bandwidth", "latency", "comm_throughput"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.source:
@@ -143,7 +146,7 @@ def node_from_dict(doc, where="node description"):
     if not isinstance(doc, dict):
         raise UsageError(f"{where} must be a JSON object")
     known = {"name", "workers", "gflops", "gflops_by_nb", "memory", "bandwidth",
-             "latency", "source", "calibration", "comment"}
+             "latency", "comm_throughput", "source", "calibration", "comment"}
     unknown = sorted(set(doc) - known)
     if unknown:
         raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)} (known: "
@@ -181,13 +184,16 @@ def node_from_dict(doc, where="node description"):
             doc["bandwidth"], f"{where}: bandwidth"),
         latency=None if doc.get("latency") is None else parse_latency(
             doc["latency"], f"{where}: latency"),
+        comm_throughput=None if doc.get("comm_throughput") is None else parse_bandwidth(
+            doc["comm_throughput"], f"{where}: comm_throughput"),
         name=str(doc.get("name", "node")), source=str(doc.get("source", "")))
 
 
-def load_node(path, role="--node"):
-    """Read a node description from a JSON file; UsageError naming the file and the
-    problem (missing, not a regular file, too large, not JSON, a bad field): the one
-    readable-input rule, :func:`starchol.files.read_json_input`."""
+def load_node(path, role="node description"):
+    """Read a node description from a JSON file; UsageError naming the file (as
+    ``role``: the command line passes its flag) and the problem (missing, not a regular
+    file, too large, not JSON, a bad field): the one readable-input rule,
+    :func:`starchol.files.read_json_input`."""
     from ..files import read_json_input
 
     doc = read_json_input(path, role)

@@ -105,6 +105,38 @@ def _pass_bytes(f, d, p, block, readers_of, writers_of, cache):
     return pairs
 
 
+def partial_rows(owners, which):
+    """bool (nt, P'): whether node q writes a partial sum of row block m in one graph:
+    ``which`` ``"forward"`` (q owns some L[m][k], k < m), ``"backward"`` (some L[k][m],
+    k > m) or ``"residual"`` (either), and q is not d(m) = owners[m, m]. ``owners``: the
+    factor's owners F, int (nt, nt); P' = max owner + 1."""
+    f = np.asarray(owners, dtype=np.int64)
+    nt, p = f.shape[0], int(f.max()) + 1 if f.size else 1
+    out = np.zeros((nt, p), dtype=bool)
+    for m in range(nt):
+        parts = []
+        if which in ("forward", "residual"):
+            parts.append(f[m, :m])
+        if which in ("backward", "residual"):
+            parts.append(f[m + 1:, m])
+        out[m, np.concatenate(parts)] = True
+        out[m, f[m, m]] = False
+    return out
+
+
+def partial_sum_bytes(tile_map, n, nb, nrhs, which="both", itemsize=DOUBLE_BYTES):
+    """Bytes of the partial sums each node holds during one right-hand-side graph
+    (``which``: ``"both"`` passes of the solve, registered together, ``"forward"``,
+    ``"backward"`` or ``"residual"``), int64 (P,): rows(m) x K x ``itemsize`` per
+    (row block m, node) pair of :func:`partial_rows`."""
+    f, d, p, block = _rhs_frame(tile_map, n, nb, nrhs, itemsize)
+    out = np.zeros(p, dtype=np.int64)
+    for w in (("forward", "backward") if which == "both" else (which,)):
+        rows = partial_rows(f, w)
+        out[:rows.shape[1]] += (rows * block[:, None]).sum(axis=0)
+    return out
+
+
 def rhs_solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True,
                                    itemsize=DOUBLE_BYTES, which="both"):
     """Bytes sent between every pair of nodes by the right-hand-side variant of the
@@ -148,14 +180,17 @@ def rhs_residual_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=True,
     return _pass_bytes(f, d, p, block, cross, cross, cache).reshape(p, p)
 
 
+#: the exact model of the solve's bytes under each variant (the one home of this choice:
+#: :func:`solve_bytes_by_variant`, :func:`~starchol.model.operations.predicted_pairs_bytes`)
+SOLVE_MODELS = {"factor": solve_transfer_pairs_bytes, "rhs": rhs_solve_transfer_pairs_bytes}
+
+
 def solve_bytes_by_variant(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES,
                            which="both"):
     """``{"factor": pairs, "rhs": pairs}``: the bytes of the solve (or of one pass,
-    ``which``) under each variant, int64 (P, P) arrays."""
-    return {"factor": solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                                 itemsize=itemsize, which=which),
-            "rhs": rhs_solve_transfer_pairs_bytes(tile_map, n, nb, nrhs, cache=cache,
-                                                  itemsize=itemsize, which=which)}
+    ``which``) under each variant (:data:`SOLVE_MODELS`), int64 (P, P) arrays."""
+    return {v: SOLVE_MODELS[v](tile_map, n, nb, nrhs, cache=cache, itemsize=itemsize,
+                               which=which) for v in SOLVE_VARIANTS}
 
 
 def residual_bytes_by_variant(tile_map, n, nb, nrhs, cache=True, itemsize=DOUBLE_BYTES):
@@ -201,5 +236,6 @@ def variant_summary(by_variant, variant="auto"):
 
 
 __all__ = ["SOLVE_VARIANTS", "busiest_link_bytes", "check_variant", "choose_variant",
+           "partial_rows", "partial_sum_bytes",
            "residual_bytes_by_variant", "rhs_residual_transfer_pairs_bytes",
            "rhs_solve_transfer_pairs_bytes", "solve_bytes_by_variant", "variant_summary"]
