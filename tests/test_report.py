@@ -425,7 +425,8 @@ def test_gantt_warns_when_its_time_axis_cuts_transfers(tmp_path, capsys):
     folder.mkdir()
     (folder / "trace.json").write_text(json.dumps(trace))
     doc = model_run_doc("2dbc", 2, 256, 128, grid=(1, 2))
-    doc["trace"] = {"dir": str(folder)}
+    doc["trace"] = {"dir": str(folder), "kernels": {"potrf": 1, "trsm": 1}, "span_ms": 10.0,
+                    "comms": 3, "comm_bytes": 2400}
     (folder / "run.json").write_text(json.dumps(doc))
     out = tmp_path / "out"
     assert main(["report", str(folder), "-o", str(out)]) == 0
