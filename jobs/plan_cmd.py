@@ -114,7 +114,7 @@ def run(args):
         if mixed:
             raise UsageError("--simulate simulates float64 or float32 factorizations, "
                              "not --dtype mixed")
-        node = load_node(args.node)
+        node = load_node(args.node, "--node")
         node.kernel_gflops(args.dtype, args.nb)      # a clear error before the work
         from .preflight import check_simulation_size
 

@@ -179,7 +179,7 @@ def run_simulate(args):
     nt, n, nb = sizes_from_args(args)
     if not args.node:
         raise UsageError("--simulate needs --node FILE (a node description)")
-    node = load_node(args.node)
+    node = load_node(args.node, "--node")
     node.kernel_gflops(args.dtype, nb)
     bw = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else node.bandwidth
     if bw is None:

@@ -221,7 +221,8 @@ def solves_section(runs):
         solve = run.get("solve")
         if solve is None:
             continue
-        rows.append([k, map_label(run), run["n"], run["nb"], solve["nrhs"],
+        variant = (solve.get("solve_variant") or {}).get("variant", "factor")
+        rows.append([k, map_label(run), run["n"], run["nb"], solve["nrhs"], variant,
                      _num(solve.get("time_s"), ".3f"), "-" if solve.get("tasks") is None else solve["tasks"],
                      _num(solve.get("residual"), ".2e"),
                      _bytes_or_dash(solve.get("bytes_measured_total")),
@@ -231,10 +232,13 @@ def solves_section(runs):
         return []
     lines = ["## Solves", "",
              "The triangular solves of A X = B after the factorization (`starchol run "
-             "--rhs/--nrhs`); predicted bytes from the exact model of the solve "
-             "(`solve_transfer_pairs_bytes`), residual ||B - A X||_F / (||A||_F ||X||_F + "
+             "--rhs/--nrhs`), in the variant that ran (`rhs`: L in place, blocks of B and "
+             "partial sums move; `factor`: L's tiles move; `Factor.solve` takes the one "
+             "with fewer bytes on the busiest link, the run document's `solve_variant` "
+             "says why; `factor` for documents without it); predicted bytes from that "
+             "variant's exact model, residual ||B - A X||_F / (||A||_F ||X||_F + "
              "||B||_F) with `--check`.", "",
-             table(["run", "map", "N", "NB", "K", "time (s)", "tasks", "residual",
+             table(["run", "map", "N", "NB", "K", "variant", "time (s)", "tasks", "residual",
                     "bytes measured", "bytes predicted", "match"], rows), ""]
     mismatched = [row[0] for row in rows if runs[row[0] - 1]["solve"].get("match") is False]
     if mismatched:

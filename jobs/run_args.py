@@ -4,7 +4,6 @@ from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
 from ..integers import int_type
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
-from ..integers import int_type
 from .options import (SLICE_BLOCK_HELP, add_cache_arg, add_dtype_arg, add_nrhs_arg,
                       add_seed_arg)
 from .output import add_json_arg

@@ -34,18 +34,19 @@ format:
   refinement to float64 answers, the float64 fallback; its bytes are compared with
   :func:`starchol.model.mixed_volume.mixed_transfer_pairs_bytes`.
 """
+import dataclasses
+import json
 import logging
 import os
-
-import numpy as np
-
 from dataclasses import dataclass
 from typing import Any, Optional
+
+import numpy as np
 
 from ..collective import run_everywhere
 from ..distributions.base import count_text
 from ..errors import StarcholError
-from ..units import format_bytes, now_utc
+from ..units import format_bytes
 from .options import cache_from_args, is_mixed
 from .output import dumps, publish_json, text_stream, write_atomic
 from .progress import Progress
@@ -257,34 +258,25 @@ def compute(args, plan, comm):
 
 
 def write_outputs(args, plan, done, writer, solution_writer):
-    """``--output`` (L) and ``--solution`` (X) written, each with its attributes.
+    """``--output`` (L) and ``--solution`` (X) written, each with the attributes the
+    run's record gives (:meth:`~starchol.linalg.record.RunRecord.output_attrs`).
     Collective. Returns ``(appeared, solution_appeared)``: the
     :class:`~starchol.files.OutputAppeared` of an output kept aside (another run
     published that name meanwhile), else None."""
     from ..files import OutputAppeared
-    from ..version import VERSION
 
-    tile_map, n = plan.tile_map, plan.n
     source = args.input or f"generated {plan.spec} seed {args.seed}"
     appeared = solution_appeared = None
     if writer is not None:
-        attrs = {"map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
-                 "residual": np.nan if done.residual is None else done.residual,
-                 "starchol_version": VERSION, "date": now_utc(), "source": source}
         try:
-            writer.write(done.factor.L, attrs)
+            writer.write(done.factor.L, done.record.output_attrs(done.residual, source))
         except OutputAppeared as exc:  # raised on every rank: the factor is kept aside
             appeared = exc
     if solution_writer is not None:
-        x = done.x
+        rhs = args.rhs or f"--nrhs {args.nrhs} seed {args.seed}"
         try:
-            solution_writer.write(x, {
-                "map": str(tile_map), "dist": tile_map.name, "n": n, "nb": args.nb,
-                "nrhs": x.ncols,
-                "residual": np.nan if done.solve_residual is None else done.solve_residual,
-                "starchol_version": VERSION, "date": now_utc(),
-                "source": f"solve of {source}"
-                          f" with {args.rhs or f'--nrhs {args.nrhs} seed {args.seed}'}"})
+            solution_writer.write(done.x, done.record.output_attrs(
+                done.solve_residual, f"solve of {source} with {rhs}", nrhs=done.x.ncols))
         except OutputAppeared as exc:  # raised on every rank: X is kept aside
             solution_appeared = exc
     return appeared, solution_appeared
@@ -293,8 +285,11 @@ def write_outputs(args, plan, done, writer, solution_writer):
 def document(args, plan, done, trace, appeared, solution_appeared, writer,
              solution_writer):
     """Rank 0: the run document, ``RunRecord.with_extra(...).to_dict()`` of the run's
-    record with the rest of the run (seed, matrix, files, residuals, solve, memory,
-    runtime, kernels, mixed, trace)."""
+    record with its typed parts (:mod:`starchol.linalg.run_parts`: solve, mixed,
+    memory, trace, kernels) and the rest of the run (seed, matrix, files, residual, log
+    det, runtime). Checked against the generated schema when
+    ``STARCHOL_CHECK_RUN_DOCUMENTS`` is set (the test suite sets it)."""
+    from ..linalg.run_parts import KernelCount, MemoryRecord, TraceRecord
     from ..model.load import node_load
     from ..model.memory import node_memory
     from ..model.volume import tile_bytes
@@ -311,6 +306,35 @@ def document(args, plan, done, trace, appeared, solution_appeared, writer,
                              nrhs=0 if x is None else x.ncols, mixed=mixed,
                              window=None if mixed else args.window)["total"]
     device_bytes = done.device_bytes
+    parts = {
+        "solve": None if mixed else _solve_doc(args, done.factor.solve_record,
+                                               solution_appeared, done.solve_residual,
+                                               solution_writer),
+        "memory": MemoryRecord(
+            tile_bytes_per_node=[int(b) for b in storage], tile_bytes_max=int(storage.max()),
+            peak_rss_bytes_per_rank=[int(b) for b in done.peak_rss],
+            model_peak_bytes_per_rank=[int(b) for b in model_peak],
+            note="tile_bytes: model (every slice's copies held at once); peak_rss: the "
+                 "process's peak resident memory over the run (getrusage); model_peak: "
+                 "starchol.model.memory.node_memory, what the pre-flight check and "
+                 "starchol plan use"),
+        "kernels": {k: KernelCount(**v) for k, v in _kernel_table(done.kernels).items()},
+    }
+    if mixed:
+        parts["mixed"] = dataclasses.replace(
+            record.mixed, rhs=args.rhs or f"generated with seed {args.seed}",
+            logdet_exact=done.mixed.logdet_exact,
+            solution=(None if not args.solution else args.solution
+                      if solution_appeared is None else
+                      f"{solution_appeared.kept}:{solution_writer.dataset}"))
+    if trace is not None:
+        path = trace.get("critical_path")
+        parts["trace"] = TraceRecord(
+            dir=os.path.abspath(args.trace), kernels=trace["kernels"],
+            span_ms=float(trace["span_ms"]), comms=len(trace["comms"]),
+            comm_bytes=int(trace["comm_bytes"]),
+            critical_path=None if not path else {k: path[k] for k in (
+                "makespan_ms", "length_ms", "split_ms", "kernels", "transfers")})
     extra = {
         "seed": args.seed,
         "matrix": args.input if args.input else str(plan.spec),
@@ -318,44 +342,36 @@ def document(args, plan, done, trace, appeared, solution_appeared, writer,
         "output": args.output if appeared is None else f"{appeared.kept}:{writer.dataset}",
         "residual": done.residual,
         "logdet": done.logdet,
-        "solve": None if mixed else _solve_doc(args, done.factor.solve_record,
-                                               solution_appeared, done.solve_residual,
-                                               solution_writer),
-        "memory": {"tile_bytes_per_node": storage,
-                   "tile_bytes_max": int(storage.max()),
-                   "peak_rss_bytes_per_rank": done.peak_rss,
-                   "model_peak_bytes_per_rank": model_peak,
-                   "note": "tile_bytes: model (every slice's copies held at once); "
-                           "peak_rss: the process's peak resident memory over the run "
-                           "(getrusage); model_peak: starchol.model.memory.node_memory, "
-                           "what the pre-flight check and starchol plan use"},
         # the runtime's keys beyond the record's own (scheduler, workers, StarPU)
         "runtime": {"gpus_per_rank": info.get("gpus_per_rank", 0),
                     "cuda_workers_per_gpu": info.get("cuda_workers_per_gpu", 0),
                     "kernel_blas": record.kernel_blas,
                     **({"heteroprio": info["heteroprio"]} if info.get("heteroprio") else {})},
-        "kernels": _kernel_table(done.kernels),
         "kernels_per_rank": done.kernels,
         "device_bytes_per_rank": device_bytes,
         "device_bytes": {k: int(sum(d[k] for d in device_bytes)) for k in device_bytes[0]},
     }
-    if mixed:
-        extra["mixed"] = {**record.extra["mixed"],
-                          "rhs": args.rhs or f"generated with seed {args.seed}",
-                          "logdet_exact": done.mixed.logdet_exact,
-                          "solution": (None if not args.solution else args.solution
-                                       if solution_appeared is None else
-                                       f"{solution_appeared.kept}:"
-                                       f"{solution_writer.dataset}")}
-    if trace is not None:
-        extra["trace"] = {"dir": os.path.abspath(args.trace), "kernels": trace["kernels"],
-                          "span_ms": trace["span_ms"], "comms": len(trace["comms"]),
-                          "comm_bytes": trace["comm_bytes"]}
-        path = trace.get("critical_path")
-        if path:
-            extra["trace"]["critical_path"] = {k: path[k] for k in (
-                "makespan_ms", "length_ms", "split_ms", "kernels", "transfers")}
-    return record.with_extra(**extra).to_dict()
+    doc = record.with_extra(**parts, **extra).to_dict()
+    if os.environ.get(CHECK_DOCUMENTS):
+        _check_document(doc)
+    return doc
+
+
+#: set (to anything but empty) to check every run document against the schema generated
+#: from its types before it is written (the test suite sets it: tests/conftest.py)
+CHECK_DOCUMENTS = "STARCHOL_CHECK_RUN_DOCUMENTS"
+
+
+def _check_document(doc):
+    """Raise StarcholError when ``doc`` breaks the run document's schema
+    (:func:`starchol.linalg.record.document_schema`), saying where."""
+    from ..linalg.record import document_schema
+    from ..linalg.run_parts import validate
+
+    problem = validate(document_schema(), json.loads(dumps(doc)))
+    if problem:
+        raise StarcholError(f"the run document does not match its schema "
+                            f"({CHECK_DOCUMENTS} is set): {problem}")
 
 
 def trace_summary(comm, folder):
@@ -406,7 +422,7 @@ def _solve_doc(args, record, appeared, residual=None, solution_writer=None):
     return record.with_extra(
         rhs=args.rhs or f"generated with seed {args.seed}", residual=residual,
         solution=(None if not args.solution else args.solution if appeared is None
-                  else f"{appeared.kept}:{solution_writer.dataset}")).to_dict()
+                  else f"{appeared.kept}:{solution_writer.dataset}"))
 
 
 def _publish_rank0(args, plan, doc, full, appeared):

@@ -99,7 +99,7 @@ def node_from_args(args, dtype):
     if args.node and args.node_gflops:
         raise UsageError("give --node FILE or --node-gflops, not both")
     if args.node:
-        node = load_node(args.node)
+        node = load_node(args.node, "--node")
         if args.cores is not None:
             node.workers = args.cores
         return node
@@ -114,12 +114,12 @@ def node_from_args(args, dtype):
 def platform_from_args(args, nodes, dtype):
     """The Platform of the options for ``nodes`` nodes."""
     node = node_from_args(args, dtype)
-    bw = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth else \
+    bw = parse_bandwidth(args.bandwidth, "--bandwidth") if args.bandwidth is not None else \
         node.bandwidth or parse_bandwidth(DEFAULT_BANDWIDTH)
-    lat = parse_latency(args.latency, "--latency") if args.latency else \
+    lat = parse_latency(args.latency, "--latency") if args.latency is not None else \
         (node.latency if node.latency is not None else parse_latency(DEFAULT_LATENCY))
     bb_bw, bb_lat = 0.0, 0.0
-    if args.backbone:
+    if args.backbone is not None:
         words = args.backbone.split(",")
         if len(words) > 2:
             raise UsageError(f"--backbone is BANDWIDTH[,LATENCY], got {args.backbone!r}")

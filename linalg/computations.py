@@ -46,24 +46,43 @@ def graphs():
     return _graphs
 
 
-def computation_record(session, operation, tile_map, L, computation, tasks, predicted, nrhs=0,
-            extra=None):
+def run_record(session, operation, tile_map, A, *, nrhs, dtype, bytes_row, tasks, elapsed,
+               submit_s, predicted, total_tasks=None, more=None, **fields):
+    """The record of a computation of ``session``, identical on every rank: the one
+    builder of factorization, solve and mixed-precision records. Collective (one
+    allgather).
+
+    ``A``: the matrix (its n, nb, nt); ``bytes_row``: this rank's bytes sent to each
+    rank (None when not counted); ``tasks``: this rank's tasks (summed over the ranks,
+    unless ``total_tasks`` gives the total); ``elapsed``, ``submit_s``: this rank's
+    seconds (the slowest rank's are recorded); ``predicted``: the model's P x P bytes
+    or None; ``more``: anything else each rank contributes, gathered. ``fields``: other
+    :class:`RunRecord` fields (``mixed``, ``extra``). Returns ``(record, [more of each
+    rank])``.
+    """
+    gathered = session.comm.allgather((bytes_row, int(tasks), now_utc(), float(elapsed),
+                                       float(submit_s), more))
+    measured = None if bytes_row is None else [g[0] for g in gathered]
+    record = RunRecord(
+        operation=operation, **RunRecord.map_fields(tile_map), n=A.n, nb=A.nb, nt=A.nt,
+        nrhs=int(nrhs), dtype=dtype, time_s=max(g[3] for g in gathered),
+        submit_s=max(g[4] for g in gathered),
+        tasks=int(sum(g[1] for g in gathered) if total_tasks is None else total_tasks),
+        bytes_measured_pairs=measured,
+        bytes_predicted_pairs=None if predicted is None else predicted.tolist(),
+        **{**session.job_facts(), "date": gathered[0][2]}, **fields)
+    return record, [g[5] for g in gathered]
+
+
+def computation_record(session, operation, tile_map, L, computation, tasks, predicted,
+                       nrhs=0, extra=None):
     """The record of one ``measured`` computation (its times and bytes: a
-    :class:`~starchol.runtime.computation.Computation`), identical on every rank.
+    :class:`~starchol.runtime.computation.Computation`) on L (:func:`run_record`).
     Collective."""
-    comm = session.comm
     after, before = session.bytes_sent(), computation.bytes_before
     row = None if after is None else (after - before).tolist()
-    # one collective: every rank's bytes, tasks, clock and times
-    gathered = comm.allgather((row, int(tasks), now_utc(), float(computation.elapsed),
-                               float(computation.submit_s)))
-    elapsed = max(g[3] for g in gathered)
-    t_sub = max(g[4] for g in gathered)
-    measured = None if row is None else [g[0] for g in gathered]
-    job = session.job_facts()
-    return RunRecord(
-        operation=operation, **RunRecord.map_fields(tile_map), n=L.n, nb=L.nb, nt=L.nt,
-        nrhs=int(nrhs), dtype=str(L.dtype), time_s=elapsed, submit_s=t_sub,
-        tasks=sum(g[1] for g in gathered), bytes_measured_pairs=measured,
-        bytes_predicted_pairs=None if predicted is None else predicted.tolist(),
-        extra=extra or {}, **{**job, "date": gathered[0][2]})
+    record, _ = run_record(session, operation, tile_map, L, nrhs=nrhs, dtype=str(L.dtype),
+                           bytes_row=row, tasks=tasks, elapsed=computation.elapsed,
+                           submit_s=computation.submit_s, predicted=predicted,
+                           extra=extra or {})
+    return record

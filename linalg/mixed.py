@@ -53,15 +53,14 @@ from ..collective import agree, allreduce_max
 from ..errors import UsageError
 from ..integers import check_int
 from .cholesky import cholesky
-from .computations import get_session
+from .computations import get_session, run_record
 from .factor import backward_error, rhs_residual, symmetric_tiles
 from .operands import check_operand
 from .distributed import DistributedMatrix, check_map, map_key
 from .errors import NotPositiveDefiniteError
 from .norms import block_norm, norm_parts
 from ..model.mixed_volume import FALLBACKS, mixed_phase_bytes
-from .record import RunRecord
-from ..units import now_utc
+from .run_parts import MixedRecord, plain
 
 #: LAPACK's unit roundoff for float64 (``dlamch('E')``): 2^-53
 EPS64 = 2.0 ** -53
@@ -116,7 +115,8 @@ class MixedSolution:
         when the session counts no bytes.
     record : RunRecord
         Operation ``"solve_mixed"``, dtype ``"mixed"``, the whole solve's bytes
-        measured and predicted per pair; ``extra["mixed"]`` holds the fields above.
+        measured and predicted per pair; :attr:`RunRecord.mixed` (a
+        :class:`~starchol.linalg.run_parts.MixedRecord`) holds the fields above.
     """
 
     def __init__(self, X, factor, factor32, iterations, fallback, reason, eta, tolerance,
@@ -166,8 +166,8 @@ class MixedSolution:
         return self.factor.logdet()
 
     def summary(self):
-        """The JSON-ready fields (``extra["mixed"]`` of :attr:`record`)."""
-        return self.record.extra["mixed"]
+        """The JSON-ready fields (:attr:`RunRecord.mixed` of :attr:`record`)."""
+        return plain(self.record.mixed)
 
 
 def _power_of_two_scale(amax):
@@ -395,44 +395,44 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
                                         elapsed, iterations, fallback, reason, eta, tol,
                                         history, f32, factor)
     return MixedSolution(X, factor, f32, iterations, fallback, reason, eta, tol, history,
-                         record.extra["mixed"]["time_s"], phase_pairs, record, A)
+                         record.mixed.time_s, phase_pairs, record, A)
 
 
 def _mixed_record(session, tile_map, A, B, first, phase, times, elapsed, iterations,
                   fallback, reason, eta, tol, history, f32, factor):
-    """The RunRecord of a whole mixed solve (same on every rank). Collective."""
+    """The RunRecord of a whole mixed solve (same on every rank; the one builder,
+    :func:`~starchol.linalg.computations.run_record`) and the bytes per phase.
+    Collective."""
     comm = session.comm
     last = session.bytes_sent()
     local = {k: (None if v is None else v.tolist()) for k, v in phase.items()}
     row = None if last is None else (last - first).tolist()
-    gathered = comm.allgather((row, local, dict(times), float(elapsed), now_utc()))
-    slowest = {k: max(g[2][k] for g in gathered) for k in times}
-    slowest["total"] = max(g[3] for g in gathered)
-    measured, phase_pairs, predicted, predicted_phases = None, None, None, None
+    model = predicted = None
     if row is not None:
-        measured = [g[0] for g in gathered]
-        zeros = [0] * comm.Get_size()
-        phase_pairs = {k: [g[1][k] if g[1][k] is not None else list(zeros)
-                           for g in gathered] for k in phase}
         model = mixed_phase_bytes(tile_map, A.n, A.nb, B.ncols, iterations, fallback,
                                   cache=session.cache)
-        predicted_phases = {k: v.tolist() for k, v in model.items()}
-        predicted = sum(model.values()).tolist()
-    job = session.job_facts()
+        predicted = sum(model.values())
     tasks = (f32.record.tasks if f32 is not None else 0) + \
         (factor.record.tasks if factor is not f32 else 0)
-    mixed = {"iterations": int(iterations), "fallback": fallback,
-             "fallback_reason": reason, "converged": fallback is None,
-             "backward_error": float(eta), "tolerance": float(tol),
-             "history": [float(h) for h in history], "time_s": slowest,
-             "bytes_measured_phase_pairs": phase_pairs,
-             "bytes_predicted_phase_pairs": predicted_phases,
-             "factor_dtype": "float64" if fallback is not None else "float32"}
-    record = RunRecord(
-        operation="solve_mixed", **RunRecord.map_fields(tile_map), n=A.n, nb=A.nb, nt=A.nt,
-        nrhs=int(B.ncols), dtype="mixed", time_s=slowest["total"], submit_s=0.0,
-        tasks=int(tasks), bytes_measured_pairs=measured, bytes_predicted_pairs=predicted,
-        extra={"mixed": mixed}, **{**job, "date": gathered[0][4]})
+    record, more = run_record(session, "solve_mixed", tile_map, A, nrhs=B.ncols,
+                              dtype="mixed", bytes_row=row, tasks=0, total_tasks=tasks,
+                              elapsed=elapsed, submit_s=0.0, predicted=predicted,
+                              more=(local, dict(times)))
+    slowest = {k: max(m[1][k] for m in more) for k in times}
+    slowest["total"] = record.time_s
+    phase_pairs = None
+    if row is not None:
+        zeros = [0] * comm.Get_size()
+        phase_pairs = {k: [m[0][k] if m[0][k] is not None else list(zeros) for m in more]
+                       for k in phase}
+    record.mixed = MixedRecord(
+        iterations=int(iterations), fallback=fallback, fallback_reason=reason,
+        converged=fallback is None, backward_error=float(eta), tolerance=float(tol),
+        history=[float(h) for h in history], time_s=slowest,
+        bytes_measured_phase_pairs=phase_pairs,
+        bytes_predicted_phase_pairs=None if model is None else
+        {k: v.tolist() for k, v in model.items()},
+        factor_dtype="float64" if fallback is not None else "float32")
     return record, phase_pairs
 
 

@@ -9,9 +9,13 @@ receiver column), tiles only where a name says so.
 """
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+import typing
+from dataclasses import dataclass, field, fields, replace
+from typing import Dict, Optional
 
 from ..integers import is_int
+from .run_parts import (KernelCount, MemoryRecord, MixedRecord, TraceRecord, dataclass_schema,
+                        parse, plain)
 
 #: keys of the nested ``runtime`` object of the JSON document (kept for old readers)
 RUNTIME_KEYS = ("scheduler", "workers_per_rank", "starpu_version", "starpu_build")
@@ -25,6 +29,9 @@ PAIR_KEYS = ("bytes_measured_pairs", "bytes_predicted_pairs")
 #: keys that are numbers (or null) in a document and in its ``solve`` object
 NUMBER_KEYS = ("time_s", "gflops", "residual", "bytes_measured_total",
                "bytes_predicted_total")
+
+#: the typed parts of a document (:mod:`.run_parts`): null when the run had none
+TYPED = ("solve", "mixed", "memory", "trace", "kernels")
 
 #: integer fields (counts and sizes)
 _INT_FIELDS = ("nodes", "slices", "n", "nb", "nt", "nrhs", "tasks", "ranks",
@@ -80,6 +87,19 @@ class RunRecord:
         version, OpenBLAS core, source and file (``"OpenBLAS 0.3.21 Zen (system:
         PATH)"``; no core in documents from before 2026-12-04); every distinct one, joined by "; ", when the ranks
         chose differently; ``""`` in documents from before it was recorded.
+    solve : RunRecord or None
+        ``starchol run`` with right-hand sides: the solve's own record, its ``extra``
+        holding ``rhs`` (where B came from), ``residual`` (the backward error, or None)
+        and ``solution`` (where X went, or None).
+    mixed : MixedRecord or None
+        A mixed-precision solve (:class:`~starchol.linalg.run_parts.MixedRecord`).
+    memory : MemoryRecord or None
+        ``starchol run``'s memory figures, bytes
+        (:class:`~starchol.linalg.run_parts.MemoryRecord`).
+    trace : TraceRecord or None
+        ``starchol run --trace``'s summary (:class:`~starchol.linalg.run_parts.TraceRecord`).
+    kernels : dict of str to KernelCount, or None
+        Tasks per kernel, by CPU and CUDA workers, summed over the ranks.
     extra : dict
         Other keys of a JSON document (e.g. ``residual``, ``seed``), kept as they are;
         an ``extra["runtime"]`` object adds its keys to the document's ``runtime``.
@@ -113,6 +133,11 @@ class RunRecord:
     starpu_version: str = ""
     starpu_build: str = ""
     kernel_blas: str = ""
+    solve: Optional["RunRecord"] = None
+    mixed: Optional[MixedRecord] = None
+    memory: Optional[MemoryRecord] = None
+    trace: Optional[TraceRecord] = None
+    kernels: Optional[Dict[str, KernelCount]] = None
     extra: dict = field(default_factory=dict)
 
     @staticmethod
@@ -153,12 +178,28 @@ class RunRecord:
             return None
         return _as_lists(self.bytes_measured_pairs) == _as_lists(self.bytes_predicted_pairs)
 
+    def output_attrs(self, residual, source, nrhs=None):
+        """The attributes of an HDF5 output of this run (``starchol run --output`` and
+        ``--solution``), derived from the record: the map (``map``, ``dist``), ``n``,
+        ``nb``, ``starchol_version`` and ``date``, with ``residual`` (NaN when it was
+        not computed), ``source`` (where the data came from) and ``nrhs`` (right-hand
+        sides: their columns)."""
+        attrs = {"map": self.map, "dist": self.dist, "n": self.n, "nb": self.nb,
+                 "residual": float("nan") if residual is None else residual,
+                 "starchol_version": self.starchol_version, "date": self.date,
+                 "source": source}
+        return attrs if nrhs is None else {**attrs, "nrhs": int(nrhs)}
+
     # -- JSON ------------------------------------------------------------------------
     def with_extra(self, **keys):
-        """A copy of the record with ``keys`` added to :attr:`extra` (replacing those
-        already there): how ``starchol run`` adds the rest of its document (seed,
-        residual, memory, kernels, the solve's document, ...)."""
-        return replace(self, extra={**self.extra, **keys})
+        """A copy of the record with ``keys`` added: the typed parts (:data:`TYPED`:
+        ``solve``, ``mixed``, ``memory``, ``trace``, ``kernels``) to their fields, read
+        by their types (a part given as a plain object is parsed; ValueError naming
+        the key when it does not fit), the others to :attr:`extra` (replacing those
+        already there): how ``starchol run`` adds the rest of its document."""
+        typed = {k: _typed(k, v) for k, v in keys.items() if k in TYPED}
+        rest = {k: v for k, v in keys.items() if k not in TYPED}
+        return replace(self, **typed, extra={**self.extra, **rest})
 
     def to_dict(self):
         """The JSON document: every field, the derived figures, and the nested
@@ -166,8 +207,11 @@ class RunRecord:
         ``extra`` keys at the top level."""
         doc = dict(self.extra)
         for f in fields(self):
-            if f.name != "extra":
-                doc[f.name] = _plain(getattr(self, f.name))
+            value = getattr(self, f.name)
+            if f.name in TYPED:
+                doc[f.name] = plain(value)  # null when the run had none
+            elif f.name != "extra":
+                doc[f.name] = _plain(value)
         more = self.extra.get("runtime")
         doc.update(flops=self.flops, gflops=self.gflops, bytes_measured_total=self.bytes_measured_total,
                    bytes_predicted_total=self.bytes_predicted_total, match=self.match,
@@ -204,7 +248,13 @@ class RunRecord:
                    "runtime"}
         values, extra = {}, dict(doc.get("extra") or {})
         for key, value in doc.items():
-            if key in known and key != "extra":
+            if key == "solve" and isinstance(value, dict):
+                # a solve runs on the run's map and matrix: what it leaves out is theirs
+                value = {**{k: doc[k] for k in (*REQUIRED, "map", "map_params", "slices")
+                            if k in doc}, **value}
+            if key in TYPED:
+                values[key] = _typed(key, value)
+            elif key in known and key != "extra":
                 values[key] = value
             elif key not in derived and key != "extra":
                 extra[key] = value
@@ -267,7 +317,6 @@ def check_document(doc):
         if solve.get("tasks") is not None and not _is_number(solve["tasks"]):
             raise ValueError(f"key 'solve.tasks' must be a number, got {solve['tasks']!r}")
         _check_figures(solve, doc["nodes"], "solve.")
-    _check_mixed(doc.get("mixed"))
 
 
 def _check_figures(doc, nodes, prefix):
@@ -300,32 +349,49 @@ def pair_matrix(value, nodes, key="bytes_measured_pairs"):
     return arr
 
 
-def _check_mixed(mixed):
-    """The ``mixed`` object of ``starchol run --dtype mixed`` (or None): ``iterations`` a
-    count, ``fallback`` null or one of :data:`~.mixed_volume.FALLBACKS`, its figures
-    numbers."""
-    from ..model.mixed_volume import FALLBACKS
-
-    if mixed is None:
-        return
-    if not isinstance(mixed, dict):
-        raise ValueError(f"key 'mixed' must be an object or null, got {mixed!r}")
-    it = mixed.get("iterations")
-    if not is_int(it) or it < 0:
-        raise ValueError(f"key 'mixed.iterations' must be an integer >= 0, got {it!r}")
-    if mixed.get("fallback") is not None and mixed["fallback"] not in FALLBACKS:
-        raise ValueError(f"key 'mixed.fallback' must be null or one of "
-                         f"{', '.join(FALLBACKS)}, got {mixed['fallback']!r}")
-    for key in ("backward_error", "tolerance"):
-        if mixed.get(key) is not None and not _is_number(mixed[key]):
-            raise ValueError(f"key 'mixed.{key}' must be a number, got {mixed[key]!r}")
-    times = mixed.get("time_s") or {}
-    if not isinstance(times, dict) or not all(_is_number(v) for v in times.values()):
-        raise ValueError(f"key 'mixed.time_s' must be an object of seconds, got {times!r}")
+def _typed(key, value):
+    """The typed part ``key`` (:data:`TYPED`) of a document, read from ``value`` (a
+    plain object, or the part itself); ValueError naming the key when it does not fit."""
+    return parse(typing.get_type_hints(RunRecord)[key], value, key, _nested)
 
 
 def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _nested(name, value, key):
+    """A nested run document (``solve``), read by :meth:`RunRecord.from_dict`, its
+    errors naming the key."""
+    assert name == "RunRecord", name
+    if isinstance(value, RunRecord):
+        return value
+    try:
+        return RunRecord.from_dict(value)
+    except ValueError as exc:
+        raise ValueError(f"key {key!r}: {exc}") from None
+
+
+def document_schema():
+    """The JSON Schema of a run document (:meth:`RunRecord.to_dict`), generated from
+    the record's type hints and its parts' (:mod:`.run_parts`): the fields, the derived
+    figures and the ``runtime`` object; other keys (``extra``) are free. The ``solve``
+    part is a run document itself (``$ref: #``)."""
+    schema = dataclass_schema(RunRecord, refs={"RunRecord": "#"}, closed=False,
+                              skip=("extra",))
+    number = {"type": "number"}
+    optional_int = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    schema["properties"].update(
+        flops=number, gflops=number, bytes_measured_total=optional_int,
+        bytes_predicted_total=optional_int,
+        match={"anyOf": [{"type": "boolean"}, {"type": "null"}]},
+        runtime={"type": "object", "required": list(RUNTIME_KEYS),
+                 "properties": {"scheduler": {"type": "string"},
+                                "workers_per_rank": {"type": "integer"},
+                                "starpu_version": {"type": "string"},
+                                "starpu_build": {"type": "string"}}})
+    schema["required"] = list(REQUIRED)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "starchol run document", **schema}
 
 
 def _as_lists(v):
@@ -338,5 +404,5 @@ def _plain(v):
     return v
 
 
-__all__ = ["NUMBER_KEYS", "PAIR_KEYS", "REQUIRED", "RUNTIME_KEYS", "RunRecord", "check_document",
-           "pair_matrix"]
+__all__ = ["NUMBER_KEYS", "PAIR_KEYS", "REQUIRED", "RUNTIME_KEYS", "RunRecord", "TYPED",
+           "check_document", "document_schema", "pair_matrix"]

@@ -9,6 +9,11 @@ import sys
 import pytest
 
 MPIRUN = shutil.which("mpirun")
+
+# every run document a test makes `starchol run` write (in this process, or in the ranks
+# it starts: they inherit the environment) is checked against the schema generated from
+# its types first (jobs/run_cmd.document); a document that breaks it fails the run
+os.environ["STARCHOL_CHECK_RUN_DOCUMENTS"] = "1"
 MPI_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
 
 

@@ -421,3 +421,36 @@ def test_scripts_answer_help_and_refuse_unknown_options_before_any_work(script, 
     # A second argument was silently ignored (only $1 was looked at).
     two = run_or_fail(["bash", path, "--help", "extra"], env, 20, f"{script} --help extra")
     assert two.returncode == 2 and "at most one argument" in two.stderr and not two.stdout
+
+
+def test_run_documents_are_checked_against_the_schema_generated_from_their_types():
+    """The run document's JSON Schema comes from RunRecord's type hints and its typed
+    parts' (solve, mixed, memory, trace, kernels); every document `starchol run` writes
+    under the test suite is checked against it (conftest sets the variable), and a
+    document that breaks it is refused, saying where."""
+    from starchol.errors import StarcholError
+    from starchol.jobs import run_cmd
+    from starchol.linalg.record import RunRecord, document_schema
+    from starchol.linalg.run_parts import validate
+
+    assert os.environ.get(run_cmd.CHECK_DOCUMENTS)
+    schema = document_schema()
+    props = schema["properties"]
+    assert props["solve"] == {"anyOf": [{"$ref": "#"}, {"type": "null"}]}
+    assert set(props["kernels"]["anyOf"][0]["additionalProperties"]["properties"]) == \
+        {"cpu", "cuda"}
+    assert {"iterations", "fallback", "time_s"} <= set(props["mixed"]["anyOf"][0]["required"])
+    assert schema["required"] == ["dist", "nodes", "n", "nb"]
+    doc = RunRecord(dist="sbc", nodes=3, n=100, nb=10, nt=10).with_extra(
+        memory={"tile_bytes_per_node": [1, 2, 3], "tile_bytes_max": 3,
+                "peak_rss_bytes_per_rank": [4, 5, 6], "model_peak_bytes_per_rank": [7, 8, 9]},
+        kernels={"potrf": {"cpu": 10, "cuda": 0}}).to_dict()
+    assert validate(schema, doc) is None
+    run_cmd._check_document(doc)
+    bad = {**doc, "memory": {**doc["memory"], "tile_bytes_max": "3 MB"}}
+    assert validate(schema, bad) == "$.memory.tile_bytes_max: '3 MB' is not of type integer"
+    with pytest.raises(StarcholError, match="does not match its schema"):
+        run_cmd._check_document(bad)
+    assert validate(schema, {**doc, "solve": {"dist": "sbc", "nodes": 3, "n": 0.5,
+                                              "nb": 10}}) == \
+        "$.solve.n: 0.5 is not of type integer"

@@ -223,9 +223,10 @@ def test_run_report_shows_the_solve_against_its_model(tmp_path, capsys):
 
     total = format_bytes(int(pred.sum()))
     assert "## Solves" in md
-    assert (f"| 1 | sbc r=4 (extended, 6 nodes) | 1000 | 96 | 4 | 0.040 | 264 | 1.10e-17 | "
-            f"{total} | {total} | yes |") in md
-    assert f"| 2 | sbc r=4 (extended, 6 nodes) | 1000 | 96 | 4 | 0.040 | 264 | - |" in md
+    assert (f"| 1 | sbc r=4 (extended, 6 nodes) | 1000 | 96 | 4 | factor | 0.040 | 264 | "
+            f"1.10e-17 | {total} | {total} | yes |") in md
+    assert f"| 2 | sbc r=4 (extended, 6 nodes) | 1000 | 96 | 4 | factor | 0.040 | 264 | - |" \
+        in md
     assert "**Measured bytes of the solve differ from the model in run(s) 2.**" in md
     assert ("the solve: no `bytes_predicted_pairs` in the document: the predicted bytes were "
             "computed by this report with the exact model (") in md
@@ -367,6 +368,7 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     md = assert_report(folder, ["run1-run4_pairs.png", "run1-run4_per_node.png",
                                 "run1-run4_solve_pairs.png"])
     assert md.count("| yes |") == 2 and "## Solves" in md
+    assert "| 3 | rhs |" in md           # K = 3: the solve kept L in place
     doc = json.load(open(run_json))
     pred = transfer_pairs_bytes(get_map("2dbc", 4, grid=(2, 2)), 400, 100)
     assert np.array_equal(np.array(doc["bytes_measured_pairs"]), pred)
@@ -423,7 +425,8 @@ def test_gantt_warns_when_its_time_axis_cuts_transfers(tmp_path, capsys):
     folder.mkdir()
     (folder / "trace.json").write_text(json.dumps(trace))
     doc = model_run_doc("2dbc", 2, 256, 128, grid=(1, 2))
-    doc["trace"] = {"dir": str(folder)}
+    doc["trace"] = {"dir": str(folder), "kernels": {"potrf": 1, "trsm": 1}, "span_ms": 10.0,
+                    "comms": 3, "comm_bytes": 2400}
     (folder / "run.json").write_text(json.dumps(doc))
     out = tmp_path / "out"
     assert main(["report", str(folder), "-o", str(out)]) == 0

@@ -129,7 +129,19 @@ def test_record_round_trips_the_run_document():
                   command_line=["starchol", "run"], starchol_version="1", starpu_version="1.3",
                   starpu_build="StarPU 1.3", kernel_blas="OpenBLAS")
     r = r.with_extra(seed=3, solve=solve.to_dict(),
-                     runtime={"gpus_per_rank": 0, "kernel_blas": "OpenBLAS"})
+                     runtime={"gpus_per_rank": 0, "kernel_blas": "OpenBLAS"},
+                     kernels={"potrf": {"cpu": 3, "cuda": 0}},
+                     memory={"tile_bytes_per_node": [1] * 8, "tile_bytes_max": 1,
+                             "peak_rss_bytes_per_rank": [2] * 8,
+                             "model_peak_bytes_per_rank": [3] * 8},
+                     trace={"dir": "/t", "kernels": {"potrf": 3}, "span_ms": 1.5,
+                            "comms": 2, "comm_bytes": 80},
+                     mixed={"iterations": 2, "fallback": None, "fallback_reason": None,
+                            "converged": True, "backward_error": 1e-17, "tolerance": 1e-15,
+                            "history": [1e-9, 1e-17],
+                            "time_s": {"factor": 0.1, "refinement": 0.2},
+                            "bytes_measured_phase_pairs": None,
+                            "bytes_predicted_phase_pairs": None, "factor_dtype": "float32"})
     assert all(getattr(r, f.name) != f.default for f in dataclasses.fields(r)
                if f.default is not dataclasses.MISSING and f.name not in ("nrhs", "operation"))
     doc = r.to_dict()
@@ -138,13 +150,20 @@ def test_record_round_trips_the_run_document():
                                  "slice_block": 1}
     back = RunRecord.from_dict(doc)
     assert back == r and back.to_dict() == doc
-    assert RunRecord.from_dict(doc["solve"]) == solve
+    assert RunRecord.from_dict(doc["solve"]) == solve == r.solve
+    assert r.kernels["potrf"].cpu == 3 and r.mixed.iterations == 2 and r.trace.comms == 2
     for key, value, message in (
             ("solve", {"nrhs": 0}, "key 'solve.nrhs' must be a positive integer, got 0"),
             ("bytes_measured_pairs", [[0]], "key 'bytes_measured_pairs' must be 8 x 8"),
             ("nt", 4, "key 'nt' is 4 but N = 300 and NB = 100 give NT = 3"),
             ("map_params", "2dbc", "key 'map_params' must be an object"),
-            ("mixed", {"iterations": -1}, "key 'mixed.iterations' must be an integer >= 0")):
+            ("mixed", {"iterations": -1}, "key 'mixed.iterations' must be an integer >= 0"),
+            ("mixed", {**doc["mixed"], "fallback": "x"}, "key 'mixed.fallback' must be null "
+                                                          "or one of range, factorization"),
+            ("kernels", {"potrf": {"cpu": 1.5}}, "key 'kernels.potrf.cpu' must be an "
+                                                 "integer, got 1.5"),
+            ("memory", {"tile_bytes_max": 1}, "key 'memory' lacks its key"),
+            ("trace", {**doc["trace"], "when": 1}, "key 'trace' has unknown key(s) 'when'")):
         with pytest.raises(ValueError, match=re.escape(message)):
             RunRecord.from_dict({**doc, key: value})
     with pytest.raises(ValueError, match="missing required key 'nb'"):

@@ -360,8 +360,10 @@ def test_bad_node_descriptions(change, message):
 
 
 def test_bad_node_files(tmp_path):
-    with pytest.raises(UsageError, match="--node .*missing.json' not found"):
+    with pytest.raises(UsageError, match="node description .*missing.json' not found"):
         load_node(tmp_path / "missing.json")
+    with pytest.raises(UsageError, match="--node .*missing.json' not found"):
+        load_node(tmp_path / "missing.json", "--node")
     bad = tmp_path / "bad.json"
     bad.write_text("{workers: 2")
     with pytest.raises(UsageError, match=r"bad.json is not JSON: .* line 1"):

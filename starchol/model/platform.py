@@ -63,12 +63,28 @@ def parse_bandwidth(value, what="bandwidth"):
     out = _parse(value, _BANDWIDTH_UNITS, what, "b/s")
     if out <= 0:
         raise UsageError(f"{what} must be > 0, got {value!r}")
+    if not BANDWIDTH_RANGE[0] <= out <= BANDWIDTH_RANGE[1]:
+        raise UsageError(f"{what} must be from {BANDWIDTH_RANGE[0]:g} to "
+                         f"{BANDWIDTH_RANGE[1]:g} bytes/s, got {value!r}")
     return out
 
 
+#: the simulator's range of figures: a kernel from 1e-6 to 1e9 GFlop/s per worker, a
+#: latency up to a day, a bandwidth from 1 byte/s to 1e18 bytes/s; beyond, simulated times
+#: leave SimGrid's clock range (a speed of 1e-308 stopped the simulation midway)
+GFLOPS_RANGE = (1e-6, 1e9)
+MAX_LATENCY_S = 86400.0
+BANDWIDTH_RANGE = (1.0, 1e18)
+
+
 def parse_latency(value, what="latency"):
-    """Seconds from ``"5us"``, ``"0.1ms"`` or a number (seconds)."""
-    return _parse(value, _TIME_UNITS, what, "s")
+    """Seconds from ``"5us"``, ``"0.1ms"`` or a number (seconds), from 0 to
+    :data:`MAX_LATENCY_S`."""
+    out = _parse(value, _TIME_UNITS, what, "s")
+    if not 0 <= out <= MAX_LATENCY_S:
+        raise UsageError(f"{what} must be from 0 to {MAX_LATENCY_S:g} s (a day), got "
+                         f"{value!r}")
+    return out
 
 
 def parse_size(value, what="memory"):
@@ -128,6 +144,9 @@ def _check_speeds(table, where):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
                 or v <= 0:
             raise UsageError(f"{where}.{k} must be a number of GFlop/s > 0, got {v!r}")
+        if not GFLOPS_RANGE[0] <= v <= GFLOPS_RANGE[1]:
+            raise UsageError(f"{where}.{k} must be from {GFLOPS_RANGE[0]:g} to "
+                             f"{GFLOPS_RANGE[1]:g} GFlop/s per worker, got {v!r}")
         out[k] = float(v)
     unknown = sorted(set(table) - set(KERNELS))
     if unknown:
@@ -189,10 +208,11 @@ def node_from_dict(doc, where="node description"):
         name=str(doc.get("name", "node")), source=str(doc.get("source", "")))
 
 
-def load_node(path, role="--node"):
-    """Read a node description from a JSON file; UsageError naming the file and the
-    problem (missing, not a regular file, too large, not JSON, a bad field): the one
-    readable-input rule, :func:`starchol.files.read_json_input`."""
+def load_node(path, role="node description"):
+    """Read a node description from a JSON file; UsageError naming the file (as
+    ``role``: the command line passes its flag) and the problem (missing, not a regular
+    file, too large, not JSON, a bad field): the one readable-input rule,
+    :func:`starchol.files.read_json_input`."""
     from ..files import read_json_input
 
     doc = read_json_input(path, role)

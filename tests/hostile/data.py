@@ -72,3 +72,26 @@ def make_inputs(d):
     with h5py.File(f"{d}/rhs50.h5", "w") as fh:
         fh["B"] = np.ones((50, 2))
     open(f"{d}/notes.txt", "w").write("not a run document\n")
+    # node descriptions (simulate --node): a good one and the hostile ones of issue 47
+    import json
+
+    speeds = dict.fromkeys(("potrf", "trsm", "syrk", "gemm", "add"), 10.0)
+    good_node = {"name": "n", "workers": 2, "gflops": {"float64": speeds}}
+    for name, doc in (("node-good", good_node),
+                      ("node-gflops-list", {**good_node, "gflops": [1, 2]}),
+                      ("node-gflops-word", {**good_node, "gflops": "fast"}),
+                      ("node-workers-2^63", {**good_node, "workers": 2 ** 63}),
+                      ("node-workers-1e9", {**good_node, "workers": 10 ** 9}),
+                      ("node-speed-tiny", {**good_node, "gflops": {"float64": dict(
+                          speeds, gemm=1e-308)}}),
+                      ("node-latency-huge", {**good_node, "latency": 1e308})):
+        with open(f"{d}/{name}.json", "w") as fh:
+            json.dump(doc, fh)
+    open(f"{d}/node-deep.json", "w").write("[" * 100000 + "]" * 100000)
+    open(f"{d}/node-nan.json", "w").write('{"workers": NaN}')
+    open(f"{d}/node-binary.json", "wb").write(bytes(range(256)))
+    open(f"{d}/node-latin1.json", "wb").write('{"name": "caf\xe9"}'.encode("latin-1"))
+    os.makedirs(f"{d}/sub", exist_ok=True)       # a link out of its folder
+    os.symlink("../exists.json", f"{d}/sub/out.png")
+    os.mkdir(f"{d}/trace-full")
+    open(f"{d}/trace-full/run.json", "w").write("{}\n")

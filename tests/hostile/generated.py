@@ -130,7 +130,7 @@ def make_generated_inputs(d):
         json.dump(node, fh)
     with open(f"{d}/map.txt", "w") as fh:
         fh.write("2 2\n0 1\n1 0\n")
-    os.mkdir(f"{d}/sub")
+    os.makedirs(f"{d}/sub", exist_ok=True)
     os.symlink("../exists.json", f"{d}/sub/outlink")
     os.mkdir(f"{d}/ro")
     os.chmod(f"{d}/ro", 0o555)

@@ -343,6 +343,116 @@ CASES = [
      2, "started as 4 processes", {"OMPI_COMM_WORLD_SIZE": "4"}),
 ]
 
+SIM = ["simulate", "--dist", "sbc", "--nodes", "3", "--nt", "6"]
+NODE = ["--node", "{d}/node-good.json"]
+SLURM = ["slurm", "--dist", "sbc", "--nodes", "6", "--n", "1000", "--nb", "100"]
+# -- issue 47: every command as safe as run -------------------------------------------
+CASES += [
+    # High 2: sizes refused before any work, naming the need and how to lower it
+    ("simulate nt 1000", ["simulate", "--dist", "sbc", "--nodes", "6", "--nt", "1000",
+                          *NODE], 2, "use a smaller NT"),
+    ("simulate nodes 1e8", ["simulate", "--dist", "2dbc", "--nodes", "100000000", "--nt",
+                            "10", *NODE], 2, "fewer nodes"),
+    ("simulate nodes 5050", ["simulate", "--dist", "sbc", "--nodes", "5050", "--nt", "10",
+                             *NODE], 2, "of memory"),
+    ("simulate workers 1e9 in the node file", SIM + ["--node", "{d}/node-workers-1e9.json"],
+     2, "workers must be an integer from 1 to"),
+    ("simulate cores 2^63", SIM + NODE + ["--cores", str(2 ** 63)], 2,
+     "argument --cores: must be an integer from 1 to"),
+    ("simulate sends-in-flight 2^63", SIM + NODE + ["--sends-in-flight", str(2 ** 63)], 2,
+     "argument --sends-in-flight"),
+    ("plan simulate n 2000 nb 1", ["plan", "--simulate", "--nodes", "4", "--n", "2000",
+                                   "--nb", "1", "--node", "{d}/node-good.json",
+                                   "--memory-per-node", "64e9"], 2, "use a smaller NT"),
+    ("report simulate nodes-range 1e6", ["report", "--simulate", "--nodes-range",
+                                         "2..1000000", "--n", "1000", "--nb", "100",
+                                         "--node", "{d}/node-good.json", "--bandwidth",
+                                         "10Gbit", "-o", "{t}/r"], 2,
+     "the largest node count that fits is"),
+    ("report simulate 2000 node counts", ["report", "--simulate", "--nodes-range", "2..2000",
+                                          "--n", "1000", "--nb", "100", "--node",
+                                          "{d}/node-good.json", "--bandwidth", "10Gbit",
+                                          "-o", "{t}/r"], 2, "the limit is 1000 node counts"),
+    ("calibrate ranks 1000", ["calibrate", "--nb", "64", "--ranks", "1000", "-o",
+                              "{t}/c.json"], 2, "lower --ranks or --workers"),
+    ("calibrate workers 1e6", ["calibrate", "--nb", "64", "--method", "fork", "--workers",
+                               "1000000", "-o", "{t}/c.json"], 2, "the limit is"),
+    ("calibrate nb 1e5", ["calibrate", "--nb", "100000", "--workers", "1", "-o",
+                          "{t}/c.json"], 2, "use a smaller --nb"),
+    # High 3 / Medium: outputs through the shared path
+    ("simulate gantt onto node", SIM + ["--node", "{d}/node-good.json", "--gantt",
+                                        "{d}/node-good.json"], 2, "is the input file"),
+    ("simulate gantt onto map-file", ["simulate", "--dist", "custom", "--map-file",
+                                      "{d}/map.npy", "--nt", "4", *NODE, "--gantt",
+                                      "{d}/map.npy"], 2, "is the input file"),
+    ("simulate gantt existing", SIM + NODE + ["--gantt", "{d}/exists.json"], 2,
+     "exists; pass --overwrite"),
+    ("simulate gantt link out", SIM + NODE + ["--gantt", "{d}/sub/out.png"], 2,
+     "outside its folder"),
+    ("simulate json onto node overwrite", SIM + ["--node", "{d}/node-good.json", "--json",
+                                                 "{d}/./node-good.json", "--overwrite"], 2,
+     "never modifies its input"),
+    ("simulate gantt == json", SIM + NODE + ["--gantt", "{t}/x", "--json", "{t}/x"], 2,
+     "two results cannot share one file"),
+    ("map png existing", ["map", "--dist", "sbc", "--nodes", "3", "--nt", "6", "--png",
+                          "{d}/exists.json"], 2, "exists; pass --overwrite"),
+    ("map chameleon existing", ["map", "--dist", "sbc", "--nodes", "3", "--nt", "6",
+                                "--chameleon", "{d}/exists.json"], 2,
+     "exists; pass --overwrite"),
+    ("calibrate -o existing", ["calibrate", "--nb", "64", "--method", "fork", "--workers",
+                               "1", "-o", "{d}/exists.json"], 2, "exists; pass --overwrite"),
+    ("slurm -o existing", SLURM + ["-o", "{d}/exists.json"], 2, "exists; pass --overwrite"),
+    ("report -o holds files", ["report", "--model", "--nodes-range", "2..4", "--n", "1000",
+                               "--nb", "100", "-o", "{d}/trace-full"], 2,
+     "is a folder that holds files"),
+    ("run trace holds files", RUN + ["--n", "64", "--trace", "{d}/trace-full"], 2,
+     "is a folder that holds files"),
+    ("run trace dot", RUN + ["--n", "64", "--trace", "{d}"], 2,
+     "is a folder that holds files"),
+    ("run gather dev-null", RUN + ["--n", "64", "--gather", "/dev/null"], 2,
+     "is a character device"),
+    # High 4 / Medium: readable inputs, decoded errors as usage errors
+    ("simulate node fifo", SIM + ["--node", "{d}/fifo"], 2, "is a FIFO"),
+    ("simulate node dev-zero", SIM + ["--node", "/dev/zero"], 2, "character device"),
+    ("simulate node gflops list", SIM + ["--node", "{d}/node-gflops-list.json"], 2,
+     "gflops must be an object"),
+    ("simulate node gflops word", SIM + ["--node", "{d}/node-gflops-word.json"], 2,
+     "gflops must be an object"),
+    ("simulate node deep", SIM + ["--node", "{d}/node-deep.json"], 2, "nested more than"),
+    ("simulate node NaN", SIM + ["--node", "{d}/node-nan.json"], 2, "NaN is not a number"),
+    ("simulate node binary", SIM + ["--node", "{d}/node-binary.json"], 2, "binary file"),
+    ("simulate node latin-1", SIM + ["--node", "{d}/node-latin1.json"], 2, "not UTF-8"),
+    ("simulate node workers 2^63", SIM + ["--node", "{d}/node-workers-2^63.json"], 2,
+     "workers must be an integer from 1 to"),
+    ("simulate node speed 1e-308", SIM + ["--node", "{d}/node-speed-tiny.json"], 2,
+     "GFlop/s per worker"),
+    ("simulate node latency 1e308", SIM + ["--node", "{d}/node-latency-huge.json"], 2,
+     "a day"),
+    ("simulate latency 1e308", SIM + NODE + ["--latency", "1e308s"], 2, "a day"),
+    ("simulate bandwidth empty", SIM + NODE + ["--bandwidth", ""], 2, "cannot read ''"),
+    ("plan node fifo", ["plan", "--simulate", "--nodes", "4", "--n", "1000", "--nb", "100",
+                        "--memory-per-node", "64e9", "--node", "{d}/fifo"], 2, "is a FIFO"),
+    ("report node dev-zero", ["report", "--simulate", "--nodes-range", "2..3", "--n", "1000",
+                              "--nb", "100", "--node", "/dev/zero", "-o", "{t}/r"], 2,
+     "character device"),
+    # High 6 / Low: Slurm script text from any path
+    ("slurm input newline", ["slurm", "--dist", "sbc", "--nodes", "6", "--nb", "100",
+                             "--input", "in\ntouch /tmp/X #.h5:/A"], 2,
+     "control character"),
+    ("slurm sweep -o newline", ["slurm", "--sweep", "--dist", "sbc,2dbc", "--nodes", "6",
+                                "--n", "1000", "--nb", "100", "-o", "{t}/a\nb"], 2,
+     "control character"),
+    ("slurm setup NUL", SLURM + ["--setup", "module load x\0"], 2, "control character"),
+    ("slurm job-name escape", SLURM + ["--job-name", "a\x1b[2J"], 2, "control character"),
+    ("slurm sbatch-option shell", SLURM + ["--sbatch-option", "--exclusive; touch x"], 2,
+     "no shell code"),
+    ("slurm sbatch-option backquote", SLURM + ["--sbatch-option=--comment=`id`"], 2,
+     "no shell code"),
+    ("slurm sweep empty dist item", ["slurm", "--sweep", "--dist", "sbc,,2dbc", "--nodes",
+                                     "6", "--n", "1000", "--nb", "100", "-o", "{t}/s"], 2,
+     "has an empty item"),
+]
+
 #: files a case with status 0 leaves, by id (relative to its folder)
 LEAVES = {"seed at the top of the range": {"s.h5"}}
 
@@ -383,9 +493,9 @@ def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert status == rc, (status, err)
     if rc:
-        command = argv[0] if argv[0] in ("run", "generate", "map", "volume", "compare",
-                                         "plan", "report", "slurm", "bench", "info",
-                                         "simulate") else ""
+        from starchol.cli import build_parser
+
+        command = argv[0] if argv[0] in build_parser().command_parsers else ""
         assert len(lines) == 1, err
         assert lines[0].startswith(f"starchol {command}".rstrip() + ": error: " if command
                                    else "starchol: error: "), err

@@ -89,7 +89,7 @@ def test_mixed_against_scipy(session, comm, name, tile_map):
     half = sol.phase_bytes_pairs["factor32"]
     assert (2 * np.array(half)).tolist() == cholesky_bytes(tile_map, N, NB)
     assert sol.record.operation == "solve_mixed" and sol.record.dtype == "mixed"
-    assert sol.record.extra["mixed"]["iterations"] == sol.iterations
+    assert sol.record.mixed.iterations == sol.iterations
     X = sol.X.gather()
     if comm.Get_rank() == 0:
         ref = sl.cho_solve(sl.cho_factor(A_WELL, lower=True), B_FULL)
