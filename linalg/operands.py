@@ -67,7 +67,7 @@ def check_cholesky_input(comm, A, tile_map, overwrite_a, flush, window=None):
     error, so = None, None
     try:
         try:
-            window = check_window(window, getattr(A, "nt", 1))
+            window = check_window(window, getattr(A, "nt", 1), comm.Get_size())
         except ValueError as exc:
             raise UsageError(str(exc), param="window") from None
         check_map(tile_map, comm.Get_size())

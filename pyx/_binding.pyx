@@ -455,9 +455,38 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
 cdef extern from *:
     """
     #include <stdint.h>
+    #include <pthread.h>
+    #include <time.h>
+    #include <errno.h>
+    /* the submitting thread sleeps on this condition until an iteration's count
+       reaches 0 (the last task's callback wakes it), with a timeout */
+    static pthread_mutex_t starchol_panel_lock = PTHREAD_MUTEX_INITIALIZER;
+    static pthread_cond_t starchol_panel_cond = PTHREAD_COND_INITIALIZER;
     static void starchol_panel_task_done(void *arg)
     {
-        __atomic_fetch_sub((int64_t *)arg, 1, __ATOMIC_RELEASE);
+        if (__atomic_sub_fetch((int64_t *)arg, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&starchol_panel_lock);
+            pthread_cond_broadcast(&starchol_panel_cond);
+            pthread_mutex_unlock(&starchol_panel_lock);
+        }
+    }
+    /* 1 when *p <= 0 within timeout_s seconds, else 0 */
+    static int starchol_panel_wait(int64_t *p, double timeout_s)
+    {
+        struct timespec until;
+        int rc = 0;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)timeout_s;
+        until.tv_nsec += (long)((timeout_s - (double)(time_t)timeout_s) * 1e9);
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec += 1;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&starchol_panel_lock);
+        while (__atomic_load_n(p, __ATOMIC_ACQUIRE) > 0 && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&starchol_panel_cond, &starchol_panel_lock, &until);
+        pthread_mutex_unlock(&starchol_panel_lock);
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE) <= 0;
     }
     static inline void starchol_panel_add(int64_t *p, int64_t v)
     {
@@ -473,9 +502,7 @@ cdef extern from *:
     void starchol_panel_task_done(void *arg) noexcept nogil
     void starchol_panel_add(int64_t *p, int64_t v) noexcept nogil
     int64_t starchol_panel_load(int64_t *p) noexcept nogil
-
-cdef extern from "unistd.h" nogil:
-    int usleep(unsigned int usec)
+    int starchol_panel_wait(int64_t *p, double timeout_s) noexcept nogil
 
 cdef int64_t *_panel_left = NULL
 cdef int64_t _panel_cap = 0, _panel_n = 0
@@ -543,18 +570,19 @@ def panel_pending(int64_t k):
 
 def panel_wait(int64_t k, double timeout_s):
     """Wait up to ``timeout_s`` seconds for this rank's tasks of iteration k (counted
-    since :func:`panel_track`); True when they are done. Polls every 100 us with the
-    GIL released; the caller loops, so that a signal reaches Python in between."""
+    since :func:`panel_track`); True when they are done. Sleeps on a condition that the
+    callback of the iteration's last task signals (no polling), with the GIL released;
+    the caller loops, so that a signal reaches Python in between."""
     cdef int64_t *p
-    cdef long polls = <long>(timeout_s / 1e-4) + 1
+    cdef int done
     if _panel_left == NULL or not 0 <= k < _panel_n:
         return True
     p = &_panel_left[k]
+    if starchol_panel_load(p) <= 0:
+        return True
     with nogil:
-        while starchol_panel_load(p) > 0 and polls > 0:
-            usleep(100)
-            polls -= 1
-    return starchol_panel_load(p) <= 0
+        done = starchol_panel_wait(p, timeout_s)
+    return bool(done)
 
 
 cdef void cache_flush(starpu_data_handle_t h) noexcept nogil:

@@ -92,7 +92,11 @@ def test_tasks_and_handles_match_the_graph(name, nodes, c, b):
 
 def test_window_rule():
     assert WINDOW >= 2     # the next iteration's critical path is submitted while k runs
-    assert default_window(WINDOW) == 0 and default_window(WINDOW + 1) == WINDOW
+    assert default_window(WINDOW) == 0 and default_window(100, 8) == WINDOW
+    # a graph of at most 256 tasks per node is submitted whole: NT = 10 (220 tasks) on
+    # one node, NT = 11 (286) windowed
+    assert default_window(10) == 0 and default_window(11) == WINDOW
+    assert default_window(19, 6) == 0 and default_window(20, 6) == WINDOW
     assert check_window(None, 100) == WINDOW and check_window(0, 100) == 0
     assert check_window(7, 5) == 0 and check_window(2, 5) == 2
     for bad in (-1, 1.5, True, "3"):
