@@ -66,36 +66,54 @@ def _forbidden(*args, **kwargs):
     raise AssertionError("the example must never gather L")
 
 
+def _positive_float(text):
+    """An argparse ``type=``: a finite number > 0 (``--noise nan`` is refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not np.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
 def main(argv=None):
+    from starchol.errors import StarcholError
+    from starchol.integers import int_type
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dist", default="sbc", help="tile map (default sbc)")
-    p.add_argument("--slices", type=int, default=1, help="slices of a 2.5D map")
+    p.add_argument("--slices", type=int_type(1), default=1, help="slices of a 2.5D map")
     p.add_argument("--grid", default=None, help="2dbc grid PxQ")
-    p.add_argument("--n", type=int, default=2000, help="points N (default 2000)")
-    p.add_argument("--nb", type=int, default=100, help="tile size NB (default 100)")
+    p.add_argument("--n", type=int_type(1), default=2000, help="points N (default 2000)")
+    p.add_argument("--nb", type=int_type(1), default=100, help="tile size NB (default 100)")
     p.add_argument("--float32", action="store_true", help="factor and solve in float32")
     p.add_argument("--mixed", action="store_true",
                    help="alpha from a float32 factorization refined to float64 (solve_mixed); "
                         "log det K from float64 (see --approx-logdet)")
     p.add_argument("--approx-logdet", action="store_true",
                    help="with --mixed: log det K from the float32 factor (approximate)")
-    p.add_argument("--length-scale", type=float, default=0.2)
-    p.add_argument("--noise", type=float, default=0.3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=None, help="StarPU workers per rank")
+    p.add_argument("--length-scale", type=_positive_float, default=0.2)
+    p.add_argument("--noise", type=_positive_float, default=0.3)
+    p.add_argument("--seed", type=int_type(0, 2 ** 32 - 1), default=0)
+    p.add_argument("--workers", type=int_type(1), default=None, help="StarPU workers per rank")
     p.add_argument("--no-check", action="store_true", help="skip the scipy comparison")
     args = p.parse_args(argv)
     if args.mixed and args.float32:
         p.error("--mixed and --float32 exclude each other")
     if args.approx_logdet and not args.mixed:
         p.error("--approx-logdet applies to --mixed")
+    try:        # a bad map is the same error on every rank: a usage error (status 2)
+        tile_map = get_map(args.dist, MPI.COMM_WORLD.Get_size(), grid=args.grid,
+                           slices=args.slices)
+    except StarcholError as exc:
+        p.error(str(exc))
     if args.mixed:
         return mixed_main(args)
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     dtype = np.float32 if args.float32 else np.float64
-    tile_map = get_map(args.dist, comm.Get_size(), grid=args.grid, slices=args.slices)
     x = points(args.n, args.seed)
     y = observations(x, args.seed)
     n, nb = args.n, args.nb

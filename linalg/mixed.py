@@ -245,6 +245,16 @@ class _TileNorms:
         return norm_parts(comm, self.norms)
 
 
+def _check_finite_rhs(comm, B):
+    """Refuse, on every rank and before any factorization, right-hand sides holding NaN
+    or Inf (the refinement could never converge: it reported "refinement diverged"
+    after a float64 factorization, without naming B). Collective."""
+    local = any(not np.isfinite(t).all() for t in B.tiles.values())
+    if allreduce_max(comm, float(local)) > 0:
+        raise UsageError("B holds a non-finite value (NaN or Inf); the right-hand sides "
+                         "must be finite numbers")
+
+
 def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
                 tolerance=None):
     """X with A X = B, A symmetric positive definite, to float64 accuracy from a float32
@@ -289,6 +299,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
     session = get_session(comm, session)
     comm = session.comm
     _checked(comm, A, B, tile_map, max_iterations, tolerance)
+    _check_finite_rhs(comm, B)
     n = A.n
     tol = default_tolerance(n) if tolerance is None else float(tolerance)
     times = {"factor": 0.0, "refinement": 0.0, "fallback": 0.0}

@@ -10,6 +10,7 @@ writes them with :func:`set_start_variables` (worker count and scheduler go in
 ``starpu_conf`` and take precedence over ``STARPU_NCPU`` / ``STARPU_SCHED``).
 """
 import os
+import re
 
 from ..errors import UsageError
 
@@ -120,6 +121,10 @@ def _check_folder(name, path, creatable=False):
                      f"existing writable folder")
 
 
+#: StarPU's STARPU_WORKERS_CPUID: core numbers or ranges (``3``, ``0-3``, ``4-``)
+_CPUID_RE = re.compile(r"^\s*\d+(-\d*)?([\s,]+\d+(-\d*)?)*\s*$")
+
+
 def check_environment(environ=None, schedulers=None):
     """Raise :class:`UsageError` for a StarPU setting StarPU would crash on.
 
@@ -145,8 +150,16 @@ def check_environment(environ=None, schedulers=None):
         raise UsageError(f"environment variable STARPU_SCHED={sched!r} is not a StarPU "
                          f"scheduling policy (known: {', '.join(schedulers)}); unset it (scheduler "
                          f"chooses the policy)", param="scheduler")
+    cpuid = env.get("STARPU_WORKERS_CPUID")
+    if cpuid is not None and cpuid.strip() and not _CPUID_RE.match(cpuid):
+        raise UsageError(f"environment variable STARPU_WORKERS_CPUID={cpuid!r} must list "
+                         f"core numbers or ranges separated by spaces (e.g. '0 1 2' or "
+                         f"'0-3'); StarPU aborts on anything else: fix or unset it")
     if "STARPU_HOME" in env:
         _check_folder("STARPU_HOME", env["STARPU_HOME"])
+    elif env.get("HOME") and os.path.realpath(env["HOME"]) == "/":
+        raise UsageError("HOME=/ and STARPU_HOME is unset: StarPU would write its samplings "
+                         "in /.starpu; set STARPU_HOME to a writable folder of your own")
     elif env.get("HOME"):
         try:
             _check_folder("HOME", env["HOME"])

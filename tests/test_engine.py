@@ -9,6 +9,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import build_flags  # noqa: E402
+import starpu_plan  # noqa: E402  (the StarPU build plan; build_flags re-exports it)
 
 from starchol.runtime import workers  # noqa: E402
 
@@ -84,7 +85,7 @@ def test_build_key_follows_the_patches(monkeypatch, tmp_path):
     assert names == sorted(names)
     patch = tmp_path / "x.patch"
     patch.write_text("one")
-    monkeypatch.setattr(build_flags, "starpu_patches", lambda: [str(patch)])
+    monkeypatch.setattr(starpu_plan, "starpu_patches", lambda: [str(patch)])
     a = build_flags.starpu_build_key(["--x"])
     patch.write_text("two")
     assert build_flags.starpu_build_key(["--x"]) != a
@@ -166,7 +167,7 @@ def test_source_dir_is_beside_the_recorded_build(monkeypatch, tmp_path):
     (tmp_path / "cache" / "source").mkdir(parents=True)
     choice = tmp_path / "starpu-choice"
     choice.write_text(f"build {tmp_path / 'cache' / 'starpu-1.3.10-abc'}\n")
-    monkeypatch.setattr(build_flags, "CHOICE_FILE", str(choice))
+    monkeypatch.setattr(starpu_plan, "CHOICE_FILE", str(choice))
     monkeypatch.delenv(build_flags.CACHE_ENV, raising=False)
     assert build_flags.starpu_source_dir() == str(tmp_path / "cache" / "source")
     choice.write_text("system\n")
@@ -197,7 +198,7 @@ def test_flags_stamp_follows_the_starpu(monkeypatch, tmp_path):
     assert [e.name.rpartition(".")[2] for e in exts] == build_flags.module_names()
     assert all(str(stamp) in e.depends for e in exts)
     system = stamp.read_text()
-    version = build_flags._run(["pkg-config", "--modversion", build_flags.STARPU_PKG])[0]
+    version = build_flags.run_tool(["pkg-config", "--modversion", build_flags.STARPU_PKG])[0]
     assert f"starpu: system {version} /usr\n" in system
     assert "pkgconfig: (the system default)" in system and "-rpath" not in system
     before = stamp.stat().st_mtime_ns
@@ -267,7 +268,7 @@ def test_run_and_bench_documents_say_which_starpu_ran(starpu_home):
     version = doc["starpu_version"]
     want = {"system": f"StarPU {version} (system package)",
             "build": f"StarPU {version} (built from Debian bookworm source, "
-                     f"{build_flags._prefix_of(dirs[0]) if dirs else ''})"}.get(kind)
+                     f"{build_flags.prefix_of(dirs[0]) if dirs else ''})"}.get(kind)
     if want is None:
         want = doc["starpu_build"]
         assert want.startswith(f"StarPU {version} (")

@@ -259,6 +259,29 @@ def test_a_transfer_waits_for_both_ends_submission():
     assert got.start[1] == pytest.approx(walk + ins + 1000 / 1e6, rel=1e-9)
 
 
+COSTLY = dict(sends_in_flight=10, submission="every-task", insert_s=2e-5, walk_s=2e-6,
+              startup_s=1e-3, message_overhead_s=1e-4, tasks_fifo=True, sends_fifo=True)
+
+
+@pytest.mark.parametrize("name,nodes,kw", MAPS[:3])
+def test_bytes_equal_the_model_with_every_runtime_cost(name, nodes, kw):
+    """The runtime's costs move time, never bytes; and the same inputs give the same
+    result, to the last bit."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+
+    tile_map = get_map(name, nodes, **kw)
+    plat = Platform(node=_node(2, comm_throughput=5e5), nodes=nodes,
+                    bandwidth=parse_bandwidth("10mbit"), latency=1e-4)
+    a = sim.simulate_cholesky(tile_map, 1100, 100, plat, runtime=RuntimeSpec(**COSTLY))
+    np.testing.assert_array_equal(a.pair_bytes, transfer_pairs_bytes(tile_map, 1100, 100))
+    b = sim.simulate_cholesky(tile_map, 1100, 100, plat, runtime=RuntimeSpec(**COSTLY))
+    assert a.makespan_s == b.makespan_s
+    np.testing.assert_array_equal(a.start, b.start)
+    free = sim.simulate_cholesky(tile_map, 1100, 100, Platform(
+        node=_node(2), nodes=nodes, bandwidth=parse_bandwidth("10mbit"), latency=1e-4))
+    assert a.makespan_s > free.makespan_s
+
+
 def test_runtime_descriptions_are_checked():
     from starchol.linalg.runtime_costs import load_runtime, runtime_from_dict
 

@@ -331,6 +331,10 @@ CASES = [
      {"STARPU_MPI_NDETACHED_SEND": "0"}),
     ("env NWORKER_PER_CUDA 0", RUN + ["--n", "64"], 2, "must be >= 1",
      {"STARPU_NWORKER_PER_CUDA": "0"}),
+    ("env WORKERS_CPUID abc", RUN + ["--n", "64"], 2, "STARPU_WORKERS_CPUID='abc' must list",
+     {"STARPU_WORKERS_CPUID": "abc"}),
+    ("env HOME / without STARPU_HOME", RUN + ["--n", "64"], 2, "would write its samplings "
+     "in /.starpu", {"HOME": "/"}, True),
     ("env launcher size 2 generate", ["generate", "--n", "8", "--output", "{t}/g.h5:/A"], 2,
      "started as 2 processes", {"PMI_SIZE": "2"}),
     ("env launcher size 2 simulate", ["simulate", "--dist", "sbc", "--nodes", "3", "--nt",
