@@ -167,7 +167,12 @@ def _run(args, plan, comm, writer, solution_writer):
                    solution_writer)
     _publish_rank0(args, plan, doc, done.full, appeared)
     if trace is not None:  # the trace folder is a complete record for `starchol report DIR`
-        write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")
+        try:
+            write_atomic(os.path.join(args.trace, "run.json"), dumps(doc) + "\n")
+        except BaseException:
+            from ..runtime.traces import discard
+            discard(args.trace, 0, 0)  # rank 0, every rank's raw trace (all have ended)
+            raise
     for exc in (appeared, solution_appeared):
         if exc is not None:
             raise exc
@@ -381,16 +386,20 @@ def trace_summary(comm, folder):
     summary on rank 0, None elsewhere; an error on every rank."""
     from ..collective import agree
     from ..reports.trace_records import write_summary
-    from ..runtime.traces import finish
+    from ..runtime.traces import discard, finish
 
-    hosts = finish(comm, folder)
-    summary = error = None
-    if comm.Get_rank() == 0:
-        try:
-            summary = write_summary(os.path.abspath(folder), comm.Get_size(), hosts)
-        except Exception as exc:  # noqa: BLE001 - raised on every rank by agree
-            error = exc
-    agree(comm, error)
+    try:
+        hosts = finish(comm, folder)
+        summary = error = None
+        if comm.Get_rank() == 0:
+            try:
+                summary = write_summary(os.path.abspath(folder), comm.Get_size(), hosts)
+            except Exception as exc:  # noqa: BLE001 - raised on every rank by agree
+                error = exc
+        agree(comm, error)
+    except BaseException:  # a failed trace (a full disk) leaves no partial files
+        discard(folder, comm.Get_rank(), comm.Get_size())
+        raise
     return summary
 
 

@@ -235,8 +235,25 @@ def preflight(args, rank, size, host_ranks):
                 raise UsageError(f"--gather {gather} exists; pass --overwrite to "
                                  f"replace it")
             check_disk_space(gather, dense_file_bytes(n, itemsize), "--gather")
+        if args.trace:
+            _check_trace_space(args.trace, tile_map, n, args.nb, check_disk_space)
     return RunPlan(tile_map=tile_map, spec=spec, n=n, sched=sched, symmetry_tol=tol,
                    memory=memory, gather=gather, **found)
+
+
+def _check_trace_space(folder, tile_map, n, nb, check_disk_space):
+    """--trace DIR: room for the traced factorization's files (``traces.trace_disk_bytes``
+    of its tasks, 2.5D reductions included), refused before the work: a full disk would end the run
+    in StarPU's trace writer without a word."""
+    from ..model.counts import task_count
+    from ..runtime.traces import trace_disk_bytes
+
+    nt = -(-n // nb)
+    slices = max(1, getattr(tile_map, "slices", 1) or 1)  # 2.5D: a reduction per tile
+    need = trace_disk_bytes(task_count(nt) + (slices - 1) * nt * (nt + 1) // 2)
+    target = os.path.abspath(folder)
+    check_disk_space(os.path.join(target, "trace.json") if os.path.isdir(target) else target,
+                     need, "--trace")
 
 
 def _check_trace_dir(folder, files, overwrite=False):

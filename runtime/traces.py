@@ -45,6 +45,21 @@ RUN_DOCUMENT = "run.json"
 #: summary, the run document): glob patterns on file names
 TRACE_FILES = (RAW_PATTERN, *TOOL_OUTPUTS, SUMMARY, RUN_DOCUMENT)
 
+#: disk a traced run needs, measured (2dbc, N = 2048, NB = 128, 816 tasks, one rank:
+#: 4.25 MB in all, the raw FxT file 1.72 MB of it): bytes per task of the graph, and a
+#: fixed part (the summary, the page, a small run's files), rounded up
+TRACE_BYTES_PER_TASK = 6000
+TRACE_FIXED_BYTES = 256 * 1024
+
+
+def trace_disk_bytes(tasks):
+    """Bytes of disk a traced run of ``tasks`` tasks (all ranks) needs in its folder: the
+    raw traces and what ``starpu_fxt_tool`` and the summary make of them (an estimate
+    from :data:`TRACE_BYTES_PER_TASK`, rounded up; StarPU's FxT exits without a word
+    when it cannot write, so the room is checked before the run)."""
+    return TRACE_FIXED_BYTES + TRACE_BYTES_PER_TASK * int(tasks)
+
+
 def fxt_tool(prefix=None):
     """Path of ``starpu_fxt_tool`` of the loaded StarPU (None when it has none)."""
     from . import starpu_build
@@ -112,13 +127,35 @@ def clear_stale(folder, rank, size=None):
     return removed
 
 
+#: trace folders this process created (:func:`prepare`), removed again by :func:`discard`
+_CREATED = set()
+
+
+def discard(folder, rank, size=None):
+    """After a traced run failed (a full disk while converting, say): remove what the
+    trace wrote into ``folder`` (:func:`clear_stale`: this rank's raw trace; on rank 0
+    the tool's outputs, the summary and the run document) and the folder itself when
+    :func:`prepare` created it and it is now empty, so a failed run leaves no partial
+    trace behind. Not collective; never raises."""
+    folder = os.path.abspath(folder)
+    try:
+        clear_stale(folder, rank, size)
+        if folder in _CREATED and not os.listdir(folder):
+            os.rmdir(folder)
+            _CREATED.discard(folder)
+    except OSError:
+        pass
+
+
 def prepare(folder, rank, size=None):
     """Before StarPU starts, on every rank: create ``folder``, remove what an earlier
     traced run left there (:func:`clear_stale`), set ``STARPU_FXT_TRACE`` /
     ``STARPU_FXT_PREFIX``, and calibrate the bus if needed (under the start lock). Not
     collective (the session runs it on every rank before any starts)."""
     folder = os.path.abspath(check_supported(folder))
-    os.makedirs(folder, exist_ok=True)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, exist_ok=True)
+        _CREATED.add(folder)
     clear_stale(folder, rank, size)
     env = os.environ
     env["STARPU_FXT_TRACE"] = "1"

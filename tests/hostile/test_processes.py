@@ -300,6 +300,19 @@ def test_full_disk_names_the_file(tiny_tmpfs, env):
     assert sorted(os.listdir(tiny_tmpfs)) == ["filler"]
 
 
+def test_trace_on_a_full_disk_names_it_and_leaves_nothing(tiny_tmpfs, env):
+    """Issue 47: ``run --trace DIR`` onto a full disk is refused before the work, with
+    the room it needs (it gave rc 1 with no message: StarPU's trace writer exits
+    silently), and leaves neither the folder nor 0-byte files."""
+    fill(tiny_tmpfs)
+    p = run_or_fail([*_starchol_exe(), *RUN, "--n", "256", "--nb", "64", "--trace",
+                     f"{tiny_tmpfs}/tr"], env, 120, "run --trace on a full disk")
+    assert p.returncode == 2, p.stderr
+    line = one_line(p.stderr, "run")
+    assert f"--trace {tiny_tmpfs}/tr needs about" in line and "of disk" in line, line
+    assert sorted(os.listdir(tiny_tmpfs)) == ["filler"]
+
+
 def test_two_runs_on_the_same_outputs_keep_both_documents(env, tmp_path):
     """Point 5: two runs started at once on one --output and one --json: one publishes
     both; the other is refused at its pre-flight (the names exist) or keeps its factor
