@@ -25,8 +25,8 @@ from ..errors import UsageError
 from .tile_arena import arena_views, packed
 from .tile_transfer import gather_dense, scatter_dense
 from .norms import block_norm, norm_parts
-from .layout import (KINDS, check_dtype, check_map, check_root, layout, map_error,
-                     plain_int)
+from .layout import (KINDS, check_dtype, check_map, check_root, check_symmetric, layout,
+                     map_error, plain_int)
 from .tiled import check_shape, check_sizes
 from ..model.volume import tile_extents
 
@@ -163,10 +163,14 @@ class DistributedMatrix:
         return a
 
     @classmethod
-    def from_numpy(cls, array, nb, tile_map, kind="symmetric", root=0, comm=None):
+    def from_numpy(cls, array, nb, tile_map, kind="symmetric", root=0, comm=None,
+                   symmetry_tol=None):
         """Scatter a dense array held by rank ``root`` (ignored elsewhere). Collective.
 
-        For ``symmetric`` only the lower triangle is read. The dtype is the array's
+        For ``symmetric`` only the lower triangle is read; a whole array that is not
+        symmetric within ``symmetry_tol`` (max |A - A^T| <= tol max |A|, default 1e-10,
+        as ``from_hdf5``) is refused on every rank, and one whose upper triangle is all
+        zeros is taken as the lower triangle. The dtype is the array's
         (float64 or float32). ``root`` (0 <= root < ranks), ``nb``, ``kind`` and the map
         must be the same on every rank (else the same UsageError on every rank)."""
         comm = _comm_or_world(comm)
@@ -191,6 +195,8 @@ class DistributedMatrix:
                 if a.ndim != 2 or (kind == "symmetric" and a.shape[0] != a.shape[1]):
                     raise UsageError(f"array must be {'square' if kind == 'symmetric' else '2D'}"
                                      f", got shape {a.shape}", param="array")
+                if kind == "symmetric":
+                    check_symmetric(a, symmetry_tol)
                 meta = (a.shape, dt.str)
         except Exception as exc:  # noqa: BLE001
             error = error or exc

@@ -24,8 +24,9 @@ is their public front.
 """
 from ..files import OutputAppeared, parse_target
 from .hdf5_file import CONTENT, names_compared, unopenable
-from .hdf5_read import (SYMMETRY_TOL, check_symmetry_tol, content_key, inspect_dataset,
-                        inspect_everywhere, inspect_file, inspect_input, look, read_tiles)
+from .hdf5_read import (content_key, inspect_dataset, inspect_everywhere, inspect_file,
+                        inspect_input, look, read_tiles)
+from .layout import SYMMETRY_TOL, check_symmetry_tol
 from .hdf5_write import FactorWriter, check_output, write_matrix
 
 __all__ = ["SYMMETRY_TOL", "CONTENT", "check_symmetry_tol", "parse_target", "inspect_input",

@@ -2,35 +2,14 @@
 ranks' views compared by a digest), and this rank's tiles of it, checked finite and
 symmetric. Every check that several ranks make is collective: the verdict is shared and
 every rank raises the same :class:`UsageError`."""
-import math
 
 import numpy as np
 
 from ..collective import Keyed, agree, allreduce_max, as_comm, run_everywhere, run_on_root
 from ..errors import UsageError
 from ..files import check_readable_file
+from .layout import SYMMETRY_TOL
 from .hdf5_file import CONTENT, h5py_module, names_compared, open_file, open_object, text_attr
-
-
-#: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
-SYMMETRY_TOL = 1e-10
-
-
-def check_symmetry_tol(symmetry_tol):
-    """The tolerance of the symmetry check (:data:`SYMMETRY_TOL` for None), if it is a
-    finite number >= 0; else UsageError naming ``symmetry_tol``."""
-    if symmetry_tol is None:
-        return SYMMETRY_TOL
-    try:
-        if isinstance(symmetry_tol, bool):
-            raise TypeError
-        tol = float(symmetry_tol)
-    except (TypeError, ValueError):
-        tol = None
-    if tol is None or not math.isfinite(tol) or tol < 0:
-        raise UsageError(f"symmetry_tol must be a finite number >= 0, got {symmetry_tol!r}",
-                         param="symmetry_tol")
-    return tol
 
 
 def inspect_input(path, dataset, comm=None):

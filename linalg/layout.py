@@ -1,6 +1,7 @@
 """Where a distributed matrix's tiles live and what it may hold: the owners and stored
 tiles of each kind under a map (:func:`layout`), the dtypes with kernels, one node per
 rank, a root rank; the checks raise :class:`UsageError` naming the parameter."""
+import math
 import operator
 
 import numpy as np
@@ -89,3 +90,51 @@ def plain_int(value):
         return operator.index(value)
     except TypeError:
         return repr(value)
+
+
+#: default tolerance of the symmetry check: max |A - A^T| <= tol * max |A|
+SYMMETRY_TOL = 1e-10
+
+
+def check_symmetry_tol(symmetry_tol):
+    """The tolerance of the symmetry check (:data:`SYMMETRY_TOL` for None), if it is a
+    finite number >= 0; else UsageError naming ``symmetry_tol``."""
+    if symmetry_tol is None:
+        return SYMMETRY_TOL
+    try:
+        if isinstance(symmetry_tol, bool):
+            raise TypeError
+        tol = float(symmetry_tol)
+    except (TypeError, ValueError):
+        tol = None
+    if tol is None or not math.isfinite(tol) or tol < 0:
+        raise UsageError(f"symmetry_tol must be a finite number >= 0, got {symmetry_tol!r}",
+                         param="symmetry_tol")
+    return tol
+
+
+def check_symmetric(a, symmetry_tol=None, name="array", block=2048):
+    """Refuse a square ``a`` whose upper triangle differs from its lower one by more than
+    ``symmetry_tol`` (:data:`SYMMETRY_TOL` for None): max |A - A^T| > tol * max |A|,
+    the rule of ``from_hdf5``; the lower triangle alone would be factored, silently. An
+    array whose strict upper triangle is all zeros is a lower triangle (what
+    ``from_numpy`` documents it reads) and is accepted. Compared by blocks of ``block``
+    rows, so no temporary of the array's size is made. UsageError naming ``name``."""
+    tol = check_symmetry_tol(symmetry_tol)
+    n = a.shape[0]
+    max_abs = max_asym = max_upper = 0.0
+    for r0 in range(0, n, block):
+        rows = np.asarray(a[r0:r0 + block], dtype=np.float64)
+        cols = np.asarray(a[:, r0:r0 + block], dtype=np.float64).T
+        max_abs = max(max_abs, float(np.abs(rows).max(initial=0.0)))
+        upper = np.triu(rows, r0 + 1)
+        max_upper = max(max_upper, float(np.abs(upper).max(initial=0.0)))
+        max_asym = max(max_asym, float(np.abs(rows - cols).max(initial=0.0)))
+    if not math.isfinite(max_abs) or max_upper == 0.0:
+        return  # non-finite values are the kernels' to report; a lower triangle is read
+    rel = max_asym / max_abs if max_abs > 0 else 0.0
+    if rel > tol:
+        raise UsageError(f"{name} is not symmetric: max |A - A^T| / max |A| = {rel:.3e} > "
+                         f"tolerance {tol:.1e} (only the lower triangle would be used; "
+                         f"symmetrize it, pass its lower triangle alone (np.tril), or raise "
+                         f"symmetry_tol)", param="symmetry_tol")

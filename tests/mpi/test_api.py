@@ -567,6 +567,23 @@ def test_root_is_checked_and_agreed(session, comm):
     assert (dense is not None) == (rank == last)
 
 
+def test_from_numpy_refuses_a_non_symmetric_array(session, comm):
+    """Issue 47: a whole array that is not symmetric is refused on every rank (it passed
+    silently and the lower triangle was factored); its lower triangle alone (upper all
+    zeros) is read as documented, and symmetry_tol loosens the check."""
+    tile_map = MAPS[0][1]
+    bad = A_FULL.copy()
+    bad[0, -1] += 1e-3 * np.abs(A_FULL).max()
+    err = raises_everywhere(comm, UsageError, "array is not symmetric: max |A - A^T| / "
+                                              "max |A| = 1.000e-03 > tolerance 1.0e-10",
+                            lambda: DistributedMatrix.from_numpy(bad, NB, tile_map))
+    assert err.params == ("symmetry_tol",)
+    for array, tol in ((np.tril(A_FULL), None), (bad, 2e-3)):
+        dense = DistributedMatrix.from_numpy(array, NB, tile_map, symmetry_tol=tol).gather()
+        if comm.Get_rank() == 0:
+            assert np.array_equal(np.tril(dense), np.tril(A_FULL))
+
+
 def test_from_hdf5_inputs_are_agreed(session, comm, shared_tmp):
     h5py = pytest.importorskip("h5py")
     tile_map = MAPS[0][1]
