@@ -22,12 +22,22 @@ def gantt_png(result, path, title):
     fig, ax = plt.subplots(figsize=(11, 1.5 + 0.18 * shown * workers))
     row = result.node * workers + result.worker
     keep = result.node < shown
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    handles = []
     for k, name in enumerate(KERNELS):
         sel = keep & (result.kernel == k)
         if not sel.any():
             continue
-        ax.barh(row[sel], (result.end - result.start)[sel], left=result.start[sel],
-                height=0.8, color=KERNEL_COLOURS[name], label=name, linewidth=0)
+        # one collection of rectangles per kernel: one bar artist per task (barh) took
+        # 28 s to draw at NT = 60 (37,820 tasks)
+        x0, x1, y = result.start[sel], result.end[sel], row[sel].astype(float)
+        verts = np.stack([np.stack([x0, y - 0.4], 1), np.stack([x1, y - 0.4], 1),
+                          np.stack([x1, y + 0.4], 1), np.stack([x0, y + 0.4], 1)], 1)
+        ax.add_collection(PolyCollection(verts, facecolors=KERNEL_COLOURS[name],
+                                         linewidths=0))
+        handles.append(Patch(color=KERNEL_COLOURS[name], label=name))
     ax.set_ylim(shown * workers - 0.5, -0.5)
     ax.set_xlim(0, result.makespan_s)
     ax.set_xlabel("simulated time (s)")
@@ -38,7 +48,7 @@ def gantt_png(result, path, title):
                            fontsize=7)
     more = f" (first {shown} of {nodes} nodes)" if shown < nodes else ""
     ax.set_title(f"{title}: makespan {result.makespan_s:.4g} s{more}", fontsize=10)
-    ax.legend(loc="upper right", fontsize=8, ncol=len(KERNELS))
+    ax.legend(handles=handles, loc="upper right", fontsize=8, ncol=len(KERNELS))
     fig.tight_layout()
     return save_png(fig, path)
 
