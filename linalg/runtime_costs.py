@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from ..runtime.starpu_env import SENDS_IN_FLIGHT
-from ..model.platform import parse_latency
+from ..model.platform import check_fields, parse_latency
 
 SUBMISSIONS = ("pruned", "every-task")
 ORDERS = ("priority", "ready")
@@ -75,14 +75,9 @@ class RuntimeSpec:
 
 def runtime_from_dict(doc, where="runtime description"):
     """A :class:`RuntimeSpec` from a parsed JSON object; UsageError naming the field."""
-    if not isinstance(doc, dict):
-        raise UsageError(f"{where} must be a JSON object")
-    known = {"name", "sends_in_flight", "submission", "insert", "walk", "startup",
-             "message_overhead", "task_order", "send_order", "source", "comment"}
-    unknown = sorted(set(doc) - known)
-    if unknown:
-        raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)} (known: "
-                         f"{', '.join(sorted(known))})")
+    check_fields(doc, {"name", "sends_in_flight", "submission", "insert", "walk", "startup",
+                       "message_overhead", "task_order", "send_order", "source", "comment"},
+                 where)
     k = doc.get("sends_in_flight", SENDS_IN_FLIGHT)
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise UsageError(f"{where}: sends_in_flight must be an integer >= 0, got {k!r}")

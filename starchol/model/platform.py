@@ -160,16 +160,23 @@ def _check_speeds(table, where):
 MAX_WORKERS = 2 ** 20
 
 
-def node_from_dict(doc, where="node description"):
-    """A :class:`NodeSpec` from a parsed JSON object; UsageError naming the field."""
+def check_fields(doc, known, where):
+    """Refuse a parsed JSON description that is not an object, or holds a field not in
+    ``known``: the one check of the fields of node and runtime descriptions;
+    UsageError naming ``where``."""
     if not isinstance(doc, dict):
         raise UsageError(f"{where} must be a JSON object")
-    known = {"name", "workers", "gflops", "gflops_by_nb", "memory", "bandwidth",
-             "latency", "comm_throughput", "source", "calibration", "comment"}
-    unknown = sorted(set(doc) - known)
+    unknown = sorted(set(doc) - set(known))
     if unknown:
         raise UsageError(f"{where}: unknown field(s) {', '.join(unknown)} (known: "
                          f"{', '.join(sorted(known))})")
+
+
+def node_from_dict(doc, where="node description"):
+    """A :class:`NodeSpec` from a parsed JSON object; UsageError naming the field."""
+    check_fields(doc, {"name", "workers", "gflops", "gflops_by_nb", "memory", "bandwidth",
+                       "latency", "comm_throughput", "source", "calibration", "comment"},
+                 where)
     w = check_int(doc.get("workers"), f"{where}: workers", 1, MAX_WORKERS, exact=False,
                   param=None)
     for field in ("gflops", "gflops_by_nb"):
