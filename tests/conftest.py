@@ -130,18 +130,21 @@ def mpirun(starpu_home):
 
 @pytest.fixture
 def mpi_python(starpu_home, tmp_path):
-    """``mpi_python(np, source, timeout=60, what="...")`` -> CompletedProcess: the Python
-    program ``source`` run by ``mpirun -np np``; on timeout the whole process group is
+    """``mpi_python(np, source, timeout=60, what="...", args=())`` -> CompletedProcess: the
+    Python program ``source`` run by ``mpirun -np np`` with ``args`` as its ``sys.argv[1:]``
+    (a result a test must see is best written to a file there: mpirun may drop a rank's
+    last stdout lines at exit); on timeout the whole process group is
     killed and the test fails, saying ``what`` hung."""
     if MPIRUN is None:
         pytest.skip("mpirun not found")
 
-    def run(np_, source, timeout=60, what="the program"):
+    def run(np_, source, timeout=60, what="the program", args=()):
         script = tmp_path / "program.py"
         script.write_text(source)
         env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        cmd = [MPIRUN, "--oversubscribe", "-np", str(np_), sys.executable, str(script)]
+        cmd = [MPIRUN, "--oversubscribe", "-np", str(np_), sys.executable, str(script),
+               *map(str, args)]
         return run_or_fail(cmd, env, timeout, f"{what} (mpirun -np {np_})")
 
     return run
