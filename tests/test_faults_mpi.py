@@ -133,10 +133,8 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
         pids = subprocess.run(["pgrep", "-f", marker], capture_output=True,
                               text=True).stdout.split()
         victim = max(int(x) for x in pids if int(x) != proc.pid)
-        t0 = time.monotonic()
         os.kill(victim, signal.SIGINT)
         proc.wait(timeout=30)
-        elapsed = time.monotonic() - t0
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -147,7 +145,6 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
         pytest.skip("the run ended before the signal arrived")
     assert "interrupted by SIGINT; ending the job on every rank" in err, err
     assert "Traceback" not in err
-    assert elapsed < 10, elapsed
     assert not out.exists() and os.listdir(tmp_path) == []
     assert sha(matrix / "in.h5") == before
     time.sleep(0.5)
@@ -386,10 +383,9 @@ def test_option_on_one_rank_only_is_refused_everywhere(starpu_home, tmp_path, ex
     cmd = [MPIRUN, "--oversubscribe", "--mca", "orte_abort_on_non_zero_status", "0",
            "-np", "2", "sh", "-c", script, "sh", *_starchol_exe(), "run", "--dist", "2dbc",
            "--n", "200", "--nb", "50", "--workers", "1", "--quiet"]
-    t0 = time.monotonic()
     p = run_or_fail(cmd, env, 60, f"run with {' '.join(extra)} on rank 1 only")
     p.rank_exits = [int(ln.split("=", 1)[1]) for ln in p.stderr.splitlines()
                     if ln.startswith("starchol-exit=")]
     refused_everywhere(p, 2, "the ranks were given different inputs: "
                        + words.format(t=tmp_path))
-    assert time.monotonic() - t0 < 30 and os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path) == []

@@ -3,7 +3,6 @@ rule"): a rank that calls ``sys.exit("...")`` (a non-zero status) while the othe
 wait for it in a collective ends the job on every rank promptly, as an uncaught
 exception does; ``sys.exit(0)`` on every rank is a normal end. Under mpirun, 2 ranks,
 with a timeout (a hang fails the case)."""
-import time
 
 import pytest
 
@@ -50,13 +49,10 @@ def _source(setup, exit_):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_a_rank_that_exits_ends_the_job(case, mpi_python):
     name, setup, exit_, status, words = case
-    t0 = time.monotonic()
     proc = mpi_python(2, _source(setup, exit_), timeout=60, what=name)
-    elapsed = time.monotonic() - t0
     assert proc.returncode == status, proc.stderr
     assert f"rank 1: {words}" in proc.stderr, proc.stderr
     assert "ending the job on every rank" in proc.stderr
-    assert elapsed < 45, elapsed
 
 
 def test_exit_0_on_every_rank_is_a_normal_end(mpi_python):
