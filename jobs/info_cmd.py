@@ -15,17 +15,13 @@ import shutil
 import socket
 import subprocess
 
-from .output import add_json_arg, emit, json_file
+from .output import emit, json_file
+from .info_args import register as register_parser
 
 
 def register(sub):
-    p = sub.add_parser(
-        "info", help="StarPU, MPI, BLAS and cores this installation runs with",
-        description="Print the StarPU build (version, prefix, STARPU_MAXCPUS, FxT, MPI, "
-                    "CUDA), the MPI library, the schedulers, the BLAS and its threads, and "
-                    "the cores given to each rank (under mpirun: every rank).")
-    add_json_arg(p, "the facts as one JSON document (rank 0)")
-    p.set_defaults(func=run)
+    """Add ``starchol info``'s parser (:mod:`.info_args`) to the subparsers ``sub``."""
+    return register_parser(sub, run)
 
 
 def cuda_devices():
