@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, _starchol_exe, follow_progress, sigint_default
+from conftest import MPIRUN, SPD_PROGRAM, _starchol_exe, follow_progress, sigint_default
 from starchol.cli import main
 
 
@@ -210,18 +210,9 @@ def test_lone_exception_in_a_session_aborts_instead_of_hanging(mpi_python):
     assert "rank 1: error: KeyError: 'missing tile'; ending the job on every rank" in err
 
 
-AFTER_SHUTDOWN = """
-import numpy as np
-from mpi4py import MPI
-from starchol import DistributedMatrix, Session, SessionError, cholesky
+AFTER_SHUTDOWN = SPD_PROGRAM + """
+from starchol import SessionError
 from starchol.collective import run_everywhere
-from starchol.distributions import get_map
-comm = MPI.COMM_WORLD
-tm = get_map("2dbc", comm.Get_size())
-m = np.random.default_rng(0).standard_normal((200, 200))
-full = m @ m.T / 200 + np.eye(200)
-A = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 200),
-                                    50, tm)
 B = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 2),
                                     50, tm, kind="rhs")
 def fails():

@@ -5,19 +5,9 @@ exception does; ``sys.exit(0)`` on every rank is a normal end. Under mpirun, 2 r
 with a timeout (a hang fails the case)."""
 
 import pytest
+from conftest import SPD_PROGRAM
 
-PROGRAM = """
-import sys
-import numpy as np
-from mpi4py import MPI
-from starchol import DistributedMatrix, Session, cholesky
-from starchol.distributions import get_map
-comm = MPI.COMM_WORLD
-tm = get_map("2dbc", comm.Get_size())
-m = np.random.default_rng(0).standard_normal((200, 200))
-full = m @ m.T / 200 + np.eye(200)
-A = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 200),
-                                    50, tm)
+PROGRAM = SPD_PROGRAM + """import sys
 {setup}
 F = cholesky(A, tm)
 if comm.rank == 1:
