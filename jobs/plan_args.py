@@ -48,8 +48,11 @@ def register(sub, run):
                    help="--simulate: node description (workers, GFlop/s per kernel; "
                         "`starchol calibrate` writes one, examples/nodes/)")
     p.add_argument("--runtime", metavar="FILE",
-                   help="--simulate: runtime description (examples/runtimes/); default: "
-                        "no runtime costs, one send in flight")
+                   help="runtime description (examples/runtimes/): its costs enter the "
+                        "estimate (per-message time, submission clock; with --node, the "
+                        "node's comm_throughput too) and the simulation, one time model "
+                        "for both (docs/simulation.md); default: no runtime costs, one "
+                        "send in flight")
     p.add_argument("--simulate-top", type=int_type(1), default=8, metavar="K",
                    help="--simulate: simulate the K best fitting maps by the estimate "
                         "(default 8)")
