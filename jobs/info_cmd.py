@@ -15,17 +15,14 @@ import shutil
 import socket
 import subprocess
 
-from .output import add_json_arg, emit, json_file
+from ..integers import int_or_none
+from .output import emit, json_file
+from .info_args import register as register_parser
 
 
 def register(sub):
-    p = sub.add_parser(
-        "info", help="StarPU, MPI, BLAS and cores this installation runs with",
-        description="Print the StarPU build (version, prefix, STARPU_MAXCPUS, FxT, MPI, "
-                    "CUDA), the MPI library, the schedulers, the BLAS and its threads, and "
-                    "the cores given to each rank (under mpirun: every rank).")
-    add_json_arg(p, "the facts as one JSON document (rank 0)")
-    p.set_defaults(func=run)
+    """Add ``starchol info``'s parser (:mod:`.info_args`) to the subparsers ``sub``."""
+    return register_parser(sub, run)
 
 
 def cuda_devices():
@@ -115,13 +112,14 @@ def collect(comm):
             "prefix": starpu["prefix"], "kind": starpu["kind"],
             "library": starpu["library"], "mpi_library": starpu["mpi_library"],
             "maxcpus": max_cpus,
-            "maxnumanodes": _int(cfg.get("STARPU_MAXNUMANODES")),
-            "maxnodes": _int(cfg.get("STARPU_MAXNODES")),
+            "maxnumanodes": int_or_none(cfg.get("STARPU_MAXNUMANODES")),
+            "maxnodes": int_or_none(cfg.get("STARPU_MAXNODES")),
             "fxt": "STARPU_USE_FXT" in cfg,
             "mpi": "STARPU_USE_MPI" in cfg or starpu["mpi_library"] is not None,
             "hwloc": "STARPU_HAVE_HWLOC" in cfg,
             "cuda": {"built": cuda_built,
-                     "maxcudadevs": _int(cfg.get("STARPU_MAXCUDADEVS")) if cuda_built else None,
+                     "maxcudadevs": (int_or_none(cfg.get("STARPU_MAXCUDADEVS"))
+                                     if cuda_built else None),
                      "devices": cuda_devices()},
             "schedulers": [name for name, _ in backend.predefined_schedulers()],
             "default_scheduler": DEFAULT_SCHEDULER,
@@ -139,13 +137,6 @@ def collect(comm):
     mine["kernel_blas"] = facts["kernel_blas"]["chosen"] or facts["kernel_blas"]["error"]
     facts["ranks"] = comm.allgather(mine)
     return facts
-
-
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def format_text(f):

@@ -34,6 +34,7 @@ import json
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..integers import check_int
 from ..runtime.starpu_env import SENDS_IN_FLIGHT
 from ..model.platform import check_fields, parse_latency
 
@@ -84,12 +85,11 @@ def runtime_from_dict(doc, where="runtime description"):
     check_fields(doc, {"name", "sends_in_flight", "submission", "insert", "walk", "startup",
                        "message_overhead", "task_order", "send_order", "source", "comment",
                        "window"}, where)
-    k = doc.get("sends_in_flight", SENDS_IN_FLIGHT)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise UsageError(f"{where}: sends_in_flight must be an integer >= 0, got {k!r}")
+    k = check_int(doc.get("sends_in_flight", SENDS_IN_FLIGHT), f"{where}: sends_in_flight",
+                  low=0, exact=False, param=None)
     w = doc.get("window")
-    if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 0):
-        raise UsageError(f"{where}: window must be an integer >= 0, got {w!r}")
+    if w is not None:
+        w = check_int(w, f"{where}: window", low=0, exact=False, param=None)
     sub = doc.get("submission", "pruned")
     if sub not in SUBMISSIONS:
         raise UsageError(f"{where}: submission must be one of {', '.join(SUBMISSIONS)}, "
