@@ -102,7 +102,7 @@ def register(sub):
 
 
 def run(args):
-    from ..linalg.simulate import simulate_cholesky
+    from ..linalg.simulate import run_window, simulate_cholesky
 
     nt, n, nb = sizes_from_args(args)
     tile_map = map_from_args(args, nt=nt)
@@ -122,13 +122,15 @@ def run(args):
         progress = Progress("simulating", unit="tasks", enabled=True)
     cache = cache_from_args(args)
     runtime = runtime_from_args(args)
+    window = run_window(args.window, n, nb, plat, runtime)
     res = simulate_cholesky(tile_map, n, nb, plat, dtype=dtype, cache=cache,
-                            progress=progress, runtime=runtime, **sends_from_args(args))
+                            progress=progress, runtime=runtime, window=window,
+                            **sends_from_args(args))
     model = transfer_pairs_bytes(tile_map, n, nb, cache=cache,
                                  itemsize=itemsize_from_args(args))
     doc = {"map": str(tile_map), "n": n, "nb": nb, "nt": nt, "dtype": dtype,
            "cache": cache, "platform": plat.to_dict(), **sends_from_args(args),
-           "runtime": runtime.to_dict(),
+           "runtime": runtime.to_dict(), "window": window,
            **res.to_dict(),
            "model_bytes": int(model.sum()),
            "bytes_equal_model": bool(np.array_equal(model, res.pair_bytes))}
@@ -139,7 +141,8 @@ def run(args):
                                     itemsize=itemsize_from_args(args))
         variant, reason = choose_variant(by, args.variant or "auto")
         solve = simulate_solve(tile_map, n, nb, args.nrhs, plat, dtype=dtype, cache=cache,
-                               variant=variant, runtime=runtime, **sends_from_args(args))
+                               variant=variant, runtime=runtime, window=window,
+                               **sends_from_args(args))
         smodel = by[variant]
         sdoc = solve.to_dict()
         doc["solve"] = {"nrhs": args.nrhs, "variant": variant, "variant_reason": reason,
@@ -176,7 +179,9 @@ def text_report(doc):
     lines = [
         f"map:        {doc['map']}",
         f"matrix:     N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}, {doc['dtype']}, "
-        f"cache {'on' if doc['cache'] else 'off'}",
+        f"cache {'on' if doc['cache'] else 'off'}, "
+        + (f"window {doc['window']} iterations" if doc.get("window") else
+           "the whole graph submitted at once"),
         f"platform:   {plat['nodes']} x {plat['node']['name']} ({plat['node']['workers']} "
         f"workers), links {plat['bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s, "
         f"{format_seconds(plat['latency_s'])}"
