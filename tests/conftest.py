@@ -1,5 +1,6 @@
 """Shared test helpers: launching ``mpirun -np N`` with a timeout (a hang fails, never blocks)."""
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -56,6 +57,12 @@ def sigint_default():
 def _starchol_exe():
     exe = os.path.join(os.path.dirname(sys.executable), "starchol")
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
+
+
+def sha256_file(path):
+    """The sha256 hex digest of the file ``path``'s bytes."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 @contextlib.contextmanager
