@@ -29,7 +29,7 @@ def run(args):
     from ..linalg import DistributedMatrix, cholesky, matrices
     from ..model.counts import flops
     from ..linalg.tiled import check_sizes
-    from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler
+    from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler, mpi
     from ..runtime.session import Session
     from ..runtime.workers import affinity_cores, check_workers
 
@@ -45,10 +45,10 @@ def run(args):
                                                  " or time starchol alone (--no-lapack)"))
     sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     workers = None if args.workers is None else check_workers(args.workers)
-    from mpi4py import MPI
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
 
+    MPI = mpi()
     if MPI.COMM_WORLD.Get_size() != 1:
         raise UsageError("starchol bench runs on one rank; launch it without mpirun")
     cores = len(affinity_cores())

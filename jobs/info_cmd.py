@@ -70,13 +70,12 @@ def blas_info():
 def rank_facts(comm, max_cpus, gpus=0):
     """This rank's host, affinity and worker counts (the Session's rule: ``gpus`` GPUs,
     as a run started here takes by default, each with its CUDA workers). Collective."""
-    from mpi4py import MPI
-
+    from ..runtime.backend import mpi
     from ..runtime.workers import (affinity_cores, cuda_workers_per_gpu, rank_cores,
                                    reserve_mpi_core, workers_per_rank)
 
     aff = affinity_cores()
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local = comm.Split_type(mpi().COMM_TYPE_SHARED)
     sharing = sum(1 for a in local.allgather(aff) if a == aff)
     local.Free()
     cores = rank_cores(aff, sharing)
@@ -90,11 +89,8 @@ def rank_facts(comm, max_cpus, gpus=0):
 
 def collect(comm):
     """The facts of ``starchol info`` as one dict (on every rank). Collective."""
-    import mpi4py
-    from mpi4py import MPI
-
     from ..runtime import starpu_build
-    from ..runtime.backend import DEFAULT_SCHEDULER, binding
+    from ..runtime.backend import DEFAULT_SCHEDULER, binding, mpi, mpi4py_version
     from ..version import VERSION
 
     backend = binding()
@@ -103,6 +99,7 @@ def collect(comm):
     max_cpus = int(backend.max_cpus())
     cuda_built = "STARPU_USE_CUDA" in cfg
     # Open MPI 4's string ends its first line with a NUL byte
+    MPI = mpi()
     lib_version = MPI.Get_library_version().replace("\0", "").strip().splitlines()[0].strip()
     facts = {
         "starchol": VERSION,
@@ -126,7 +123,7 @@ def collect(comm):
             "build": starpu["build"],
         },
         "mpi": {"library": lib_version, "standard": "%d.%d" % MPI.Get_version(),
-                "mpi4py": mpi4py.__version__,
+                "mpi4py": mpi4py_version(),
                 "ranks": comm.Get_size()},
         "kernel_blas": kernel_blas_info(),
         "blas": blas_info(),
@@ -181,11 +178,10 @@ def format_text(f):
 
 
 def run(args):
-    from mpi4py import MPI
-
     from ..collective import run_on_root
+    from ..runtime.backend import mpi
 
-    comm = MPI.COMM_WORLD
+    comm = mpi().COMM_WORLD
     run_on_root(comm, json_file, args)
     facts = collect(comm)
     if comm.Get_rank() == 0:
