@@ -136,12 +136,13 @@ def follow_progress(proc):
     return lines, started, reader
 
 
-def run_or_fail(cmd, env, timeout, what):
-    """Run ``cmd`` in its own process group, SIGINT at its default action
+def run_or_fail(cmd, env, timeout, what, cwd=None):
+    """Run ``cmd`` (in ``cwd``) in its own process group, SIGINT at its default action
     (:func:`sigint_default`) -> CompletedProcess; on timeout kill the whole group and fail
     the test, saying ``what`` hung (with its output)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, preexec_fn=sigint_default)
+                            env=env, cwd=cwd, start_new_session=True,
+                            preexec_fn=sigint_default)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
