@@ -1,5 +1,6 @@
 """Shared test helpers: launching ``mpirun -np N`` with a timeout (a hang fails, never blocks)."""
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -15,6 +16,22 @@ MPIRUN = shutil.which("mpirun")
 # its types first (jobs/run_cmd.document); a document that breaks it fails the run
 os.environ["STARCHOL_CHECK_RUN_DOCUMENTS"] = "1"
 MPI_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
+
+#: the start of a program that ``mpi_python`` runs: ``comm`` (COMM_WORLD), ``tm`` (2dbc on
+#: its ranks) and ``A``, a 200 x 200 SPD DistributedMatrix in 50 x 50 tiles (its entries
+#: ``full`` on every rank); numpy, MPI, Session and cholesky imported
+SPD_PROGRAM = """
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+comm = MPI.COMM_WORLD
+tm = get_map("2dbc", comm.Get_size())
+m = np.random.default_rng(0).standard_normal((200, 200))
+full = m @ m.T / 200 + np.eye(200)
+A = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 200),
+                                    50, tm)
+"""
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -40,6 +57,12 @@ def sigint_default():
 def _starchol_exe():
     exe = os.path.join(os.path.dirname(sys.executable), "starchol")
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
+
+
+def sha256_file(path):
+    """The sha256 hex digest of the file ``path``'s bytes."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ on any node; then the documented rerun (a new ``sbatch``, or Slurm's own requeue
 Needs root and network namespaces; skipped, with the reason, otherwise.
 """
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -26,27 +25,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from conftest import _starchol_exe, sha256_file  # noqa: E402
 from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 
 #: slurm.conf's SlurmdTimeout on this cluster (s): a node silent for longer is DOWN
 SLURMD_TIMEOUT = 4
-#: seconds from the fault to the end of the job's run (mpirun's daemons notice a lost
-#: link by TCP keepalive in about 10 s; Slurm a dead slurmd after SLURMD_TIMEOUT + pings)
+#: seconds from the fault to the end of the job's run, after which a job still running
+#: fails the test (mpirun's daemons notice a lost link by TCP keepalive in about 10 s;
+#: Slurm a dead slurmd after SLURMD_TIMEOUT + pings)
 FAULT_BOUND_S = 40
 #: seconds a job may take from sbatch to its end
 JOB_TIMEOUT = 150
 N, NB = 2400, 200
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
-
-
-def _starchol():
-    exe = Path(sys.executable).with_name("starchol")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "starchol"]
-
-
-def _sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @contextlib.contextmanager
@@ -77,17 +69,17 @@ def matrix(tmp_path_factory):
     """(input file, its sha256, A)."""
     h5py = pytest.importorskip("h5py")
     a_file = tmp_path_factory.mktemp("fault_input") / "a.h5"
-    gen = subprocess.run([*_starchol(), "generate", "--n", str(N), "--output", f"{a_file}:/A"],
+    gen = subprocess.run([*_starchol_exe(), "generate", "--n", str(N), "--output", f"{a_file}:/A"],
                          capture_output=True, text=True, timeout=120)
     assert gen.returncode == 0, gen.stderr
     with h5py.File(a_file, "r") as f:
         a = f["A"][...]
-    return a_file, _sha256(a_file), a
+    return a_file, sha256_file(a_file), a
 
 
 def _script(work, a_file, *extra):
     script = work / "job.sbatch"
-    made = subprocess.run([*_starchol(), "slurm", "--dist", "sbc", "--nodes", "3", "--nb",
+    made = subprocess.run([*_starchol_exe(), "slurm", "--dist", "sbc", "--nodes", "3", "--nb",
                            str(NB), "--workers", "1", "--input", f"{a_file}:/A", "--output",
                            f"{work}/l.h5:/L", "--time", "00:05:00", "--json-dir",
                            str(work / "results"), *extra, "-o", str(script)],
@@ -145,7 +137,7 @@ def _check_nothing_published(work, matrix_):
     assert not (work / "l.h5").exists(), list(work.iterdir())
     assert not [p for p in work.iterdir() if p.name.startswith(("l.h5", ".l.h5"))]
     assert not list((work / "results").glob("*.json"))
-    assert _sha256(a_file) == digest
+    assert sha256_file(a_file) == digest
 
 
 def _wait_idle(cl, env, timeout=60):
@@ -196,7 +188,7 @@ def test_link_down_mid_job(slurm3, matrix, tmp_path):
     try:
         fields, took = _wait_state(cl, env, job,
                                    lambda f: f.get("JobState") not in ("RUNNING", "PENDING"),
-                                   FAULT_BOUND_S + 30)
+                                   FAULT_BOUND_S)
         # even the isolated node ends its ranks (its daemon lost mpirun)
         left = cl.wait_no_processes(timeout=30)
         clean = time.monotonic() - t_down
@@ -205,7 +197,6 @@ def test_link_down_mid_job(slurm3, matrix, tmp_path):
     log = _log(tmp_path, job)
     print(f"link fault: job {job} {fields['JobState']} {fields['ExitCode']} {took:.1f} s "
           f"after the link went down; no process left after {clean:.1f} s\n{log}")
-    assert took < FAULT_BOUND_S, (took, log)
     assert fields["JobState"] in ("FAILED", "COMPLETING"), fields
     assert fields["ExitCode"] != "0:0", fields
     assert "lost communication with a remote daemon" in log and "node2" in log, log
@@ -220,7 +211,7 @@ def test_link_down_mid_job(slurm3, matrix, tmp_path):
     again, fields, _ = _run_unshaped(cl, env, tmp_path, script)
     assert fields["JobState"] == "COMPLETED", (fields, _log(tmp_path, again))
     _check_factor(cl, env, tmp_path, again, matrix[2])
-    assert _sha256(matrix[0]) == matrix[1]
+    assert sha256_file(matrix[0]) == matrix[1]
 
 
 def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
@@ -239,7 +230,7 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
         try:
             fields, took = _wait_state(cl, env, job,
                                        lambda f: f.get("JobState") != "RUNNING",
-                                       FAULT_BOUND_S + 30)
+                                       FAULT_BOUND_S)
             left = cl.wait_no_processes(timeout=30)
             published = sorted(p.name for p in tmp_path.iterdir())
             log = _log(tmp_path, job)
@@ -250,7 +241,6 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
     print(f"slurmd fault: job {job} {fields['JobState']} (Reason {fields.get('Reason')}, "
           f"Restarts {fields.get('Restarts')}, ExitCode {fields.get('ExitCode')}) {took:.1f} s "
           f"after slurmd was killed\n{log}")
-    assert took < FAULT_BOUND_S, (took, fields, log)
     assert "NODE FAILURE" in log and "node2" in log, log
     assert not left, f"processes left on the nodes: {left}"
     assert "l.h5" not in published, published
@@ -273,7 +263,7 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
     assert (f"starchol: job {job} starts again from the beginning (requeued, restart 1)"
             in rerun_log[len(log):]), rerun_log
     _check_factor(cl, env, tmp_path, job, matrix[2])
-    assert _sha256(matrix[0]) == matrix[1]
+    assert sha256_file(matrix[0]) == matrix[1]
 
 
 def test_launch_whose_daemon_fails_is_tried_again(slurm3, matrix, tmp_path):
@@ -308,5 +298,5 @@ def test_launch_whose_daemon_fails_is_tried_again(slurm3, matrix, tmp_path):
                      r"started \(try 1 of 3\); trying again in 2 s", log), log
     assert "try 2 of 3" not in log, log
     _check_factor(cl, env, tmp_path, job, matrix[2])
-    assert _sha256(matrix[0]) == matrix[1]
+    assert sha256_file(matrix[0]) == matrix[1]
     assert not cl.wait_no_processes(timeout=30)
