@@ -7,7 +7,6 @@ links: a node's link sent at least the payload its rank sent, plus a few percent
 TCP/IP headers. Needs root and network namespaces; skipped, with the reason, otherwise.
 Clusters are torn down whatever happens (fixtures with ``finally``).
 """
-import contextlib
 import json
 import os
 import subprocess
@@ -20,8 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from conftest import _starchol_exe, sha256_file  # noqa: E402
-from emulated_cluster import SCRIPT, ClusterUnavailable, EmulatedCluster  # noqa: E402
+from conftest import _starchol_exe, cluster_or_skip, need_cluster_root, sha256_file  # noqa: E402
+from emulated_cluster import SCRIPT, EmulatedCluster  # noqa: E402
 
 #: seconds a link fault may take to end the job (TCP keepalive of Open MPI's daemons:
 #: 2 s idle + 5 probes 1 s apart, then mpirun ends the job)
@@ -31,28 +30,6 @@ FAULT_BOUND_S = 30
 HEADERS, SLACK = 0.06, 400_000
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
-
-
-def _need_root():
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
-    EmulatedCluster.sweep_orphans()   # clusters of test runs killed before their teardown
-
-
-@contextlib.contextmanager
-def _cluster_or_skip(nodes, **options):
-    """An emulated cluster that is up inside the block and down after it, whatever
-    happens; the test is skipped, with the reason, where none can be made."""
-    _need_root()
-    cl = EmulatedCluster(nodes, **options)
-    try:
-        try:
-            cl.up()
-        except ClusterUnavailable as exc:
-            pytest.skip(f"no emulated cluster here: {exc}")
-        yield cl
-    finally:
-        cl.down()
 
 
 def test_script_runs_as_its_messages_show_it():
@@ -66,7 +43,7 @@ def test_comm_bound_refuses_a_keep_folder_with_older_runs(tmp_path):
     """`benchmarks/comm_bound.py --keep DIR` over a folder with run documents of an earlier
     run would leave both in DIR/BANDWIDTH/, which `starchol report` then mixes; it is
     refused before any cluster is made."""
-    _need_root()
+    need_cluster_root()
     (tmp_path / "10mbit").mkdir()
     (tmp_path / "10mbit" / "sbc-1.json").write_text("{}")
     proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "comm_bound.py"),
@@ -92,7 +69,7 @@ def starpu_env(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster6(starpu_env):
     """A 6-node cluster with Slurm, links shaped to 1 gbit/s."""
-    with _cluster_or_skip(6, bandwidth="1gbit", slurm=True) as cl:
+    with cluster_or_skip(6, bandwidth="1gbit", slurm=True) as cl:
         yield cl
     assert not Path("/run/netns", f"{cl.name}-n0").exists()
 
@@ -312,7 +289,7 @@ def test_down_ends_processes_of_a_node_whose_namespace_name_was_deleted():
     """`ip netns del` on a node removes its name only; the processes in it (here a job's
     `sleep`) and so the namespace live on. `down` must still end them: it finds them by
     the namespace ids recorded at `up`, not by name."""
-    with _cluster_or_skip(2) as cl:
+    with cluster_or_skip(2) as cl:
         job = subprocess.Popen(["bash", str(SCRIPT), "--name", cl.name, "exec", "node1",
                                 "sleep", "300"], start_new_session=True)
         try:
@@ -337,7 +314,7 @@ def test_down_ends_processes_of_a_node_whose_namespace_name_was_deleted():
 @pytest.fixture
 def cluster3_slow():
     """3 nodes without Slurm, links at 10 mbit/s: a run long enough to break a link in."""
-    with _cluster_or_skip(3, bandwidth="10mbit") as cl:
+    with cluster_or_skip(3, bandwidth="10mbit") as cl:
         yield cl
 
 

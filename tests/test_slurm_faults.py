@@ -11,22 +11,14 @@ on any node; then the documented rerun (a new ``sbatch``, or Slurm's own requeue
 ``--requeue`` script) must complete and write a correct factor.
 Needs root and network namespaces; skipped, with the reason, otherwise.
 """
-import contextlib
 import json
-import os
 import re
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from conftest import _starchol_exe, sha256_file  # noqa: E402
-from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+from conftest import _starchol_exe, cluster_or_skip, sha256_file
 
 #: slurm.conf's SlurmdTimeout on this cluster (s): a node silent for longer is DOWN
 SLURMD_TIMEOUT = 4
@@ -41,25 +33,9 @@ N, NB = 2400, 200
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
 
-@contextlib.contextmanager
-def _cluster_or_skip(nodes, **options):
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
-    EmulatedCluster.sweep_orphans()
-    cl = EmulatedCluster(nodes, **options)
-    try:
-        try:
-            cl.up()
-        except ClusterUnavailable as exc:
-            pytest.skip(f"no emulated cluster here: {exc}")
-        yield cl
-    finally:
-        cl.down()
-
-
 @pytest.fixture(scope="module")
 def slurm3():
-    with _cluster_or_skip(3, bandwidth="10mbit", slurm=True,
+    with cluster_or_skip(3, bandwidth="10mbit", slurm=True,
                           slurmd_timeout=SLURMD_TIMEOUT) as cl:
         yield cl, cl.env()
 
