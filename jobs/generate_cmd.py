@@ -27,7 +27,7 @@ def run(args):
              "generator": f"starchol {VERSION}", "date": now_utc()}
     write_matrix(path, dataset, args.n,
                  lambda r0, r1: matrices.block(spec, args.n, args.seed, r0, r1, 0, args.n),
-                 attrs=attrs, overwrite=args.overwrite, dtype=args.dtype)
+                 attrs=attrs, overwrite=args.overwrite, dtype=args.dtype, role="--output")
     print(f"wrote {args.n} x {args.n} {spec} matrix (seed {args.seed}, {args.dtype}) to "
           f"{path}:{dataset}")
     return 0

@@ -8,7 +8,7 @@ from ..model.load import node_load
 from ..errors import UsageError
 from .options import map_from_args
 from ..files import check_distinct
-from .output import check_command_outputs, emit, json_file
+from .output import INPUT_ROLES, check_command_outputs, emit, json_file
 from .preflight import check_table_memory
 from .map_args import register as register_parser
 
@@ -28,7 +28,7 @@ def run(args):
     check_table_memory(args.nt, tile_map.slices)
     outputs = [("--png", args.png), ("--chameleon", args.chameleon)]
     check_command_outputs(args, outputs)             # the one output check
-    check_distinct([*outputs, ("--json", json_file(args, outputs))])
+    check_distinct([*outputs, ("--json", json_file(args, outputs))], INPUT_ROLES)
     log.info("owners of %s, NT = %d", tile_map, args.nt)
     owners = tile_map.owner_maps(args.nt)
     if args.chameleon:

@@ -69,7 +69,7 @@ def check_json_file(path, overwrite, others=()):
     from ..files import check_distinct, check_folder_writable, fingerprint
 
     check_folder_writable(path, "--json", stdout=True)
-    check_distinct([*others, ("--json", path)])
+    check_distinct([*others, ("--json", path)], INPUT_ROLES)
     before = fingerprint(path)
     if before is not None and not overwrite:
         raise UsageError(f"--json {path} exists; pass --overwrite to replace it, or "
@@ -81,6 +81,9 @@ def check_json_file(path, overwrite, others=()):
 #: value is compared by its file
 INPUT_DESTS = {"map_file": "--map-file", "node": "--node", "input": "--input",
                "rhs": "--rhs", "runs": "RUN.json"}
+#: the roles of the files that commands read (:func:`starchol.files.check_distinct`'s
+#: ``inputs``): an output on one of them is "the input file"
+INPUT_ROLES = frozenset(INPUT_DESTS.values())
 
 
 def command_inputs(args):

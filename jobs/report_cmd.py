@@ -108,7 +108,7 @@ def run_model(args):
     nt, n, nb = sizes_from_args(args)
     slices = parse_slices(args.slices)
     check_model_memory(first, last)
-    with OutputFolder(args.output, overwrite=args.overwrite,
+    with OutputFolder(args.output, "-o", overwrite=args.overwrite,
                       inputs=command_inputs(args)) as out:
         progress = Progress("model report", unit="node counts",
                             enabled=not args.quiet)
@@ -162,7 +162,7 @@ def run_simulate(args):
 
     runtime = runtime_from_args(args)
     rows = []
-    with OutputFolder(args.output, overwrite=args.overwrite,
+    with OutputFolder(args.output, "-o", overwrite=args.overwrite,
                       inputs=command_inputs(args)) as out:
         progress = Progress("simulating", unit="maps", enabled=not args.quiet)
         for k, (p, label, m) in enumerate(cases):
@@ -224,7 +224,7 @@ def run_runs(args):
     runs = [load_run(path) for path in paths]
     traces = [_trace_folder(run) for run in runs]
     loaded = [load_trace(t) if t else None for t in traces]
-    with OutputFolder(args.output, overwrite=args.overwrite,
+    with OutputFolder(args.output, "-o", overwrite=args.overwrite,
                       inputs=command_inputs(args)) as folder:
         count = _write_run_report(runs, traces, loaded, folder)
     print(f"wrote {os.path.join(args.output, 'report.md')} and {count_text(count, 'figure')} "

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ..errors import UsageError
 from .options import (build_map, cache_from_args, check_input_order, check_map_options,
                       is_mixed, itemsize_from_args)
-from .output import check_json_file, json_path
+from .output import INPUT_ROLES, check_json_file, json_path
 
 #: how ``run`` names the map library's parameters that are not its flags: its node
 #: count is mpirun's -np, one rank per map node
@@ -199,7 +199,7 @@ def preflight(args, rank, size, host_ranks):
              ("--rhs", found.get("rhs_path")), ("--output", found.get("output_path")),
              ("--solution", found.get("solution_path")), ("--json", json_out),
              ("--gather", gather)]
-    check_distinct(files + [("--trace", args.trace)])
+    check_distinct(files + [("--trace", args.trace)], INPUT_ROLES)
     if gather:
         if gather != args.gather:    # the name as given too: --gather /dev/null is no file
             from ..files import check_output as check_output_file

@@ -78,7 +78,7 @@ def run(args):
         return 0
     if args.out is None:
         raise UsageError("--sweep writes one script per job: give the folder with -o DIR")
-    with OutputFolder(args.out, overwrite=args.overwrite,
+    with OutputFolder(args.out, "-o", overwrite=args.overwrite,
                       inputs=command_inputs(args)) as out:   # made at the first write
         folder = os.path.abspath(args.out)
         json_dir = os.path.abspath(args.json_dir) if args.json_dir else \

@@ -172,6 +172,7 @@ def check_files(args, options):
     from ..cli import flag_message
     from ..files import check_distinct
     from ..linalg.hdf5_io import check_output, inspect_file
+    from .output import INPUT_ROLES
 
     def path_of(spec):
         return None if spec is None else spec.rpartition(":")[0]
@@ -181,7 +182,7 @@ def check_files(args, options):
         out = None                                   # one file per job (${SLURM_JOB_ID})
     script = None if args.sweep else args.out
     check_distinct([("--input", inp), ("--map-file", args.map_file), ("--output", out),
-                    ("-o", script)])
+                    ("-o", script)], INPUT_ROLES)
     if out is not None:
         problem = check_output(out, options.output.rpartition(":")[2],
                                "--overwrite" in args.run_arg, inp, role="--output")

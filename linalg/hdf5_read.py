@@ -93,7 +93,7 @@ DIGEST_ENDS_BYTES = 1 << 20
 DIGEST_BLOCK_BYTES = 256 << 10
 
 
-def content_key(path, dataset, role="--input"):
+def content_key(path, dataset):
     """What this rank sees at ``path:dataset``, for the ranks to compare
     (:func:`~starchol.collective.agree`): a
     :class:`~starchol.collective.Keyed` shown as ``path:dataset`` and compared

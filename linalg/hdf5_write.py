@@ -193,24 +193,26 @@ def write_tiles(d, tiled, kind):
 
 
 def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_per_chunk=None,
-                 dtype=np.float64):
+                 dtype=np.float64, role="path"):
     """Write an n x n matrix of ``dtype`` (float64 or float32) row block by row block,
     atomically (one process).
 
     ``make_rows(r0, r1)`` returns rows r0..r1-1 of a symmetric matrix (the dataset's
     ``content`` attribute says so, :data:`CONTENT`). Used by ``starchol generate``.
     Checks the target and the free disk space first; the temporary file is removed if
-    anything (a signal included) stops the write. Returns the name written.
+    anything (a signal included) stops the write. Returns the name written. ``role``
+    names the file in messages: the caller's parameter (``path``, the default, for the
+    library; ``--output`` for the command line).
     """
-    refuse_output(path, dataset, overwrite, role="--output")
+    refuse_output(path, dataset, overwrite, role=role)
     dtype = np.dtype(dtype)
-    check_hdf5_output_space(path, n * n * dtype.itemsize, "--output")
+    check_hdf5_output_space(path, n * n * dtype.itemsize, role)
     before = fingerprint(resolve(path))
     h5py = h5py_module()
     tmp = create_tmp(path, dataset, n, {**(attrs or {}), "content": CONTENT["matrix"]},
-                      dtype=dtype, role="--output")
+                      dtype=dtype, role=role)
     try:
-        with naming_full_disk(path, "--output"), h5py.File(tmp, "r+") as fh:
+        with naming_full_disk(path, role), h5py.File(tmp, "r+") as fh:
             d = fh[dataset]
             # whole chunk rows per block (about 64 MB), so that no chunk is written twice
             c = d.chunks[0]
@@ -218,6 +220,6 @@ def write_matrix(path, dataset, n, make_rows, attrs=None, overwrite=False, rows_
             for r0 in range(0, n, step):
                 r1 = min(n, r0 + step)
                 d[r0:r1, :] = make_rows(r0, r1)
-        return publish(tmp, path, before, overwrite)
+        return publish(tmp, path, before, overwrite, what=role)
     finally:
         drop_tmp(tmp)  # its private folder too (the file itself was renamed or kept)

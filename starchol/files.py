@@ -13,7 +13,6 @@ from .paths import (  # noqa: F401
     identity,
     fingerprint,
     same_file,
-    INPUT_ROLES,
     check_distinct,
     read_only,
     special_kind,

@@ -82,8 +82,8 @@ def check_output(path, role, overwrite=False, inputs=(), stdout=False):
                              f"for {role}")
     before = fingerprint(path)
     if before is not None and not overwrite:
-        raise UsageError(f"{role} {path} exists; pass --overwrite to replace it, or choose "
-                         f"another name")
+        raise UsageError(f"{role} {path} exists; pass overwrite=True to replace it, or "
+                         f"choose another name", param="overwrite")
     return before
 
 

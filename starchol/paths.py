@@ -8,16 +8,17 @@ import stat
 from .errors import UsageError
 
 
-def parse_target(text, flag="--input"):
+def parse_target(text, role="target"):
     """``"file.h5:/A"`` -> ``("file.h5", "/A")``. The dataset part is required.
 
-    ``flag`` names the option in error messages.
+    ``role`` names the value in error messages: the caller's word for it (``target``
+    by default; the command line passes its flag, ``--input``).
     """
     if not text or ":" not in text:
-        raise UsageError(f"{flag} must look like FILE.h5:/DATASET, got {text!r}")
+        raise UsageError(f"{role} must look like FILE.h5:/DATASET, got {text!r}")
     path, dataset = text.rsplit(":", 1)
     if not path or not dataset or dataset.strip("/") == "":
-        raise UsageError(f"{flag} must look like FILE.h5:/DATASET, got {text!r}")
+        raise UsageError(f"{role} must look like FILE.h5:/DATASET, got {text!r}")
     if not dataset.startswith("/"):
         dataset = "/" + dataset
     return path, dataset
@@ -56,21 +57,19 @@ def same_file(a, b):
     return ia is not None and ia == ib
 
 
-INPUT_ROLES = ("--input", "--map-file", "--rhs", "--node", "RUN.json")
-
-
-def check_distinct(named_paths):
+def check_distinct(named_paths, inputs=()):
     """Refuse two roles on one file. ``named_paths`` is a list of ``(role, path)``, e.g.
-    ``[("--input", "a.h5"), ("--json", "a.h5")]``; ``None`` paths are skipped. Roles in
-    :data:`INPUT_ROLES` are files that are read: an output on one of them is refused as
-    "the input file", whatever the order of the list.
+    ``[("path", "a.h5"), ("out", "a.h5")]``; ``None`` paths are skipped. The roles in
+    ``inputs`` are files that are read (the caller names them: the command line's
+    input flags, ``jobs.output.INPUT_ROLES``): an output on one of them is refused as
+    "the input file", whatever the order of the list; two inputs may be one file.
 
     Raises :class:`UsageError` naming both roles.
     """
     items = [(role, p) for role, p in named_paths if p]
     for k, (role_a, a) in enumerate(items):
         for role_b, b in items[k + 1:]:
-            a_in, b_in = role_a in INPUT_ROLES, role_b in INPUT_ROLES
+            a_in, b_in = role_a in inputs, role_b in inputs
             if (a_in and b_in) or not same_file(a, b):
                 continue            # two inputs may be one file (read twice)
             if a_in or b_in:        # an output on an input, in either order

@@ -155,12 +155,14 @@ class OutputFolder:
     An existing folder that holds anything is refused unless ``overwrite`` (its files
     would be replaced by this command's files of the same names); an empty one is
     used. The folder name is also refused when it is one of ``inputs`` (``(role,
-    path)`` pairs) or holds one of them.
+    path)`` pairs) or holds one of them. ``role`` names the folder in messages: the
+    caller's word for it (``folder`` by default; the command line passes its flag,
+    ``-o``).
 
     Use as ``with OutputFolder(path) as out: write(out.path("report.md"), ...)``.
     """
 
-    def __init__(self, folder, role="-o", overwrite=False, inputs=()):
+    def __init__(self, folder, role="folder", overwrite=False, inputs=()):
         self.folder, self.role = folder, role
         if not folder:
             raise UsageError(f"{role} is empty; give a folder name")
@@ -184,8 +186,9 @@ class OutputFolder:
             if held and not overwrite:
                 shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
                 raise UsageError(f"{role} {folder} is a folder that holds files "
-                                 f"({len(held)}: {shown}); pass --overwrite to write into "
-                                 f"it, or give a new or empty folder")
+                                 f"({len(held)}: {shown}); pass overwrite=True to write "
+                                 f"into it, or give a new or empty folder",
+                                 param="overwrite")
         # the topmost folder this command would create, and the folder that would hold it
         target = os.path.abspath(folder)
         self.root = None
@@ -256,7 +259,7 @@ def _wrote(target):
     return target
 
 
-def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5", aside=None):
+def publish(tmp, path, before, overwrite=False, what="path", suffix=".h5", aside=None):
     """Rename the complete ``tmp`` to ``path`` (resolved), claiming it atomically.
 
     ``before`` is :func:`starchol.files.fingerprint` of the path when the run checked it
@@ -265,7 +268,8 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5", a
     path's own, else ``suffix``) and :class:`OutputAppeared` says where. A new file is
     claimed with ``link()``, which fails if a file of that name exists, so two runs never
     both "win" the same name; a replaced file keeps its permissions. ``what`` names the
-    output in the message (``--gather``). ``aside`` (a reason, such as "its factor was
+    output in the messages: the caller's word for it (``path`` by default; the command
+    line passes its flag, ``--gather``). ``aside`` (a reason, such as "its factor was
     kept aside"): keep ``tmp`` aside whatever the path's state, so that a run that lost
     one of its outputs to another run does not take the other names.
     """
@@ -306,13 +310,15 @@ def publish(tmp, path, before, overwrite=False, what="--output", suffix=".h5", a
         f"The result is kept in {kept}", kept)
 
 
-def publish_text(path, text, before, overwrite=False, what="--json", suffix=".json",
+def publish_text(path, text, before, overwrite=False, what="path", suffix=".json",
                  aside=None):
     """Write ``text`` to a temporary file beside ``path`` and :func:`publish` it: the
     one path of a document whose name was checked before the work (``before``: its
     :func:`fingerprint` then). A file that appeared or changed meanwhile is kept unless
     ``overwrite``, and this document is kept aside (:class:`OutputAppeared` names it),
-    as it is with ``aside`` (:func:`publish`). A full disk names ``what path``."""
+    as it is with ``aside`` (:func:`publish`). A full disk names ``what path``; ``what``
+    is the caller's word for the document (``path`` by default; the command line passes
+    its flag, ``--json``)."""
     tmp = None
     try:
         with naming_full_disk(path, what):

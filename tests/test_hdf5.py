@@ -25,8 +25,10 @@ def test_parse_target():
     assert parse_target("a.h5:/A") == ("a.h5", "/A")
     assert parse_target("dir/a.h5:grp/A") == ("dir/a.h5", "/grp/A")
     for bad in ("a.h5", "a.h5:", ":/A", ""):
-        with pytest.raises(UsageError, match="FILE.h5:/DATASET"):
+        with pytest.raises(UsageError, match="^target must look like FILE.h5:/DATASET"):
             parse_target(bad)
+    with pytest.raises(UsageError, match="^--rhs must look like FILE.h5:/DATASET"):
+        parse_target("a.h5", "--rhs")        # the command line names its flag
 
 
 def test_generate_then_read_round_trip(tmp_path):
@@ -393,9 +395,13 @@ def test_read_only_outputs_are_refused_and_replaced_files_keep_their_mode(tmp_pa
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o555)
     try:
-        with pytest.raises(UsageError, match=r"--output .*/ro/b\.h5: the folder .*/ro is not "
+        # the library names its parameter; starchol generate passes role="--output"
+        with pytest.raises(UsageError, match=r"^path .*/ro/b\.h5: the folder .*/ro is not "
                                              r"writable"):
             write_matrix(str(ro / "b.h5"), "/A", 3, lambda r0, r1: np.eye(3)[r0:r1])
+        with pytest.raises(UsageError, match=r"^--output .*/ro/b\.h5: the folder"):
+            write_matrix(str(ro / "b.h5"), "/A", 3, lambda r0, r1: np.eye(3)[r0:r1],
+                         role="--output")
         assert list(ro.iterdir()) == []
     finally:
         ro.chmod(0o755)

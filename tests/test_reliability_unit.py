@@ -16,6 +16,7 @@ from starchol.cli import check_command_argv, main
 from starchol.collective import describe, run_everywhere
 from starchol.errors import StarcholError, UsageError
 from starchol.files import atomic_path, check_distinct, parse_target, write_atomic
+from starchol.jobs.output import INPUT_ROLES
 from starchol.jobs.options import (check_node_count, check_positive_finite,
                                    check_scheduler_name, check_time_limit)
 from starchol.jobs.progress import Progress
@@ -62,15 +63,21 @@ def test_outputs_must_differ_from_input_and_each_other(tmp_path):
     os.link(a, hard)
     for other in (a, link, hard, tmp_path / "." / "a.h5"):
         with pytest.raises(UsageError, match="never modifies its input"):
-            check_distinct([("--input", str(a)), ("--json", str(other))])
+            check_distinct([("--input", str(a)), ("--json", str(other))], INPUT_ROLES)
     with pytest.raises(UsageError, match="--gather .* is also the --output file"):
-        check_distinct([("--output", str(tmp_path / "o")), ("--gather", str(tmp_path / "o"))])
+        check_distinct([("--output", str(tmp_path / "o")), ("--gather", str(tmp_path / "o"))],
+                       INPUT_ROLES)
     check_distinct([("--input", str(a)), ("--json", str(tmp_path / "b.json")),
-                    ("--gather", None)])
+                    ("--gather", None)], INPUT_ROLES)
     # a map file is an input too, whatever the order of the roles; two inputs may share
     with pytest.raises(UsageError, match=r"--png .* is the input file \(--map-file "):
-        check_distinct([("--png", str(a)), ("--map-file", str(link))])
-    check_distinct([("--input", str(a)), ("--map-file", str(hard))])
+        check_distinct([("--png", str(a)), ("--map-file", str(link))], INPUT_ROLES)
+    check_distinct([("--input", str(a)), ("--map-file", str(hard))], INPUT_ROLES)
+    # the library knows no flags: the caller says which roles are read (none here)
+    with pytest.raises(UsageError, match=r"^out .* is also the path file"):
+        check_distinct([("path", str(a)), ("out", str(hard))])
+    with pytest.raises(UsageError, match=r"^out .* is the input file \(path "):
+        check_distinct([("path", str(a)), ("out", str(hard))], inputs=("path",))
 
 
 def test_map_and_run_never_write_over_the_map_file(tmp_path, capsys):
@@ -97,8 +104,8 @@ def test_map_and_run_never_write_over_the_map_file(tmp_path, capsys):
 def test_parse_target_refuses_empty_dataset():
     assert parse_target("d/a.h5:g/A") == ("d/a.h5", "/g/A")
     for bad in ("a.h5", "a.h5:", ":/A", "a.h5:/"):
-        with pytest.raises(UsageError, match="FILE.h5:/DATASET"):
-            parse_target(bad)
+        with pytest.raises(UsageError, match="^target must look like FILE.h5:/DATASET"):
+            parse_target(bad)           # the library's word; the command line's: its flag
 
 
 def test_atomic_write_leaves_nothing_on_error_and_writes_through_links(tmp_path):
