@@ -112,6 +112,18 @@ def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
     return int(mem["total"][rank]), parts
 
 
+#: the model's parts (:data:`starchol.model.memory.PARTS`) that this command line names
+#: by a flag: ``check`` is ``run --check``
+PART_WORDS = {"copies of A (check)": "copies of A (--check)"}
+
+
+def _detail(parts):
+    """``"tiles 1.0 MB, ..."``: the parts of a memory figure that are not zero, in the
+    command line's words (:data:`PART_WORDS`)."""
+    return ", ".join(f"{PART_WORDS.get(k, k)} {format_bytes(v)}" for k, v in parts.items()
+                     if v)
+
+
 #: above this many bytes of owner tables, :func:`check_rank_memory` first refuses from
 #: arithmetic alone (:func:`check_mean_memory`); below, the exact count is fast
 QUICK_TABLE_BYTES = 64 * 10**6
@@ -139,7 +151,7 @@ def check_rank_memory(tile_map, n, nb, rank, ranks_on_host, check=False, gather=
         return need
     if need <= share:
         return need
-    detail = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts.items() if v)
+    detail = _detail(parts)
     slices = (f" or fewer slices (now {tile_map.slices})" if tile_map.slices > 1 else "")
     fix = fix or (f"use more ranks on more hosts (mpirun -np){slices}, a smaller --n"
                   f"{', or drop --gather' if gather and rank == 0 else ''}")
@@ -163,7 +175,7 @@ def check_mean_memory(tile_map, n, nb, share, avail, source, ranks_on_host, fix=
     need = sum(parts.values())
     if need <= share:
         return
-    detail = ", ".join(f"{k} {format_bytes(v)}" for k, v in parts.items() if v)
+    detail = _detail(parts)
     fix = fix or "use more ranks on more hosts (mpirun -np) or a smaller --n"
     raise UsageError(
         f"not enough memory: the ranks need on average at least {format_bytes(need)} each "

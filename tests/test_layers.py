@@ -11,6 +11,11 @@ hides the cycle from Python). docs/architecture.md describes the layers.
 The model layer imports neither StarPU, mpi4py nor h5py: it sits below the runtime, and
 :func:`test_the_model_layer_imports_without_the_runtime` imports all of it with those
 blocked.
+
+Flag names live in the command line: no string of a module below it names one of the
+flags its parsers define (:func:`flag_problems`); the library names its parameters and
+the command line passes its flags (``role="--output"``) or translates
+(:func:`starchol.cli.flag_message`).
 """
 import ast
 import json
@@ -341,3 +346,86 @@ def test_a_planted_cimport_or_indented_import_in_pyx_fails(tree, line):
     assert len(found) == 1 and found[0].startswith("pyx/_graphs.pyx:"), found
     assert found[0].endswith("starchol.runtime._graphs (runtime) imports "
                              "starchol.linalg.record (linalg), a layer above it")
+
+
+def command_line_flags(root):
+    """Every option string (``--output``, ``-o``) that the command line's parsers define:
+    the string arguments of its ``add_argument`` calls, read without running it."""
+    flags = set()
+    for mod, (path, _) in modules(root).items():
+        if layer_of(mod) != LAYERS.index("command line") or not path.endswith(".py"):
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                flags.update(a.value for a in node.args if isinstance(a, ast.Constant)
+                             and isinstance(a.value, str) and a.value.startswith("-"))
+    return flags
+
+
+def _strings(tree):
+    """``[(line, text)]`` of the string literals of a module that are not docstrings (an
+    f-string's literal parts joined, ``{}`` for each value)."""
+    docs = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            docs.add(id(body[0].value))          # a docstring
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            docs.add(id(node.value))             # an attribute's docstring
+    out, parts = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts.update(id(v) for v in node.values)
+            out.append((node.lineno, "".join(v.value if isinstance(v, ast.Constant) else "{}"
+                                             for v in node.values)))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docs and id(node) not in parts):
+            out.append((node.lineno, node.value))
+    return sorted(out)
+
+
+#: a command line of the tool written out (``starchol run ... --json``): where a file
+#: comes from, which a library message may say
+_COMMAND = re.compile(r"\bstarchol [a-z]+\b")
+
+
+def flag_problems(root):
+    """Every string literal (docstrings aside) of a module below the command line that
+    names one of its flags (:func:`command_line_flags`), as ``path:line: text``; a flag
+    after ``starchol COMMAND`` in the same string (a command line written out) is
+    allowed."""
+    flags = command_line_flags(root)
+    pattern = re.compile(r"(?<![\w-])(%s)(?![\w-])" % "|".join(
+        re.escape(f) for f in sorted(flags, key=len, reverse=True)))
+    found = []
+    for mod, (path, _) in sorted(modules(root).items()):
+        if layer_of(mod) == LAYERS.index("command line") or not path.endswith(".py"):
+            continue
+        for line, text in _strings(ast.parse(open(path).read())):
+            for m in pattern.finditer(text):
+                if not _COMMAND.search(text, 0, m.start()):
+                    found.append(f"{os.path.relpath(path, root)}:{line}: {m.group(1)} in "
+                                 f"{text!r}")
+    return found
+
+
+def test_flag_names_live_in_the_command_line():
+    assert {"--output", "--input", "--overwrite", "--json", "-o"} <= command_line_flags(ROOT)
+    assert flag_problems(ROOT) == []
+
+
+@pytest.mark.parametrize("folder, line", [
+    ("starchol/paths.py", 'ROLES = ("--input", "RUN.json")'),
+    ("linalg/hdf5_write.py", 'raise ValueError(f"{path} exists; pass --overwrite")'),
+    ("starchol/writes.py", 'return dict(role="-o")'),
+])
+def test_a_planted_flag_below_the_command_line_fails(tree, folder, line):
+    """A flag name in a library string (a default, a table, a message) is found; one in a
+    docstring, or after ``starchol COMMAND``, is not."""
+    _plant(tree / folder, line)
+    found = flag_problems(str(tree))
+    assert len(found) == 1 and found[0].startswith(f"{folder}:"), found
+    _plant(tree / "starchol" / "units.py",
+           '"""Like ``--output``."""\n    return "written by starchol run --output"')
+    assert flag_problems(str(tree)) == found

@@ -31,7 +31,7 @@ def test_hand_count_of_every_part():
     assert mem["tasks"].tolist() == [7 * TASK_BYTES, 3 * TASK_BYTES]
     assert mem["owner tables"].tolist() == [2 * 9 * 8] * 2
     assert mem["process"].tolist() == [PROCESS_BASE_BYTES] * 2
-    assert mem["copies of A (--check)"].tolist() == [8 * TILE, 4 * TILE]
+    assert mem["copies of A (check)"].tolist() == [8 * TILE, 4 * TILE]
     assert mem["gathered factor"].tolist() == [2 * 300 * 300 * 8, 0]
     assert mem["total"].tolist() == [sum(int(v[r]) for k, v in mem.items() if k != "total")
                                      for r in range(2)]
@@ -243,3 +243,13 @@ def test_mixed_precision_parts():
     # without the tables: the balanced means
     rough = node_memory(m, 1000, 96, nrhs=3, mixed=True, exact=False)
     assert rough["float64 A (mixed)"].sum() >= home.sum()
+
+
+def test_the_command_line_names_the_check_copies_by_its_flag():
+    """The model names its parameter (``check``); ``starchol run``'s messages say the flag."""
+    from starchol.jobs.preflight import PART_WORDS, _detail
+    from starchol.model.memory import PARTS
+
+    assert set(PART_WORDS) <= set(PARTS)
+    assert _detail({"tiles": 0, "copies of A (check)": 2048}).startswith(
+        "copies of A (--check) ")

@@ -76,7 +76,7 @@ WINDOW_MIN_TASKS = 256
 
 #: the parts of :func:`node_memory`, in the order the messages print them
 PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
-         "copies of A (--check)", "gathered factor", "right-hand sides",
+         "copies of A (check)", "gathered factor", "right-hand sides",
          "float64 A (mixed)", "residual's received tiles (mixed)",
          "partial sums (rhs solve)")
 
@@ -328,7 +328,7 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
             home = home.astype(np.int64)
         else:
             home = np.full(p, -(-lower // p), dtype=np.int64)
-        parts["copies of A (--check)"] = 2 * home
+        parts["copies of A (check)"] = 2 * home
     if gather:
         dense = np.zeros(p, dtype=np.int64)
         dense[0] = 2 * n * n * itemsize
