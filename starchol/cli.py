@@ -128,7 +128,8 @@ def flag_text(text, params=(), flags=None):
     ``name=value`` (the map library's wording: ``use nodes=15 or dist=sym``) becomes
     ``--name value``; the bare parameter names listed in ``params`` (a
     :class:`UsageError`'s ``params``: ``n must be positive``) become their flags, and
-    ``name=True`` of a switch among them (``pass overwrite=True``) the bare flag. A name
+    ``name=True`` of a switch among them (``pass overwrite=True``) the bare flag (then
+    only that form: a file named ``overwrite`` stays). A name
     inside a file name (``/data/output/x.h5``, ``trace.h5``) is left alone. ``flags``
     names the parameters a command spells otherwise (``{"nodes": "mpirun -np"}``: ``run``
     has no ``--nodes``).
@@ -138,8 +139,9 @@ def flag_text(text, params=(), flags=None):
     text = re.sub(rf"\b({names})=", lambda m: flag_of(m.group(1), flags), text)
     for param in params or ():
         word = rf"(?<![\w/.-]){re.escape(param)}"
-        text = re.sub(rf"{word}=True\b", flag_of(param, flags), text)
-        text = re.sub(rf"{word}(?![\w/-]|\.\w)", flag_of(param, flags), text)
+        text, switch = re.subn(rf"{word}=True\b", flag_of(param, flags), text)
+        if not switch:   # a switch said as name=True is said so only (a file "overwrite")
+            text = re.sub(rf"{word}(?![\w/-]|\.\w)", flag_of(param, flags), text)
     return text
 
 

@@ -62,6 +62,11 @@ def test_cli_translates_parameters_to_flags():
                      "needs FxT (see /opt/trace/bin)", ("overwrite", "trace", "output"))
     assert text == ("/data/output/trace.h5:/L already exists; pass --overwrite; --trace "
                     "needs FxT (see /opt/trace/bin)")
+    # a switch said as overwrite=True is translated in that form only: a file of its name
+    # stays (``starchol run --json overwrite``)
+    exc = UsageError("--json overwrite exists; pass overwrite=True to replace it",
+                     param="overwrite")
+    assert flag_message(exc) == "--json overwrite exists; pass --overwrite to replace it"
 
 
 def test_agreement_mismatch_is_said_field_by_field():
