@@ -211,6 +211,13 @@ cdef int _cholesky_panels(Codelets *cl, starpu_data_handle_t *home,
                     cache_flush(home[mk])
                 if writeback and own[mk] == me:
                     write_back(home[mk])
+        # ... and this rank's handles of the other ranks' tiles of it are unregistered
+        # (starchol.model.handles)
+        for m in range(k, nt):
+            mk = _ij(nt, m, k)
+            if own[mk] != me and home[mk] != NULL:
+                release_submit(home[mk])
+                home[mk] = NULL
     return 0
 
 

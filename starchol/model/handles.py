@@ -1,0 +1,122 @@
+"""The tiles each node registers a StarPU handle for in the factorization: the one home
+of the rule (``linalg/cholesky.py`` registers them, :mod:`.memory` counts them).
+
+A node registers a tile's handle only where it uses it (Chameleon registers on first
+use): the tiles it owns, and the tiles that the tasks it runs read. A node that only
+feeds a task (owns a tile the task reads, another node runs it) needs no handle of the
+task's other tiles: the binding sends the tile itself, as ``starpu_mpi_task_insert``
+would (the same sends and bytes; pyx/_binding.pyx, ``_feed``).
+
+In the factorization over c slices (:func:`~starchol.linalg.cholesky.cholesky`; slice
+s's owners ``so[s]``, iteration k on slice it[k], the factoring copy of tile (i, j) on
+``so[it[j]][i, j]``), a node b registers
+
+- of the factoring copies (``home``): its own tiles, L[k][k] for every column k where
+  it owns a tile (m, k), m > k, of slice it[k] (its TRSM), and L[m][k], m > k, where it
+  owns a tile (m, n), k < n <= m, or (n, m), n > m, of slice it[k] (its SYRK and GEMM
+  read L[m][k]);
+- of slice t's partial sums (c > 1; :func:`partial_mask`): those it owns (its updates
+  write them) and those of the tiles whose factoring copy it owns (its ADD reads them).
+
+A non-owned factoring copy of column k is unregistered once iteration k is submitted (no
+later task reads it), a partial sum after its ADD; the peak is the count at the start.
+Tiles are (i, j) = (tile row, tile column), i >= j; counts are in handles.
+"""
+import numpy as np
+
+from ..distributions.base import iteration_slices, slice_updates
+
+
+def partial_mask(nt, c, s, it=None):
+    """uint8 (nt, nt): tiles (i, j), i >= j, of which slice ``s`` keeps a partial sum
+    (it updates them, it[k] == s for some k < j, and does not factor them, it[j] != s).
+    ``it``: the slice of each iteration (default: the maps' default rule)."""
+    it = iteration_slices(nt, c) if it is None else np.asarray(it)
+    cols = (slice_updates(it, c)[s] > 0) & (it != s)
+    return np.ascontiguousarray(np.tril(np.ones((nt, nt), dtype=bool)) & cols[None, :],
+                                dtype=np.uint8)
+
+
+def reader_thresholds(o, p):
+    """``(thr, col)`` for one slice's owners ``o`` (nt, nt) on ``p`` nodes: node b reads
+    L[m][k] (m > k) in an iteration k of this slice iff k < thr[b, m] -- it owns a tile
+    of column m below the diagonal (thr = m), or a tile (m, n) with k < n <= m (thr = the
+    last such n); ``col`` (p, nt) bool: b owns a tile (m, n) with m > n (the TRSM readers
+    of L[n][n]). int64 / bool arrays (p, nt)."""
+    o = np.asarray(o, dtype=np.int64)
+    nt = o.shape[0]
+    last = np.full((p, nt), -1, dtype=np.int64)
+    col = np.zeros((p, nt), dtype=bool)
+    for m in range(nt):
+        np.maximum.at(last[:, m], o[m, :m + 1], np.arange(m + 1))
+        col[o[m + 1:, m], m] = True
+    thr = np.where(col, np.arange(nt)[None, :], last)
+    return thr, col
+
+
+def _home_owners(so, it):
+    # the owner of the factoring copy of (i, j): slice it[j]'s
+    nt = so.shape[1]
+    return so[it, :, np.arange(nt)].T if nt else np.zeros((0, 0), dtype=np.int64)
+
+
+def cholesky_handles(so, it, rank, reads=None):
+    """The tiles node ``rank`` registers in the factorization (see the module doc).
+
+    Parameters
+    ----------
+    so : int array (c, nt, nt)
+        Every slice's owners (``TileMap.owner_maps(nt)``).
+    it : int array (nt,)
+        The slice of each iteration (``TileMap.iteration_slices(nt)``).
+    rank : int
+        The node.
+    reads : list, optional
+        :func:`reader_thresholds` of each slice (None for a slice with no iteration), if
+        the caller has them (:func:`cholesky_handle_counts` computes them once).
+
+    Returns
+    -------
+    (home, partials)
+        ``home``: uint8 (nt, nt), the factoring copies; ``partials``: c uint8 (nt, nt)
+        arrays, slice t's partial sums (an empty list for c = 1).
+    """
+    so = np.asarray(so, dtype=np.int64)
+    it = np.asarray(it, dtype=np.int64)
+    c, nt = so.shape[0], so.shape[1]
+    p = int(so.max()) + 1 if so.size else 1
+    p = max(p, int(rank) + 1)
+    if reads is None:
+        reads = [reader_thresholds(so[s], p) if (it == s).any() else None
+                 for s in range(c)]
+    own = _home_owners(so, it)
+    lower = np.tril(np.ones((nt, nt), dtype=bool))
+    home = lower & (own == rank)
+    k = np.arange(nt)
+    if nt:
+        # thr_k[m, k]: the threshold of node rank for row m in iteration k's slice
+        thr_k = np.stack([reads[int(s)][0][rank] for s in it], axis=1)
+        col_k = np.array([reads[int(s)][1][rank, j] for j, s in enumerate(it)], dtype=bool)
+        home |= np.tril(k[None, :] < thr_k, -1)
+        home[k, k] |= col_k
+    partials = []
+    if c > 1:
+        for t in range(c):
+            mask = partial_mask(nt, c, t, it).astype(bool)
+            partials.append(np.ascontiguousarray(mask & ((so[t] == rank) | (own == rank)),
+                                                 dtype=np.uint8))
+    return np.ascontiguousarray(home, dtype=np.uint8), partials
+
+
+def cholesky_handle_counts(so, it, p):
+    """Handles each node registers in the factorization: int64 (p,) (the sums of
+    :func:`cholesky_handles`; at most NT(NT+1)/2 plus the partial sums)."""
+    so = np.asarray(so, dtype=np.int64)
+    it = np.asarray(it, dtype=np.int64)
+    c = so.shape[0]
+    reads = [reader_thresholds(so[s], p) if (it == s).any() else None for s in range(c)]
+    out = np.zeros(p, dtype=np.int64)
+    for b in range(p):
+        home, partials = cholesky_handles(so, it, b, reads)
+        out[b] = int(home.sum()) + sum(int(x.sum()) for x in partials)
+    return out
