@@ -7,8 +7,10 @@ Only this module holds StarPU-MPI's process state. It does four things:
 - register tiled matrices (:class:`TileHandles`: one StarPU matrix handle per stored
   tile, with its owner rank and a unique 64-bit tag);
 - insert tasks (``ins1/ins2/ins3``: a plain ``starpu_task_insert`` when every operand is
-  local, ``starpu_mpi_task_insert`` when this rank runs or feeds the task, nothing
-  otherwise), flush StarPU-MPI's cache; count each iteration's tasks that run here
+  local, ``starpu_mpi_task_insert`` when this rank runs the task, the sends of its own
+  tiles (as StarPU-MPI would make them, cache included) when it only feeds it, nothing
+  otherwise; a rank needs no handle of a tile it neither owns nor runs a task on),
+  flush StarPU-MPI's cache; count each iteration's tasks that run here
   until they are done (``panel_track``/``panel_wait``: the submission window);
 - statistics (bytes sent per rank, tasks pending, versions, schedulers), the end of an
   FxT trace (``fxt_stop``).
@@ -414,7 +416,9 @@ cdef int _feed(int mode, starpu_data_handle_t h, int64_t o, int64_t x, int prio,
 cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
               int m1, starpu_data_handle_t h1, int64_t o1, int me,
               int64_t *count) noexcept nogil:
-    # a 2-operand task, if this rank runs or feeds it (plain insert when all local)
+    # a 2-operand task, if this rank runs it (plain insert when all local) or feeds it
+    # (the sends of its tiles, _feed); a task it runs with an operand it has no handle
+    # for returns _NO_HANDLE
     cdef int rc
     cdef bint here
     cdef int64_t *left

@@ -60,7 +60,7 @@ def _home_owners(so, it):
     return so[it, :, np.arange(nt)].T if nt else np.zeros((0, 0), dtype=np.int64)
 
 
-def cholesky_handles(so, it, rank, reads=None):
+def cholesky_handles(so, it, rank, reads=None, masks=None):
     """The tiles node ``rank`` registers in the factorization (see the module doc).
 
     Parameters
@@ -74,6 +74,8 @@ def cholesky_handles(so, it, rank, reads=None):
     reads : list, optional
         :func:`reader_thresholds` of each slice (None for a slice with no iteration), if
         the caller has them (:func:`cholesky_handle_counts` computes them once).
+    masks : list, optional
+        :func:`partial_mask` of each slice as bool arrays (c > 1), likewise.
 
     Returns
     -------
@@ -101,8 +103,9 @@ def cholesky_handles(so, it, rank, reads=None):
         home[k, k] |= col_k
     partials = []
     if c > 1:
-        for t in range(c):
-            mask = partial_mask(nt, c, t, it).astype(bool)
+        if masks is None:
+            masks = [partial_mask(nt, c, t, it).astype(bool) for t in range(c)]
+        for t, mask in enumerate(masks):
             partials.append(np.ascontiguousarray(mask & ((so[t] == rank) | (own == rank)),
                                                  dtype=np.uint8))
     return np.ascontiguousarray(home, dtype=np.uint8), partials
@@ -115,8 +118,10 @@ def cholesky_handle_counts(so, it, p):
     it = np.asarray(it, dtype=np.int64)
     c = so.shape[0]
     reads = [reader_thresholds(so[s], p) if (it == s).any() else None for s in range(c)]
+    nt = so.shape[1]
+    masks = [partial_mask(nt, c, t, it).astype(bool) for t in range(c)] if c > 1 else None
     out = np.zeros(p, dtype=np.int64)
     for b in range(p):
-        home, partials = cholesky_handles(so, it, b, reads)
+        home, partials = cholesky_handles(so, it, b, reads, masks)
         out[b] = int(home.sum()) + sum(int(x.sum()) for x in partials)
     return out
