@@ -8,7 +8,10 @@ model and the exact per-node load at the run's NT give a time estimate,
              + (bytes sent + received by the busiest node) / node_bandwidth
              + (2.5D maps) the reduction steps on the critical path (--step-latency),
 
-so a map's imbalance at this NT is in its estimate, and a 2.5D map ranks above its 2D
+and with ``--runtime FILE`` the runtime's costs that ``simulate`` charges
+(:mod:`starchol.model.runtime_time`: the busiest communication thread's time per message,
+the bytes at min(bandwidth, the --node's comm_throughput), and the estimate at least the
+slowest rank's submission clock), so a map's imbalance at this NT is in its estimate, and a 2.5D map ranks above its 2D
 slice map only when it gains more time than its reduction steps cost (the explanation
 says which way it went). Maps whose peak memory on some node
 (:func:`starchol.model.memory.node_memory`: its tiles, every tile copy it receives, the
@@ -80,8 +83,11 @@ def register(sub):
                    help="--simulate: node description (workers, GFlop/s per kernel; "
                         "`starchol calibrate` writes one, examples/nodes/)")
     p.add_argument("--runtime", metavar="FILE",
-                   help="--simulate: runtime description (examples/runtimes/); default: "
-                        "no runtime costs, one send in flight")
+                   help="runtime description (examples/runtimes/): its costs enter the "
+                        "estimate (per-message time, submission clock; with --node, the "
+                        "node's comm_throughput too) and the simulation, one time model "
+                        "for both (docs/simulation.md); default: no runtime costs, one "
+                        "send in flight")
     p.add_argument("--simulate-top", type=int_type(1), default=8, metavar="K",
                    help="--simulate: simulate the K best fitting maps by the estimate "
                         "(default 8)")
@@ -121,6 +127,12 @@ def run(args):
         for m in maps:                               # refused before any work
             check_simulation_size(m, -(-args.n // args.nb), node.workers,
                                   f"plan --simulate ({m})")
+    runtime = None
+    if args.runtime:
+        from .simulate_cmd import runtime_from_args
+
+        runtime = runtime_from_args(args)
+    comm_throughput = node.comm_throughput if node is not None else None
     json_file(args)
     log.info("scoring %d maps for up to %s, N = %d, NB = %d", len(maps),
              nodes_text(args.nodes), args.n, args.nb)
@@ -130,7 +142,8 @@ def run(args):
     for k, tile_map in enumerate(maps):
         row = score_map(tile_map, args.n, args.nb, args.node_gflops, args.node_bandwidth,
                         memory_per_node=args.memory_per_node, itemsize=itemsize,
-                        step_latency_s=args.step_latency, mixed=mixed, nrhs=nrhs)
+                        step_latency_s=args.step_latency, mixed=mixed, nrhs=nrhs,
+                        runtime=runtime, comm_throughput=comm_throughput)
         rows.append(row)
         log.debug("%s: estimate %s, %s per node, fits %s", tile_map,
                   format_seconds(row["estimate_s"]), format_bytes(row["memory_per_node_bytes"]),
@@ -150,6 +163,7 @@ def run(args):
            **({"nrhs": nrhs} if mixed else {}),
            "memory_per_node": args.memory_per_node, "node_gflops": args.node_gflops,
            "node_bandwidth": args.node_bandwidth, "step_latency_s": args.step_latency,
+           **({"runtime": runtime.to_dict()} if runtime is not None else {}),
            "rows": rows,
            "pick": pick, "explanation": why, "commands": commands(pick, args)}
     emit(args, doc, text_table(doc))

@@ -31,7 +31,8 @@ from ..model.counts import local_task_count, task_count
 from ..model.handles import cholesky_handles, partial_mask
 from ..model.operations import predicted_pairs_bytes
 from ..runtime.errors import agree_callback_error
-from .computations import computation_record, get_session, graphs, small_graph
+from .computations import (computation_record, get_session, graphs, small_graph,
+                           submit_windowed)
 from .distributed import DistributedMatrix
 from .errors import NotPositiveDefiniteError
 from .factor import Factor, backward_error, rhs_residual, symmetric_tiles
@@ -69,7 +70,9 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         once its own tasks of iteration k - W are done, which bounds the received tile
         copies and the tasks held at once (:mod:`starchol.model.memory`). Default
         :func:`~starchol.model.memory.default_window`; 0: the whole graph at once. The
-        factor and the bytes moved are the same whatever W. The same on every rank.
+        factor and the bytes moved are the same whatever W. The same on every rank. The
+        factor's solves and residuals are submitted in the same window
+        (:attr:`Factor.window`).
 
     Returns
     -------
@@ -107,7 +110,8 @@ def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=
         predicted = predicted_pairs_bytes("cholesky", tile_map, L.n, L.nb,
                                           cache=session.cache, itemsize=L.itemsize)
     return Factor(L, tile_map, session,
-                  computation_record(session, "cholesky", tile_map, L, c, tasks, predicted))
+                  computation_record(session, "cholesky", tile_map, L, c, tasks, predicted),
+                  window=window)
 
 
 def _factor(session, L, so, it, info, flush, progress, window=0):
@@ -125,11 +129,9 @@ def _factor(session, L, so, it, info, flush, progress, window=0):
     a Ctrl-C and the progress callback reach Python while it waits). With GPUs, final
     tiles are copied back while the factorization goes on (``c.writeback``)."""
     nt, c = L.nt, so.shape[0]
-    window = window if 0 < window < nt else 0
     split = nt if small_graph(task_count(nt), session.comm) else 1
-    if window:
-        split = min(split, window)
     compiled = graphs()
+    total = local_task_count(so, session.comm.Get_rank(), it) if progress else None
     # the handles this rank registers: the tiles it owns or its tasks read (model.handles)
     used, used_partials = cholesky_handles(so, it, session.comm.Get_rank())
     with session.computation(deferred=True, measured=True) as comp:
@@ -139,22 +141,12 @@ def _factor(session, L, so, it, info, flush, progress, window=0):
                     for s in range(c)] if c > 1 else []
         # from here on, even when it fails or is interrupted, L holds a (partial) factor
         L.factor = True
-        track = bool(window)
-        if track:
-            comp.track_iterations(nt)
-        tasks = compiled.cholesky(home, partials, so, it, info, flush, 0, split,
-                                  comp.writeback, track)
-        total = local_task_count(so, session.comm.Get_rank(), it) if progress else None
-        if split < nt:
-            comp.wake()
-            end = window or nt
-            if split < end:
-                tasks += compiled.cholesky(home, partials, so, it, info, flush, split, end,
-                                           comp.writeback, track)
-            for k in range(end, nt):
-                comp.wait_iteration(k - window, progress, total, tasks)
-                tasks += compiled.cholesky(home, partials, so, it, info, flush, k, k + 1,
-                                           comp.writeback, track)
+
+        def submit(k_begin, k_end, track):
+            return compiled.cholesky(home, partials, so, it, info, flush, k_begin, k_end,
+                                     comp.writeback, track)
+
+        tasks = submit_windowed(comp, submit, nt, window, split, progress, total)
         comp.submitted()
         failed = comp.wait(progress, total)
     return tasks, failed, comp

@@ -18,6 +18,38 @@ def small_graph(tasks, comm):
     return tasks <= WAKE_AFTER_TASKS * comm.Get_size()
 
 
+def submit_windowed(comp, submit, iterations, window, first=None, progress=None,
+                    total=None):
+    """Submit a graph of ``iterations`` iterations in a submission window of ``window``
+    iterations (0, or ``window`` >= ``iterations``: all at once): the one loop of the
+    window, for the factorization, the solves and the residuals. Returns the tasks of
+    this rank (the sum of what ``submit`` returned). Collective.
+
+    ``submit(k_begin, k_end, track)`` submits iterations k_begin <= k < k_end of the
+    graph (a compiled graph of :mod:`starchol.runtime._graphs`; ``track``: count this
+    rank's tasks of each iteration). With a window, iteration k is submitted once this
+    rank's tasks of iteration k - W are done (:meth:`~.Computation.wait_iteration`: a
+    Ctrl-C and ``progress(done, total)`` reach Python while it waits). ``first``: the
+    iterations submitted before the workers of a deferred ``comp`` wake (default: the
+    first window, or the whole graph); they are woken before any wait. The tasks, their
+    order and the bytes they move do not depend on the window."""
+    window = window if 0 < window < iterations else 0
+    end = window or iterations
+    first = end if first is None else min(first, end)
+    track = bool(window)
+    if track:
+        comp.track_iterations(iterations)
+    tasks = submit(0, first, track)
+    if first < iterations:
+        comp.wake()
+        if first < end:
+            tasks += submit(first, end, track)
+        for k in range(end, iterations):
+            comp.wait_iteration(k - window, progress, total, tasks)
+            tasks += submit(k, k + 1, track)
+    return tasks
+
+
 def get_session(comm, session=None):
     """``session`` if given, else this process's running Session, else a new one started
     on ``comm`` (kept until the interpreter exits). Collective when it starts one.

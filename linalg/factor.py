@@ -13,7 +13,7 @@ from ..model.counts import solve_task_count, task_count
 from ..model.operations import SOLVE_PASSES
 from ..model.rhs_volume import check_variant
 from ..runtime.errors import SessionError
-from .computations import computation_record, graphs, small_graph
+from .computations import computation_record, graphs, small_graph, submit_windowed
 from .distributed import DistributedMatrix, check_root
 from .operands import check_operand
 from .rhs_solve import residual_variant, solve_variant, submit_residual_rhs, submit_solve_rhs
@@ -41,15 +41,24 @@ class Factor:
         The factorization's record.
     solve_record : RunRecord or None
         The last :meth:`solve`'s record.
+    window : int
+        The submission window W in iterations of the factorization (``cholesky(...,
+        window=W)``, by default :func:`~starchol.model.memory.default_window`; 0: none).
+        :meth:`solve`, :meth:`solve_triangular`, :meth:`residual` and
+        :meth:`solve_residual` are submitted in the same window: a rank submits step k
+        of a pass (row k of a residual) once its own tasks of step k - W are done
+        (the backward pass's steps follow the forward pass's, so the window spans the
+        two). The results and the bytes moved are the same whatever W.
     """
 
-    def __init__(self, L, tile_map, session, record):
+    def __init__(self, L, tile_map, session, record, window=0):
         self.L = L
         L.factor = True
         self.tile_map = tile_map
         self.session = session
         self.record = record
         self.solve_record = None
+        self.window = int(window)
         # the variant chosen for each (K, passes, requested variant, cache setting), with
         # the model's figures: counted once (about 1 s at NT = 1000), reused by later
         # solves (a refinement's, a likelihood's many)
@@ -228,10 +237,15 @@ class Factor:
                             elemsize=X.itemsize)
             if name == "rhs":
                 tasks = submit_solve_rhs(c, graphs(), hl, hb, L, X, comm.Get_size(),
-                                         which)
+                                         which, self.window)
             else:
-                tasks = graphs().solve(hl, hb, forward=which != "backward",
-                                        backward=which != "forward")
+                forward, backward = which != "backward", which != "forward"
+
+                def submit(k_begin, k_end, track):
+                    return graphs().solve(hl, hb, forward, backward, k_begin, k_end, track)
+
+                # the steps of the forward, then the backward pass: 2 NT iterations
+                tasks = submit_windowed(c, submit, 2 * L.nt, self.window)
             c.submitted()
             c.wait()   # no callback: nothing to agree on
         self.solve_record = computation_record(session, operation, self.tile_map, L, c, tasks,
@@ -253,8 +267,10 @@ class Factor:
         amax_a, ssq_a = A.frobenius_parts()
         nt = L.nt
         with session.computation(deferred=small_graph(task_count(nt), comm)) as c:
-            graphs().llt_residual(c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize),
-                                   c.register(R.owners, R.tiles, R.rows, elemsize=R.itemsize))
+            hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+            hr = c.register(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
+            submit_windowed(c, lambda k_begin, k_end, track: graphs().llt_residual(
+                hl, hr, k_begin, k_end, track), nt, self.window)
             c.wait()   # no callback: nothing to agree on
         amax_r, ssq_r = R.frobenius_parts()
         if not 0.0 < amax_a < np.inf:      # A is zero, or holds NaN or Inf
@@ -300,7 +316,7 @@ class Factor:
                        dtype=L.dtype)
         check_operand(comm, B, "B", self.tile_map, kind="rhs", n=L.n, nb=L.nb,
                        dtype=L.dtype, ncols=X.ncols)
-        R = rhs_residual(session, A, X, B, tile_map=self.tile_map)
+        R = rhs_residual(session, A, X, B, tile_map=self.tile_map, window=self.window)
         return backward_error(R.frobenius_parts(), A.frobenius_parts(),
                                X.frobenius_parts(), B.frobenius_parts())
 
@@ -327,7 +343,7 @@ def symmetric_tiles(A):
     return {ij: (symmetrized(t) if ij[0] == ij[1] else t) for ij, t in A.tiles.items()}
 
 
-def rhs_residual(session, A, X, B, tiles=None, tile_map=None, variant="auto"):
+def rhs_residual(session, A, X, B, tiles=None, tile_map=None, variant="auto", window=0):
     """R = B - A X as GEMM tasks: the body of :meth:`Factor.solve_residual`, without
     its checks. Collective.
 
@@ -340,7 +356,9 @@ def rhs_residual(session, A, X, B, tiles=None, tile_map=None, variant="auto"):
     ``symm_residual_rhs`` graph: A in place, X's blocks and partial sums move;
     :func:`~starchol.model.rhs_volume.rhs_residual_transfer_pairs_bytes`) or
     ``"auto"`` (fewer bytes on the busiest link; needs ``tile_map``, else
-    ``"factor"``). Returns R, laid out like B; A, X and B are not modified.
+    ``"factor"``). ``window``: the submission window in row tiles (0: the whole graph
+    at once; :attr:`Factor.window`). Returns R, laid out like B; A, X and B are not
+    modified.
     """
     name = "factor" if tile_map is None and variant == "auto" else variant
     if name == "auto":
@@ -357,9 +375,11 @@ def rhs_residual(session, A, X, B, tiles=None, tile_map=None, variant="auto"):
         hr = c.register(R.owners, R.tiles, R.rows, R.cols, stored=R.stored,
                         elemsize=R.itemsize)
         if name == "rhs":
-            submit_residual_rhs(c, graphs(), ha, hx, hr, A, X, session.comm.Get_size())
+            submit_residual_rhs(c, graphs(), ha, hx, hr, A, X, session.comm.Get_size(),
+                                window)
         else:
-            graphs().symm_residual(ha, hx, hr)
+            submit_windowed(c, lambda k_begin, k_end, track: graphs().symm_residual(
+                ha, hx, hr, k_begin, k_end, track), A.nt, window)
         c.wait()   # no callback: nothing to agree on
     return R
 

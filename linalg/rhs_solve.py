@@ -15,6 +15,7 @@ import numpy as np
 
 from ..model.rhs_volume import (choose_variant, partial_rows, residual_bytes_by_variant,
                                 solve_bytes_by_variant)
+from .computations import submit_windowed
 
 
 def partial_layout(owners, nodes, cols, which):
@@ -69,22 +70,31 @@ def _summary(name, reason, requested, by):
                          for v, p in by.items()}}
 
 
-def submit_solve_rhs(comp, graphs, hl, hx, L, X, nodes, which):
-    """Register the partial sums and submit ``solve_rhs`` (the passes of ``which``).
-    Returns this rank's task count. Collective."""
+def submit_solve_rhs(comp, graphs, hl, hx, L, X, nodes, which, window=0):
+    """Register the partial sums and submit ``solve_rhs`` (the passes of ``which``) in
+    a submission window of ``window`` steps (0: all at once; the 2 NT steps of the
+    forward then the backward pass: :func:`~.computations.submit_windowed`). Returns
+    this rank's task count. Collective."""
     forward, backward = which != "backward", which != "forward"
     tf = register_partials(comp, L.owners, nodes, X.rows, X.cols, X.itemsize,
                            "forward") if forward else None
     tb = register_partials(comp, L.owners, nodes, X.rows, X.cols, X.itemsize,
                            "backward") if backward else None
-    return graphs.solve_rhs(hl, hx, tf, tb, nodes, forward=forward, backward=backward)
+
+    def submit(k_begin, k_end, track):
+        return graphs.solve_rhs(hl, hx, tf, tb, nodes, forward, backward, k_begin, k_end,
+                                track)
+
+    return submit_windowed(comp, submit, 2 * L.nt, window)
 
 
-def submit_residual_rhs(comp, graphs, ha, hx, hr, A, X, nodes):
-    """Register the partial sums and submit ``symm_residual_rhs``. Returns this rank's
-    task count. Collective."""
+def submit_residual_rhs(comp, graphs, ha, hx, hr, A, X, nodes, window=0):
+    """Register the partial sums and submit ``symm_residual_rhs`` in a submission
+    window of ``window`` row tiles (0: all at once). Returns this rank's task count.
+    Collective."""
     t = register_partials(comp, A.owners, nodes, X.rows, X.cols, X.itemsize, "residual")
-    return graphs.symm_residual_rhs(ha, hx, hr, t, nodes)
+    return submit_windowed(comp, lambda k_begin, k_end, track: graphs.symm_residual_rhs(
+        ha, hx, hr, t, nodes, k_begin, k_end, track), A.nt, window)
 
 
 __all__ = ["partial_layout", "register_partials", "residual_variant", "solve_variant",

@@ -227,7 +227,8 @@ cdef int _cholesky_panels(Codelets *cl, starpu_data_handle_t *home,
 # ---------------------------------------------------------------------------
 # Solve L L^T X = B: forward L Y = B, then backward L^T X = Y, in place in B
 # ---------------------------------------------------------------------------
-def solve(TileHandles L, TileHandles B, bint forward=True, bint backward=True):
+def solve(TileHandles L, TileHandles B, bint forward=True, bint backward=True,
+          int k_begin=0, int k_end=-1, bint track=False):
     """Submit the tiled triangular solves of L L^T X = B, in place in B (or one of them:
     ``forward`` L Y = B, ``backward`` L^T X = B). Collective.
 
@@ -237,97 +238,154 @@ def solve(TileHandles L, TileHandles B, bint forward=True, bint backward=True):
     backward, k = nt-1..0: B[k] = L[k][k]^-T B[k], then B[m] -= L[k][m]^T B[k] for
     m < k. Between the passes B's received copies are flushed (B[k] changes
     value), after the backward pass L's and B's. Returns the tasks that run on this rank.
+
+    Iterations, for the submission window (:func:`_iterations`): g = 0..nt-1 the
+    forward steps k = g, g = nt..2 nt-1 the backward steps k = 2 nt-1-g (a pass that
+    does not run has no tasks in its iterations); ``k_begin``/``k_end``/``track`` as
+    for :func:`cholesky`, over these 2 nt iterations.
     """
     if L.h == NULL or B.h == NULL or B.mt != L.nt or B.elemsize != L.elemsize:
         raise ValueError("solve: the factor and the right-hand sides do not match")
+    k_end = _iterations("solve", k_begin, k_end, 2 * L.nt)
     cdef Codelets *cl = codelets(_single(L))
     cdef int64_t count = 0
     cdef int rc
     with nogil:
         rc = _solve(cl, L.h, L.own, B.h, B.own, L.nt, B.nt, my_rank(), forward, backward,
-                    &count)
+                    k_begin, k_end, track, &count)
+        if track:
+            panel_end()
     CHKERR(rc, "starpu_task_insert (solve)")
     return count
 
 
+cdef int _iterations(str graph, int k_begin, int k_end, int n) except -2:
+    # k_end (-1: n) of iterations k_begin <= g < k_end of a graph of n iterations
+    if k_end < 0:
+        k_end = n
+    if not 0 <= k_begin <= k_end <= n:
+        raise ValueError(f"{graph}: iterations {k_begin}..{k_end} outside 0..{n}")
+    return k_end
+
+
 cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_handle_t *b,
                 int64_t *bo, int nt, int kt, int me, bint forward, bint backward,
-                int64_t *count) noexcept nogil:
-    cdef int k, m, j, rc = 0
-    cdef int64_t kk, mk, km
-    # forward: L Y = B
-    for k in range(nt if forward else 0):
-        kk = _ij(nt, k, k)
+                int k_begin, int k_end, bint track, int64_t *count) noexcept nogil:
+    cdef int g, k, rc = 0
+    for g in range(k_begin, k_end):
+        if track:
+            panel_begin(g)
+        if g < nt:
+            if forward:
+                rc = _solve_forward_step(cl, l, lo, b, bo, nt, kt, g, me, count)
+        elif backward:
+            rc = _solve_backward_step(cl, l, lo, b, bo, nt, kt, 2 * nt - 1 - g, me, count)
+        if rc != 0:
+            return rc
+        if g == nt - 1:
+            # between the passes
+            for k in range(nt * kt):
+                cache_flush(b[k])
+    if k_end == 2 * nt and k_begin < k_end:
+        for k in range(nt * kt):
+            cache_flush(b[k])
+        for k in range(nt):
+            for g in range(k + 1):
+                cache_flush(l[_ij(nt, k, g)])
+    return 0
+
+
+cdef int _solve_forward_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
+                             starpu_data_handle_t *b, int64_t *bo, int nt, int kt, int k,
+                             int me, int64_t *count) noexcept nogil:
+    # L Y = B, step k
+    cdef int m, j, rc = 0
+    cdef int64_t kk, mk
+    kk = _ij(nt, k, k)
+    for j in range(kt):
+        rc = ins2(cl.trsm_fwd, 2 * nt - k, STARPU_R, l[kk], lo[kk],
+                  STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+        if rc != 0:
+            return rc
+    for m in range(k + 1, nt):
+        mk = _ij(nt, m, k)
         for j in range(kt):
-            rc = ins2(cl.trsm_fwd, 2 * nt - k, STARPU_R, l[kk], lo[kk],
-                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+            rc = ins3(cl.gemm_fwd, 2 * nt - m, STARPU_R, l[mk], lo[mk],
+                      STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
+                      STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
             if rc != 0:
                 return rc
-        for m in range(k + 1, nt):
-            mk = _ij(nt, m, k)
-            for j in range(kt):
-                rc = ins3(cl.gemm_fwd, 2 * nt - m, STARPU_R, l[mk], lo[mk],
-                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
-                          STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
-                if rc != 0:
-                    return rc
-    for k in range(nt * kt):
-        cache_flush(b[k])
-    # backward: L^T X = Y
-    for k in range(nt - 1 if backward else -1, -1, -1):
-        kk = _ij(nt, k, k)
+    return 0
+
+
+cdef int _solve_backward_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
+                              starpu_data_handle_t *b, int64_t *bo, int nt, int kt, int k,
+                              int me, int64_t *count) noexcept nogil:
+    # L^T X = Y, step k (k = nt-1 first)
+    cdef int m, j, rc = 0
+    cdef int64_t kk, km
+    kk = _ij(nt, k, k)
+    for j in range(kt):
+        rc = ins2(cl.trsm_bwd, nt + k, STARPU_R, l[kk], lo[kk],
+                  STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+        if rc != 0:
+            return rc
+    for m in range(k - 1, -1, -1):
+        km = _ij(nt, k, m)
         for j in range(kt):
-            rc = ins2(cl.trsm_bwd, nt + k, STARPU_R, l[kk], lo[kk],
-                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+            rc = ins3(cl.gemm_bwd, nt + m, STARPU_R, l[km], lo[km],
+                      STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
+                      STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
             if rc != 0:
                 return rc
-        for m in range(k - 1, -1, -1):
-            km = _ij(nt, k, m)
-            for j in range(kt):
-                rc = ins3(cl.gemm_bwd, nt + m, STARPU_R, l[km], lo[km],
-                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
-                          STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
-                if rc != 0:
-                    return rc
-    for k in range(nt * kt):
-        cache_flush(b[k])
-    for k in range(nt):
-        for m in range(k + 1):
-            cache_flush(l[_ij(nt, k, m)])
     return 0
 
 
 # ---------------------------------------------------------------------------
 # Residual R := A - L L^T (lower triangle), for checks
 # ---------------------------------------------------------------------------
-def llt_residual(TileHandles L, TileHandles R):
+def llt_residual(TileHandles L, TileHandles R, int k_begin=0, int k_end=-1,
+                 bint track=False):
     """Submit R := R - L L^T on the lower triangle (L's diagonal tiles get their strict
     upper triangle zeroed first). R must have L's owners. Returns the tasks that run on
-    this rank. Collective."""
+    this rank. Collective.
+
+    Iterations (the submission window): g = row i of R (the zeroing tasks, submitted
+    first, count in iteration 0); ``k_begin``/``k_end``/``track`` as for
+    :func:`cholesky`."""
     if L.h == NULL or R.h == NULL or R.nt != L.nt or R.elemsize != L.elemsize:
         raise ValueError("llt_residual: the factor and the matrix do not match")
+    k_end = _iterations("llt_residual", k_begin, k_end, L.nt)
     cdef Codelets *cl = codelets(_single(L))
     cdef int64_t count = 0
     cdef int rc
     with nogil:
-        rc = _residual(cl, L.h, R.h, L.own, L.nt, my_rank(), &count)
+        rc = _residual(cl, L.h, R.h, L.own, L.nt, my_rank(), k_begin, k_end, track, &count)
+        if track:
+            panel_end()
     CHKERR(rc, "starpu_task_insert (residual)")
     return count
 
 
 cdef int _residual(Codelets *cl, starpu_data_handle_t *l, starpu_data_handle_t *r,
-                   int64_t *own, int nt, int me, int64_t *count) noexcept nogil:
+                   int64_t *own, int nt, int me, int k_begin, int k_end, bint track,
+                   int64_t *count) noexcept nogil:
     # R[i][j] -= sum_{k<=j} L[i][k] L[j][k]^T  for i >= j
     cdef int i, j, k, rc = 0
-    for k in range(nt):
-        for j in range(k + 1):
-            cache_flush(l[_ij(nt, k, j)])
-    for j in range(nt):
-        rc = ins1(cl.tril, 0, STARPU_RW, l[_ij(nt, j, j)], own[_ij(nt, j, j)], NULL, 0,
-                  me, count)
-        if rc != 0:
-            return rc
-    for i in range(nt):
+    if k_begin == 0 and k_end > 0:
+        if track:
+            panel_begin(0)
+        for k in range(nt):
+            for j in range(k + 1):
+                cache_flush(l[_ij(nt, k, j)])
+        for j in range(nt):
+            rc = ins1(cl.tril, 0, STARPU_RW, l[_ij(nt, j, j)], own[_ij(nt, j, j)], NULL, 0,
+                      me, count)
+            if rc != 0:
+                return rc
+    for i in range(k_begin, k_end):
+        if track:
+            panel_begin(i)
         for j in range(i + 1):
             for k in range(j + 1):
                 if i == j:
@@ -345,7 +403,8 @@ cdef int _residual(Codelets *cl, starpu_data_handle_t *l, starpu_data_handle_t *
 # ---------------------------------------------------------------------------
 # Residual R := B - A X of a solve, for checks
 # ---------------------------------------------------------------------------
-def symm_residual(TileHandles A, TileHandles X, TileHandles R):
+def symm_residual(TileHandles A, TileHandles X, TileHandles R, int k_begin=0,
+                  int k_end=-1, bint track=False):
     """Submit R := R - A X, R holding B: the residual of the solve A X = B. Collective.
 
     ``A`` is the symmetric matrix by its lower tiles (nt x nt, on the factor's owners
@@ -355,27 +414,36 @@ def symm_residual(TileHandles A, TileHandles X, TileHandles R):
     transposed), on R's owner; A[i][k] is last read by row i, so its received copies
     are flushed as each row is submitted, X's at the end. Returns the tasks that run on
     this rank.
+
+    Iterations (the submission window): g = row tile i of R; ``k_begin``/``k_end``/
+    ``track`` as for :func:`cholesky`.
     """
     if A.h == NULL or X.h == NULL or R.h == NULL or X.mt != A.nt or R.mt != A.nt \
             or R.nt != X.nt or X.elemsize != A.elemsize or R.elemsize != A.elemsize:
         raise ValueError("symm_residual: the matrix, the solution and the residual do "
                          "not match")
+    k_end = _iterations("symm_residual", k_begin, k_end, A.nt)
     cdef Codelets *cl = codelets(_single(A))
     cdef int64_t count = 0
     cdef int rc
     with nogil:
         rc = _symm_residual(cl, A.h, A.own, X.h, X.own, R.h, R.own, A.nt, X.nt,
-                            my_rank(), &count)
+                            my_rank(), k_begin, k_end, track, &count)
+        if track:
+            panel_end()
     CHKERR(rc, "starpu_task_insert (solve residual)")
     return count
 
 
 cdef int _symm_residual(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
                         starpu_data_handle_t *x, int64_t *xo, starpu_data_handle_t *r,
-                        int64_t *ro, int nt, int kt, int me, int64_t *count) noexcept nogil:
+                        int64_t *ro, int nt, int kt, int me, int k_begin, int k_end,
+                        bint track, int64_t *count) noexcept nogil:
     cdef int i, j, k, rc = 0
     cdef int64_t ik, ki
-    for i in range(nt):
+    for i in range(k_begin, k_end):
+        if track:
+            panel_begin(i)
         for j in range(kt):
             for k in range(nt):
                 if k <= i:
@@ -392,8 +460,9 @@ cdef int _symm_residual(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
                     return rc
         for k in range(i + 1):
             cache_flush(a[_ij(nt, i, k)])
-    for k in range(nt * kt):
-        cache_flush(x[k])
+    if k_end == nt and k_begin < k_end:
+        for k in range(nt * kt):
+            cache_flush(x[k])
     return 0
 
 
@@ -402,7 +471,8 @@ cdef int _symm_residual(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
 # partial sums move (starchol.linalg.rhs_volume counts its bytes)
 # ---------------------------------------------------------------------------
 def solve_rhs(TileHandles L, TileHandles B, TileHandles Tf, TileHandles Tb, int nodes,
-              bint forward=True, bint backward=True):
+              bint forward=True, bint backward=True, int k_begin=0, int k_end=-1,
+              bint track=False):
     """Submit the triangular solves of L L^T X = B in place in B, each product on the
     owner of its tile of L (or one pass: ``forward`` L Y = B, ``backward`` L^T X = B).
     Collective.
@@ -419,9 +489,13 @@ def solve_rhs(TileHandles L, TileHandles B, TileHandles Tf, TileHandles Tb, int 
     nt-1..0: the same with Tb, L[k][k]^-T and the products L[k][m]^T B[k], m < k, into
     row m. B's received copies are dropped after each pass. Returns the tasks that run
     on this rank.
+
+    Iterations (the submission window): as for :func:`solve`, g = 0..nt-1 forward,
+    nt..2 nt-1 backward; ``k_begin``/``k_end``/``track`` as for :func:`cholesky`.
     """
     if L.h == NULL or B.h == NULL or B.mt != L.nt or B.elemsize != L.elemsize:
         raise ValueError("solve_rhs: the factor and the right-hand sides do not match")
+    k_end = _iterations("solve_rhs", k_begin, k_end, 2 * L.nt)
     for T, on in ((Tf, forward), (Tb, backward)):
         if on and (T is None or T.h == NULL or T.mt != L.nt or T.nt != B.nt * nodes
                    or T.elemsize != L.elemsize):
@@ -435,7 +509,9 @@ def solve_rhs(TileHandles L, TileHandles B, TileHandles Tf, TileHandles Tb, int 
     cdef int64_t *tbo = Tb.own if backward else NULL
     with nogil:
         rc = _solve_rhs(cl, L.h, L.own, B.h, B.own, tf, tfo, tb, tbo, L.nt, B.nt, nodes,
-                        my_rank(), forward, backward, &count)
+                        my_rank(), forward, backward, k_begin, k_end, track, &count)
+        if track:
+            panel_end()
     CHKERR(rc, "starpu_task_insert (solve, rhs variant)")
     return count
 
@@ -462,73 +538,72 @@ cdef int _add_partials(Codelets *cl, starpu_data_handle_t *t, int64_t *to,
 cdef int _solve_rhs(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
                     starpu_data_handle_t *b, int64_t *bo, starpu_data_handle_t *tf,
                     int64_t *tfo, starpu_data_handle_t *tb, int64_t *tbo, int nt, int kt,
-                    int nodes, int me, bint forward, bint backward,
-                    int64_t *count) noexcept nogil:
-    cdef int k, m, j, rc = 0
-    cdef int64_t kk, lt, q, x, w = <int64_t>kt * nodes
+                    int nodes, int me, bint forward, bint backward, int k_begin, int k_end,
+                    bint track, int64_t *count) noexcept nogil:
+    cdef int g, k, rc = 0
+    for g in range(k_begin, k_end):
+        if track:
+            panel_begin(g)
+        if g < nt:
+            if forward:
+                rc = _solve_rhs_step(cl, l, lo, b, bo, tf, tfo, nt, kt, nodes, g, True,
+                                     me, count)
+        elif backward:
+            rc = _solve_rhs_step(cl, l, lo, b, bo, tb, tbo, nt, kt, nodes, 2 * nt - 1 - g,
+                                 False, me, count)
+        if rc != 0:
+            return rc
+        # B's received copies are dropped after each pass
+        if (g == nt - 1 and forward) or (g == 2 * nt - 1 and backward):
+            for k in range(nt * kt):
+                cache_flush(b[k])
+    return 0
+
+
+cdef int _solve_rhs_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
+                         starpu_data_handle_t *b, int64_t *bo, starpu_data_handle_t *t,
+                         int64_t *to, int nt, int kt, int nodes, int k, bint forward,
+                         int me, int64_t *count) noexcept nogil:
+    # step k of the forward pass (L Y = B: TRSM of row k, products into rows m > k) or
+    # of the backward pass (L^T X = Y: into rows m < k), partial sums in t
+    cdef int m, j, m_end, step, rc = 0
+    cdef int prio = 2 * nt - k if forward else nt + k
+    cdef int64_t kk = _ij(nt, k, k), lt, q, x, w = <int64_t>kt * nodes
     cdef starpu_data_handle_t out
     cdef int64_t oo
-    # forward: L Y = B
-    for k in range(nt if forward else 0):
-        kk = _ij(nt, k, k)
-        rc = _add_partials(cl, tf, tfo, b, bo, k, kt, nodes, 2 * nt - k, me, count)
+    rc = _add_partials(cl, t, to, b, bo, k, kt, nodes, prio, me, count)
+    if rc != 0:
+        return rc
+    for j in range(kt):
+        rc = ins2(cl.trsm_fwd if forward else cl.trsm_bwd, prio, STARPU_R, l[kk], lo[kk],
+                  STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
         if rc != 0:
             return rc
-        for j in range(kt):
-            rc = ins2(cl.trsm_fwd, 2 * nt - k, STARPU_R, l[kk], lo[kk],
-                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
-            if rc != 0:
-                return rc
-        for m in range(k + 1, nt):
-            lt = _ij(nt, m, k)
-            q = lo[lt]
-            for j in range(kt):
-                if q == bo[_ij(kt, m, j)]:
-                    out, oo = b[_ij(kt, m, j)], bo[_ij(kt, m, j)]
-                else:
-                    x = <int64_t>m * w + <int64_t>j * nodes + q
-                    out, oo = tf[x], tfo[x]
-                rc = ins3(cl.gemm_fwd, 2 * nt - m, STARPU_R, l[lt], lo[lt],
-                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
-                          STARPU_RW, out, oo, me, count)
-                if rc != 0:
-                    return rc
     if forward:
-        for k in range(nt * kt):
-            cache_flush(b[k])
-    # backward: L^T X = Y
-    for k in range(nt - 1 if backward else -1, -1, -1):
-        kk = _ij(nt, k, k)
-        rc = _add_partials(cl, tb, tbo, b, bo, k, kt, nodes, nt + k, me, count)
-        if rc != 0:
-            return rc
+        m, m_end, step = k + 1, nt, 1
+    else:
+        m, m_end, step = k - 1, -1, -1
+    while m != m_end:
+        lt = _ij(nt, m, k) if forward else _ij(nt, k, m)
+        q = lo[lt]
         for j in range(kt):
-            rc = ins2(cl.trsm_bwd, nt + k, STARPU_R, l[kk], lo[kk],
-                      STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
+            if q == bo[_ij(kt, m, j)]:
+                out, oo = b[_ij(kt, m, j)], bo[_ij(kt, m, j)]
+            else:
+                x = <int64_t>m * w + <int64_t>j * nodes + q
+                out, oo = t[x], to[x]
+            rc = ins3(cl.gemm_fwd if forward else cl.gemm_bwd,
+                      2 * nt - m if forward else nt + m, STARPU_R, l[lt], lo[lt],
+                      STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
+                      STARPU_RW, out, oo, me, count)
             if rc != 0:
                 return rc
-        for m in range(k - 1, -1, -1):
-            lt = _ij(nt, k, m)
-            q = lo[lt]
-            for j in range(kt):
-                if q == bo[_ij(kt, m, j)]:
-                    out, oo = b[_ij(kt, m, j)], bo[_ij(kt, m, j)]
-                else:
-                    x = <int64_t>m * w + <int64_t>j * nodes + q
-                    out, oo = tb[x], tbo[x]
-                rc = ins3(cl.gemm_bwd, nt + m, STARPU_R, l[lt], lo[lt],
-                          STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
-                          STARPU_RW, out, oo, me, count)
-                if rc != 0:
-                    return rc
-    if backward:
-        for k in range(nt * kt):
-            cache_flush(b[k])
+        m += step
     return 0
 
 
 def symm_residual_rhs(TileHandles A, TileHandles X, TileHandles R, TileHandles T,
-                      int nodes):
+                      int nodes, int k_begin=0, int k_end=-1, bint track=False):
     """Submit R := R - A X (R holding B), each product on the owner of its tile of A.
     Collective.
 
@@ -542,6 +617,9 @@ def symm_residual_rhs(TileHandles A, TileHandles X, TileHandles R, TileHandles T
     tile); R[i] itself where q = d(i); then R[i] += T_q[i] on d(i) (ADD; the partial sum
     is dropped). X's received copies are dropped at the end. Returns the tasks that run
     on this rank.
+
+    Iterations (the submission window): g = row tile i of R; ``k_begin``/``k_end``/
+    ``track`` as for :func:`cholesky`.
     """
     if A.h == NULL or X.h == NULL or R.h == NULL or T is None or T.h == NULL \
             or X.mt != A.nt or R.mt != A.nt or R.nt != X.nt or T.mt != A.nt \
@@ -549,12 +627,15 @@ def symm_residual_rhs(TileHandles A, TileHandles X, TileHandles R, TileHandles T
             or R.elemsize != A.elemsize or T.elemsize != A.elemsize:
         raise ValueError("symm_residual_rhs: the matrix, the solution, the residual and "
                          "the partial sums do not match")
+    k_end = _iterations("symm_residual_rhs", k_begin, k_end, A.nt)
     cdef Codelets *cl = codelets(_single(A))
     cdef int64_t count = 0
     cdef int rc
     with nogil:
         rc = _symm_residual_rhs(cl, A.h, A.own, X.h, X.own, R.h, R.own, T.h, T.own, A.nt,
-                                X.nt, nodes, my_rank(), &count)
+                                X.nt, nodes, my_rank(), k_begin, k_end, track, &count)
+        if track:
+            panel_end()
     CHKERR(rc, "starpu_task_insert (solve residual, rhs variant)")
     return count
 
@@ -562,13 +643,16 @@ def symm_residual_rhs(TileHandles A, TileHandles X, TileHandles R, TileHandles T
 cdef int _symm_residual_rhs(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
                             starpu_data_handle_t *x, int64_t *xo, starpu_data_handle_t *r,
                             int64_t *ro, starpu_data_handle_t *t, int64_t *to, int nt,
-                            int kt, int nodes, int me, int64_t *count) noexcept nogil:
+                            int kt, int nodes, int me, int k_begin, int k_end,
+                            bint track, int64_t *count) noexcept nogil:
     cdef int i, k, j, rc = 0
     cdef int64_t ii, at, q, y, w = <int64_t>kt * nodes
     cdef starpu_data_handle_t out
     cdef int64_t oo
     cdef starpu_codelet *op
-    for i in range(nt):
+    for i in range(k_begin, k_end):
+        if track:
+            panel_begin(i)
         ii = _ij(nt, i, i)
         for j in range(kt):
             rc = ins3(cl.gemm_fwd, 0, STARPU_R, a[ii], ao[ii],
@@ -597,6 +681,7 @@ cdef int _symm_residual_rhs(Codelets *cl, starpu_data_handle_t *a, int64_t *ao,
         rc = _add_partials(cl, t, to, r, ro, i, kt, nodes, 0, me, count)
         if rc != 0:
             return rc
-    for k in range(nt * kt):
-        cache_flush(x[k])
+    if k_end == nt and k_begin < k_end:
+        for k in range(nt * kt):
+            cache_flush(x[k])
     return 0

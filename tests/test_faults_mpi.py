@@ -213,6 +213,56 @@ def test_lone_exception_in_a_session_aborts_instead_of_hanging(mpi_python):
     assert "rank 1: error: KeyError: 'missing tile'; ending the job on every rank" in err
 
 
+# a rank that fails while its solve waits for the submission window (rank 1, at step 3
+# of 2 NT: the rest of its graph never submitted, rank 0 waiting for its part)
+FAILS_IN_THE_WINDOW = """
+import sys
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+from starchol.runtime.computation import Computation
+
+comm = MPI.COMM_WORLD
+n, nb, k = 640, 32, 4
+tile_map = get_map("2dbc", comm.Get_size())
+rng = np.random.default_rng(0)
+m = rng.standard_normal((n, n))
+full = m @ m.T / n + np.eye(n)
+rhs = rng.standard_normal((n, k))
+wait_iteration = Computation.wait_iteration
+armed = []
+
+def failing(self, step, *args):
+    if armed and comm.Get_rank() == 1 and step >= 3:
+        raise RuntimeError(f"rank 1 fails inside the window at step {step}")
+    return wait_iteration(self, step, *args)
+
+Computation.wait_iteration = failing
+with Session(comm, workers=1):
+    A = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (n, n),
+                                        nb, tile_map)
+    B = DistributedMatrix.from_function(lambda r0, r1, c0, c1: rhs[r0:r1, c0:c1], (n, k),
+                                        nb, tile_map, kind="rhs")
+    f = cholesky(A, tile_map, window=2)
+    armed.append(1)
+    f.solve(B, variant=sys.argv[1])
+    print("NOT FAILED", flush=True)
+"""
+
+
+@pytest.mark.parametrize("variant", ["rhs", "factor"])
+def test_a_rank_failing_inside_the_window_of_a_solve_ends_the_job(mpi_python, variant):
+    """The other rank waits in its window for this rank's part of the graph, which never
+    comes: the job ends at once with one line naming the rank and the error."""
+    proc = mpi_python(2, FAILS_IN_THE_WINDOW, what="a rank failing inside a solve's window",
+                      args=(variant,))
+    assert proc.returncode == 1, proc.stderr
+    assert "NOT FAILED" not in proc.stdout
+    assert ("rank 1: error: RuntimeError: rank 1 fails inside the window at step 3; ending "
+            "the job on every rank") in proc.stderr, proc.stderr
+
+
 AFTER_SHUTDOWN = """
 import numpy as np
 from mpi4py import MPI

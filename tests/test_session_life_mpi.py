@@ -196,3 +196,92 @@ def test_an_uncaught_agreed_error_ends_every_rank_normally(mpi_python):
     assert proc.stderr.count("NotPositiveDefiniteError: matrix is not positive "
                              "definite") == 2, proc.stderr
     assert "MPI_Abort" not in proc.stderr and "MPI_ABORT" not in proc.stderr
+
+
+# Ctrl-C inside the submission window of a solve: rank `last` sends itself SIGINT when
+# it first waits for the window (step 3 of 2 NT), the rest of the graph not yet
+# submitted; argv[1]: the solve's variant
+INTERRUPT_SOLVE = """
+import json, os, signal, sys, time
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+from starchol.runtime.computation import Computation
+
+comm = MPI.COMM_WORLD
+rank, last = comm.Get_rank(), comm.Get_size() - 1
+n, nb, k = {n}, 120, {k}
+tile_map = get_map("2dbc", comm.Get_size())
+rng = np.random.default_rng(0)
+rhs = rng.standard_normal((n, k))
+
+def kernel(r0, r1, c0, c1):
+    x, y = np.arange(r0, r1)[:, None], np.arange(c0, c1)[None, :]
+    return np.exp(-np.abs(x - y) / 50.0) + (x == y)
+
+sent = []
+wait_iteration = Computation.wait_iteration
+
+def interrupting(self, step, *args):
+    if armed and rank == last and step >= 3 and not sent:
+        sent.append(time.time())
+        print("SIGINT", json.dumps({{"at": sent[0], "step": step}}), flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+    return wait_iteration(self, step, *args)
+
+Computation.wait_iteration = interrupting
+armed = False
+with Session(comm, workers=1):
+    A = DistributedMatrix.from_function(kernel, (n, n), nb, tile_map)
+    B = DistributedMatrix.from_function(lambda r0, r1, c0, c1: rhs[r0:r1, c0:c1],
+                                        (n, k), nb, tile_map, kind="rhs")
+    f = cholesky(A, tile_map, window=2)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    reference = f.solve(B, variant=sys.argv[1]).gather()
+    ref_s = time.perf_counter() - t0
+    if rank == 0:
+        sys.stdout.write("REF " + json.dumps({{"ref_s": ref_s}}) + "\\n")
+        sys.stdout.flush()
+    comm.Barrier()
+    armed = True
+    try:
+        f.solve(B, variant=sys.argv[1])
+        print("NOT INTERRUPTED", flush=True)
+    except KeyboardInterrupt:
+        took = time.time() - sent[0]
+        armed = False
+        again = f.solve(B, variant=sys.argv[1]).gather()      # the session is usable
+        print("RESULT", json.dumps({{"after_sigint_s": took, "ref_s": ref_s,
+              "same": bool(np.array_equal(again, reference))}}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("variant", ["rhs", "factor"])
+def test_ctrl_c_inside_the_window_of_a_solve_on_one_rank(mpi_python, variant):
+    """One rank: the windowed solve is abandoned at once (its queued tasks skip their
+    kernels, the rest is never submitted) and the session solves again, bit for bit."""
+    proc = mpi_python(1, INTERRUPT_SOLVE.format(n=2400, k=400), timeout=120,
+                      what="Ctrl-C inside the window of a 1-rank solve", args=(variant,))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "NOT INTERRUPTED" not in proc.stdout
+    sigint, result = _line(proc.stdout, "SIGINT"), _line(proc.stdout, "RESULT")
+    assert sigint["step"] == 3
+    assert result["same"] is True
+    if result["ref_s"] >= 0.6:     # else too fast to tell "at once" from "at the end"
+        assert result["after_sigint_s"] < 0.5 * result["ref_s"], result
+
+
+@pytest.mark.parametrize("variant", ["rhs", "factor"])
+def test_ctrl_c_inside_the_window_of_a_solve_on_one_of_two_ranks(mpi_python, variant):
+    """Two ranks: the other rank waits for this one's part of the graph; the job ends
+    with one line, not a hang."""
+    proc = mpi_python(2, INTERRUPT_SOLVE.format(n=1200, k=40), timeout=120,
+                      what="Ctrl-C inside the window of a 2-rank solve", args=(variant,))
+    assert "RESULT" not in proc.stdout and "NOT INTERRUPTED" not in proc.stdout
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if "starchol:" in ln]
+    assert lines == ["starchol: rank 1: interrupted; ending the job on every rank"], \
+        proc.stderr
+    assert _line(proc.stdout, "SIGINT")["step"] == 3

@@ -8,6 +8,15 @@ run's NT (:func:`score_map`):
     overhead_s = (reduction steps) * step_latency_s  (2.5D maps only; 0 for 2D)
     estimate  = compute_s + comm_s + overhead_s   (no overlap: a conservative bound)
 
+With a runtime description and the node's ``comm_throughput`` (``plan --runtime FILE
+--node FILE``), the estimate charges the simulator's runtime costs too
+(:mod:`starchol.model.runtime_time`, one time model for ``plan`` and ``simulate``): the
+bytes go at min(bandwidth, comm_throughput), the busiest node's communication thread
+adds ``message_overhead`` per message sent or received (``message_s``), and the
+submission clock (``submission_s``, the slowest node's) bounds the whole:
+
+    estimate  = max(submission_s, compute_s + comm_s + message_s + overhead_s)
+
 The 2.5D overhead is what the critical path of traced runs shows (docs/cluster.md,
 "Where 2.5D loses time"): where iteration k runs on another slice than iteration k - 1,
 the last update of column k is in another slice's partial copy, so that panel step waits
@@ -40,6 +49,7 @@ import numpy as np
 from .load import node_load
 from ..distributions.base import iteration_slices
 from .memory import node_memory
+from .runtime_time import effective_bandwidth, message_seconds, submission_seconds
 from .volume import DOUBLE_BYTES, tile_bytes
 from .volume_summary import volume_summary
 
@@ -72,7 +82,8 @@ def overhead_25d_s(nt, slices, step_latency_s=STEP_LATENCY_S, slice_block=None):
 
 
 def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None,
-              itemsize=DOUBLE_BYTES, step_latency_s=STEP_LATENCY_S, mixed=False, nrhs=0):
+              itemsize=DOUBLE_BYTES, step_latency_s=STEP_LATENCY_S, mixed=False, nrhs=0,
+              runtime=None, comm_throughput=None):
     """Predicted traffic, storage, load and time estimate of one map for an n x n matrix.
 
     Parameters
@@ -97,6 +108,14 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         float32 factorization's bytes and estimate (``itemsize`` 4; the refinement is
         not in the estimate), and its memory: float32 tiles plus the float64 A and
         right-hand sides (:func:`~starchol.model.memory.node_memory` with ``mixed``).
+    runtime : RuntimeSpec, optional
+        The runtime's costs (:class:`starchol.linalg.runtime_costs.RuntimeSpec` or an
+        object with its ``submission``, ``insert_s``, ``walk_s``, ``startup_s`` and
+        ``message_overhead_s``; seconds): ``message_s`` and ``submission_s`` in the
+        estimate (:mod:`starchol.model.runtime_time`). None: free.
+    comm_throughput : float, optional
+        Bytes/s the node's communication moves, sends and receives together (the node
+        description's); the bytes go at min(``node_bandwidth``, this).
 
     Returns
     -------
@@ -113,6 +132,7 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         last tile row/column smaller when NB does not divide N), ``flops_max_over_avg``
         and ``tiles_max_over_avg`` (busiest node over the mean of the map's nodes),
         ``compute_s``, ``comm_s``, ``overhead_s`` (2.5D's reduction steps, 0 for 2D),
+        ``message_s`` and ``submission_s`` (the runtime's costs, 0 without one),
         ``reduction_steps`` (:func:`reduction_steps`),
         ``estimate_s`` (seconds) and ``fits``.
     """
@@ -122,9 +142,12 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
     traffic = (np.asarray(doc["per_node"]["sent_bytes"])
                + np.asarray(doc["per_node"]["received_bytes"]))
     compute_s = float(load["flops"].max()) * nb ** 3 / (node_gflops * 1e9)
-    comm_s = float(traffic.max()) / node_bandwidth
+    comm_s = float(traffic.max()) / effective_bandwidth(node_bandwidth, comm_throughput)
     steps = reduction_steps(nt, tile_map.slices, tile_map.slice_block)
     overhead_s = steps * step_latency_s
+    message_s = float(message_seconds(runtime, doc["per_node"]["sent_tiles"],
+                                      doc["per_node"]["received_tiles"]).max())
+    submission_s = float(submission_seconds(runtime, tile_map, nt).max())
     mem = node_memory(tile_map, n, nb, received_bytes=doc["per_node"]["received_bytes"],
                       load=load, itemsize=itemsize, mixed=mixed, nrhs=nrhs)
     top = int(np.argmax(mem["total"]))
@@ -140,8 +163,9 @@ def score_map(tile_map, n, nb, node_gflops, node_bandwidth, memory_per_node=None
         "flops_max_over_avg": load["flops_max_over_avg"],
         "tiles_max_over_avg": load["tiles_max_over_avg"],
         "compute_s": compute_s, "comm_s": comm_s, "overhead_s": overhead_s,
+        "message_s": message_s, "submission_s": submission_s,
         "reduction_steps": steps,
-        "estimate_s": compute_s + comm_s + overhead_s,
+        "estimate_s": max(submission_s, compute_s + comm_s + message_s + overhead_s),
         "fits": memory_per_node is None or memory <= memory_per_node,
     }
 

@@ -8,7 +8,7 @@ from test_api import A_FULL, B_FULL, MAPS, NB, N, K, make, raises_everywhere
 from volume_reference import (residual_bytes, rhs_residual_bytes, rhs_solve_bytes,
                               solve_bytes)
 
-from starchol import UsageError, cholesky
+from starchol import DistributedMatrix, UsageError, cholesky
 from starchol.linalg.cholesky import rhs_residual, symmetric_tiles
 from starchol.model.rhs_volume import residual_bytes_by_variant, solve_bytes_by_variant
 
@@ -88,3 +88,70 @@ def test_bad_variant_everywhere(session, comm):
         raises_everywhere(comm, UsageError, "the ranks were given different inputs",
                           lambda: f.solve(b, variant="rhs" if comm.Get_rank() else
                                           "factor"))
+
+
+@pytest.mark.parametrize("name,tile_map", MAPS, ids=[m[0] for m in MAPS])
+def test_a_window_smaller_than_the_depth_changes_neither_solves_nor_residuals(
+        session, comm, name, tile_map, monkeypatch):
+    """The solves (both variants, both passes and each alone) and the residuals in a
+    window of W = 1 and 2 steps (NT = 10: 20 steps of a solve, 10 rows of a residual):
+    the same X and residuals, bit for bit, as the whole graph at once (W = 0) and as
+    SciPy's; the same bytes per pair, which the model predicts."""
+    from test_api import _spd, block
+
+    from starchol.runtime.computation import Computation
+
+    waits = []
+    wait_iteration = Computation.wait_iteration
+    monkeypatch.setattr(Computation, "wait_iteration",
+                        lambda self, k, *args: waits.append(k) or wait_iteration(self, k,
+                                                                                 *args))
+    n, nb, k = 320, 32, 3
+    full = _spd(n, 5)
+    rhs = np.random.default_rng(6).standard_normal((n, k))
+    got = {}
+    for w in (0, 1, 2):
+        a = DistributedMatrix.from_function(block(full), (n, n), nb, tile_map)
+        b = DistributedMatrix.from_function(block(rhs), (n, k), nb, tile_map, kind="rhs")
+        f = cholesky(a, tile_map, window=w)
+        assert f.window == w
+        out = {"llt": f.residual(a)}
+        for variant in ("rhs", "factor"):
+            x = f.solve(b, variant=variant)
+            rec = f.solve_record
+            assert rec.match is True and rec.extra["solve_variant"]["variant"] == variant
+            y = f.solve_triangular(b, variant=variant)
+            fwd = f.solve_record
+            z = f.solve_triangular(y, trans=True, variant=variant)
+            bwd = f.solve_record
+            assert fwd.match is True and bwd.match is True
+            before = session.bytes_sent()
+            r = rhs_residual(session, a, x, b, tile_map=tile_map, variant=variant,
+                             window=f.window)
+            sent = (session.bytes_sent() - before).tolist()
+            out[variant] = (x.gather(), z.gather(), r.gather(),
+                            rec.bytes_measured_pairs, fwd.bytes_measured_pairs,
+                            bwd.bytes_measured_pairs, comm.gather(sent, root=0))
+        out["eta"] = f.solve_residual(a, x, b)
+        got[w] = out
+        # every graph waited in its window: the factorization (10 iterations) and 4
+        # residuals (10 rows) NT - W times, the 6 solves (20 steps, a pass alone too:
+        # the other pass's steps have no tasks) 2 NT - W times
+        assert len(waits) == (0 if w == 0 else (10 - w) * 4 + (20 - w) * 6 + (10 - w)), \
+            (w, len(waits))
+        waits.clear()
+    if comm.Get_rank() != 0:
+        return
+    ref = sl.cho_solve(sl.cho_factor(full, lower=True), rhs)
+    for variant in ("rhs", "factor"):
+        X, Z, R, solve_pairs, fwd_pairs, bwd_pairs, res_pairs = got[0][variant]
+        assert np.abs(X - ref).max() <= 1e-10 * np.abs(ref).max()
+        assert np.abs(R - (rhs - full @ X)).max() <= 1e-12 * np.abs(rhs).max()
+        assert solve_pairs == solve_bytes_by_variant(tile_map, n, nb, k)[variant].tolist()
+        assert res_pairs == residual_bytes_by_variant(tile_map, n, nb, k)[variant].tolist()
+        for w in (1, 2):
+            same = got[w][variant]
+            assert all(np.array_equal(u, v) for u, v in zip(same[:3], (X, Z, R)))
+            assert same[3:] == (solve_pairs, fwd_pairs, bwd_pairs, res_pairs)
+    assert got[1]["llt"] == got[2]["llt"] == got[0]["llt"] < 1e-14
+    assert got[1]["eta"] == got[2]["eta"] == got[0]["eta"] < 1e-15
