@@ -15,33 +15,13 @@ import time
 import numpy as np
 
 from ..errors import StarcholError, UsageError
-from ..integers import int_type
-from .options import add_dtype_arg, add_seed_arg
-from .output import add_json_arg, emit, json_file
+from .output import emit, json_file
+from .bench_args import register as register_parser
 
 
 def register(sub):
-    p = sub.add_parser(
-        "bench", help="time starchol (1 rank) against LAPACK ?potrf",
-        description="Factor the same SPD matrix with starchol (one rank, StarPU workers on "
-                    "all cores) and with scipy's LAPACK dpotrf or spotrf (BLAS on all "
-                    "cores), "
-                    "alternating; report GFlop/s and the median ratio.")
-    p.add_argument("--n", type=int, required=True, metavar="N", help="matrix order")
-    p.add_argument("--nb", type=int, required=True, metavar="NB", help="tile size")
-    add_dtype_arg(p, "precision: float64 (default, against dpotrf) or float32 (the "
-                     "float32 kernels, against spotrf)")
-    p.add_argument("--repeat", type=int_type(1), default=3, metavar="R", help="runs of each (default 3)")
-    add_seed_arg(p)
-    p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
-    p.add_argument("--workers", type=int, default=None, metavar="K",
-                   help="StarPU workers (default: all cores)")
-    p.add_argument("--window", type=int_type(0), default=None, metavar="W",
-                   help="submission window in iterations (default 3; 0: the whole task "
-                        "graph at once; starchol run --window)")
-    p.add_argument("--no-lapack", action="store_true", help="time starchol only")
-    add_json_arg(p, "the result document (keys: docs/engine.md, \"starchol bench --json\")")
-    p.set_defaults(func=run)
+    """Add ``starchol bench``'s parser (:mod:`.bench_args`) to the subparsers ``sub``."""
+    return register_parser(sub, run)
 
 
 def run(args):
@@ -49,7 +29,7 @@ def run(args):
     from ..linalg import DistributedMatrix, cholesky, matrices
     from ..model.counts import flops
     from ..linalg.tiled import check_sizes
-    from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler
+    from ..runtime.backend import DEFAULT_SCHEDULER, check_scheduler, mpi
     from ..runtime.session import Session
     from ..runtime.workers import affinity_cores, check_workers
 
@@ -65,10 +45,10 @@ def run(args):
                                                  " or time starchol alone (--no-lapack)"))
     sched = check_scheduler(args.sched or DEFAULT_SCHEDULER)
     workers = None if args.workers is None else check_workers(args.workers)
-    from mpi4py import MPI
     from scipy.linalg import lapack
     from threadpoolctl import threadpool_limits
 
+    MPI = mpi()
     if MPI.COMM_WORLD.Get_size() != 1:
         raise UsageError("starchol bench runs on one rank; launch it without mpirun")
     cores = len(affinity_cores())

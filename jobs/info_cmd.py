@@ -15,17 +15,14 @@ import shutil
 import socket
 import subprocess
 
-from .output import add_json_arg, emit, json_file
+from ..integers import int_or_none
+from .output import emit, json_file
+from .info_args import register as register_parser
 
 
 def register(sub):
-    p = sub.add_parser(
-        "info", help="StarPU, MPI, BLAS and cores this installation runs with",
-        description="Print the StarPU build (version, prefix, STARPU_MAXCPUS, FxT, MPI, "
-                    "CUDA), the MPI library, the schedulers, the BLAS and its threads, and "
-                    "the cores given to each rank (under mpirun: every rank).")
-    add_json_arg(p, "the facts as one JSON document (rank 0)")
-    p.set_defaults(func=run)
+    """Add ``starchol info``'s parser (:mod:`.info_args`) to the subparsers ``sub``."""
+    return register_parser(sub, run)
 
 
 def cuda_devices():
@@ -73,13 +70,12 @@ def blas_info():
 def rank_facts(comm, max_cpus, gpus=0):
     """This rank's host, affinity and worker counts (the Session's rule: ``gpus`` GPUs,
     as a run started here takes by default, each with its CUDA workers). Collective."""
-    from mpi4py import MPI
-
+    from ..runtime.backend import mpi
     from ..runtime.workers import (affinity_cores, cuda_workers_per_gpu, rank_cores,
                                    reserve_mpi_core, workers_per_rank)
 
     aff = affinity_cores()
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local = comm.Split_type(mpi().COMM_TYPE_SHARED)
     sharing = sum(1 for a in local.allgather(aff) if a == aff)
     local.Free()
     cores = rank_cores(aff, sharing)
@@ -93,11 +89,8 @@ def rank_facts(comm, max_cpus, gpus=0):
 
 def collect(comm):
     """The facts of ``starchol info`` as one dict (on every rank). Collective."""
-    import mpi4py
-    from mpi4py import MPI
-
     from ..runtime import starpu_build
-    from ..runtime.backend import DEFAULT_SCHEDULER, binding
+    from ..runtime.backend import DEFAULT_SCHEDULER, binding, mpi, mpi4py_version
     from ..version import VERSION
 
     backend = binding()
@@ -106,6 +99,7 @@ def collect(comm):
     max_cpus = int(backend.max_cpus())
     cuda_built = "STARPU_USE_CUDA" in cfg
     # Open MPI 4's string ends its first line with a NUL byte
+    MPI = mpi()
     lib_version = MPI.Get_library_version().replace("\0", "").strip().splitlines()[0].strip()
     facts = {
         "starchol": VERSION,
@@ -115,20 +109,21 @@ def collect(comm):
             "prefix": starpu["prefix"], "kind": starpu["kind"],
             "library": starpu["library"], "mpi_library": starpu["mpi_library"],
             "maxcpus": max_cpus,
-            "maxnumanodes": _int(cfg.get("STARPU_MAXNUMANODES")),
-            "maxnodes": _int(cfg.get("STARPU_MAXNODES")),
+            "maxnumanodes": int_or_none(cfg.get("STARPU_MAXNUMANODES")),
+            "maxnodes": int_or_none(cfg.get("STARPU_MAXNODES")),
             "fxt": "STARPU_USE_FXT" in cfg,
             "mpi": "STARPU_USE_MPI" in cfg or starpu["mpi_library"] is not None,
             "hwloc": "STARPU_HAVE_HWLOC" in cfg,
             "cuda": {"built": cuda_built,
-                     "maxcudadevs": _int(cfg.get("STARPU_MAXCUDADEVS")) if cuda_built else None,
+                     "maxcudadevs": (int_or_none(cfg.get("STARPU_MAXCUDADEVS"))
+                                     if cuda_built else None),
                      "devices": cuda_devices()},
             "schedulers": [name for name, _ in backend.predefined_schedulers()],
             "default_scheduler": DEFAULT_SCHEDULER,
             "build": starpu["build"],
         },
         "mpi": {"library": lib_version, "standard": "%d.%d" % MPI.Get_version(),
-                "mpi4py": mpi4py.__version__,
+                "mpi4py": mpi4py_version(),
                 "ranks": comm.Get_size()},
         "kernel_blas": kernel_blas_info(),
         "blas": blas_info(),
@@ -139,13 +134,6 @@ def collect(comm):
     mine["kernel_blas"] = facts["kernel_blas"]["chosen"] or facts["kernel_blas"]["error"]
     facts["ranks"] = comm.allgather(mine)
     return facts
-
-
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def format_text(f):
@@ -190,11 +178,10 @@ def format_text(f):
 
 
 def run(args):
-    from mpi4py import MPI
-
     from ..collective import run_on_root
+    from ..runtime.backend import mpi
 
-    comm = MPI.COMM_WORLD
+    comm = mpi().COMM_WORLD
     run_on_root(comm, json_file, args)
     facts = collect(comm)
     if comm.Get_rank() == 0:

@@ -6,11 +6,11 @@ import numpy as np
 from ..distributions import chameleon_pattern, write_chameleon_text
 from ..model.load import node_load
 from ..errors import UsageError
-from .options import add_map_args, map_from_args
+from .options import map_from_args
 from ..files import check_distinct
-from ..integers import int_type
-from .output import add_json_arg, check_command_outputs, emit, json_file
+from .output import check_command_outputs, emit, json_file
 from .preflight import check_table_memory
+from .map_args import register as register_parser
 
 log = logging.getLogger("starchol.map")
 
@@ -19,21 +19,8 @@ TEXT_MAX_NT = 40
 
 
 def register(sub):
-    p = sub.add_parser(
-        "map", help="show a tile map (text, JSON, PNG, Chameleon file)",
-        description="Owner node of every tile (i, j), i >= j, of an NT x NT tiled matrix.")
-    add_map_args(p)
-    p.add_argument("--nt", type=int_type(1), required=True, metavar="NT", help="tile rows/columns")
-    add_json_arg(p, '{"dist", "nodes", "slices", "nt", "owner", "map"} (owner: slices x '
-                    'NT x NT global node ids, symmetric: (i, j) and (j, i) are one tile; map: the '
-                    'description)')
-    p.add_argument("--png", metavar="FILE", help="draw the map (one colour per node)")
-    p.add_argument("--chameleon", metavar="FILE",
-                   help="write the map file that Chameleon's --custom option reads: the "
-                        "map's period, valid for any NT (2dbc, sbc, sbc-basic, custom), or "
-                        "for pplane, aplane and sym, whose owners depend on NT, the period "
-                        "of the owners at this --nt")
-    p.set_defaults(func=run, one_process=True)
+    """Add ``starchol map``'s parser (:mod:`.map_args`) to the subparsers ``sub``."""
+    return register_parser(sub, run)
 
 
 def run(args):

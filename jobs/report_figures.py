@@ -232,11 +232,20 @@ def runs_bytes_figure(runs, path):
 
 
 # -- model report --------------------------------------------------------------------------
-def _series_style(name, index_in_family):
-    color, marker = FAMILY_STYLE[family_of(name)]
-    if index_in_family:
-        marker = ("x", "+", "*", "P")[(index_in_family - 1) % 4]
-    return color, marker
+def _styled_series(series):
+    """``(name, points, family, colour, marker)`` of each series with points, in order:
+    the colour of its map family, the family's marker for its first series and another
+    marker for each further one."""
+    seen = {}
+    for name, pts in series.items():
+        if not pts:
+            continue
+        fam = family_of(name)
+        color, marker = FAMILY_STYLE[fam]
+        if seen.get(fam, 0):
+            marker = ("x", "+", "*", "P")[(seen[fam] - 1) % 4]
+        seen[fam] = seen.get(fam, 0) + 1
+        yield name, pts, fam, color, marker
 
 
 def model_volume_figure(doc, path):
@@ -246,13 +255,7 @@ def model_volume_figure(doc, path):
     vmax = max(pt["bytes"] for pts in ser.values() for pt in pts)
     scale, unit = byte_unit(vmax)
     fig, ax = plt.subplots(figsize=(13, 6.5))
-    seen = {}
-    for name, pts in ser.items():
-        if not pts:
-            continue
-        fam = family_of(name)
-        color, marker = _series_style(name, seen.get(fam, 0))
-        seen[fam] = seen.get(fam, 0) + 1
+    for name, pts, fam, color, marker in _styled_series(ser):
         regular = [pt for pt in pts if not pt.get("degenerate")]
         odd = [pt for pt in pts if pt.get("degenerate")]
         x = [pt["nodes"] for pt in regular]
@@ -284,13 +287,7 @@ def model_gain_figure(doc, gains, path):
     """Volume gain at equal node count: 2dbc / sbc, and 2.5D 2dbc / 2.5D sbc."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(13, 5.5))
-    seen = {}
-    for name, pts in gains.items():
-        if not pts:
-            continue
-        fam = family_of(name)
-        color, marker = _series_style(name, seen.get(fam, 0))
-        seen[fam] = seen.get(fam, 0) + 1
+    for name, pts, _, color, marker in _styled_series(gains):
         mine, ref = name.split(" vs ")
         ax.plot([a for a, _ in pts], [g for _, g in pts], marker=marker, color=color, lw=1,
                 label=f"bytes of {ref} / bytes of {mine}")

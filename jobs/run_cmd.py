@@ -72,9 +72,9 @@ def register(sub):
 # -- pre-flight ---------------------------------------------------------------------------
 def ranks_on_host(comm):
     """Ranks of ``comm`` on this host (shared memory). Collective; cannot fail alone."""
-    from mpi4py import MPI
+    from ..runtime.backend import mpi
 
-    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    local = comm.Split_type(mpi().COMM_TYPE_SHARED)
     try:
         return local.Get_size()
     finally:
@@ -83,10 +83,9 @@ def ranks_on_host(comm):
 
 # -- the command --------------------------------------------------------------------------
 def run(args):
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        raise StarcholError(f"mpi4py is missing ({exc}); see the README") from exc
+    from ..runtime.backend import mpi
+
+    MPI = mpi()     # RuntimeUnavailableError, with the fix, where mpi4py is missing
     from ..faults import end_diverged
 
     from ..collective import agree

@@ -5,64 +5,23 @@ import logging
 import numpy as np
 
 from ..errors import UsageError
-from ..model.platform import (MAX_WORKERS, Platform, load_node, node_from_dict,
-                              parse_bandwidth, parse_latency)
+from ..model.platform import (Platform, load_node, node_from_dict, parse_bandwidth,
+                              parse_latency)
 from ..model.counts import KERNELS
-from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
-from ..model.rhs_volume import SOLVE_VARIANTS, choose_variant, solve_bytes_by_variant
+from ..model.rhs_volume import choose_variant, solve_bytes_by_variant
 from ..model.volume import transfer_pairs_bytes
 from ..units import format_bytes, format_seconds
-from ..integers import int_type
-from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args,
-                      cache_from_args, itemsize_from_args, map_from_args, sizes_from_args)
-from .output import add_json_arg, check_command_outputs, emit, json_file
+from .options import cache_from_args, itemsize_from_args, map_from_args, sizes_from_args
+from .output import check_command_outputs, emit, json_file
 from .preflight import check_simulation_size
 from .progress import Progress
+from .simulate_args import DEFAULT_BANDWIDTH, DEFAULT_LATENCY
+from .simulate_args import register as register_parser
 
 log = logging.getLogger("starchol.simulate")
 
 #: show a progress line from this many tasks on
 PROGRESS_MIN_TASKS = 50000
-#: a link when neither the node description nor the command line gives one
-DEFAULT_BANDWIDTH, DEFAULT_LATENCY = "10Gbit", "1us"
-
-
-def add_platform_args(parser):
-    """The node and network options (simulate, plan --simulate, report --simulate)."""
-    g = parser.add_argument_group("platform (a node description, or its figures)")
-    g.add_argument("--node", metavar="FILE",
-                   help="node description (JSON: workers, GFlop/s per worker per kernel; "
-                        "`starchol calibrate` writes this machine's; examples/nodes/)")
-    g.add_argument("--cores", type=int_type(1, MAX_WORKERS), metavar="W",
-                   help="workers per node (with --node-gflops, or to override --node's)")
-    g.add_argument("--node-gflops", metavar="G|k=G,...",
-                   help="GFlop/s of one worker: one number for every kernel, or per kernel "
-                        f"({','.join(k + '=G' for k in KERNELS)})")
-    g.add_argument("--bandwidth", metavar="BW",
-                   help="each node's link, each direction (e.g. 10mbit, 100Gbit, 1.2GB/s); "
-                        f"default: the node description's, else {DEFAULT_BANDWIDTH}")
-    g.add_argument("--latency", metavar="T",
-                   help=f"each node's link latency (e.g. 2us, 0.1ms); default: the node "
-                        f"description's, else {DEFAULT_LATENCY}")
-    g.add_argument("--backbone", metavar="BW[,T]",
-                   help="a shared link every transfer crosses (bandwidth, latency)")
-    g.add_argument("--sends-in-flight", type=int_type(0, 2 ** 31 - 1), default=None,
-                   metavar="K",
-                   help=f"sends a node keeps in flight, the others queued by priority "
-                        f"(STARPU_MPI_NDETACHED_SEND; default {SENDS_IN_FLIGHT}, as starchol "
-                        f"run sets it; StarPU's own is {STARPU_SENDS_IN_FLIGHT}; 0: no limit)")
-    g.add_argument("--pair-serial", action="store_true",
-                   help="one send at a time from a node to each other node")
-    add_runtime_arg(g)
-
-
-def add_runtime_arg(group):
-    """``--runtime FILE`` (simulate, plan --simulate, report --simulate)."""
-    group.add_argument("--runtime", metavar="FILE",
-                       help="runtime description (JSON: sends in flight, submission, "
-                            "seconds per task and per message; examples/runtimes/, "
-                            "docs/simulation.md); default: no runtime costs, one send in "
-                            "flight")
 
 
 def runtime_from_args(args):
@@ -137,36 +96,13 @@ def sends_from_args(args):
 
 
 def register(sub):
-    p = sub.add_parser(
-        "simulate", help="simulated time of a run on a described platform (SimGrid)",
-        description="Replay the Cholesky task graph the runtime would run (the same "
-                    "loops, priorities and transfers) on SimGrid: one host per node with "
-                    "its workers, each node's link, prio list scheduling. Prints the "
-                    "makespan, GFlop/s, each node's busy fraction, the bytes (= starchol "
-                    "volume) and the critical path (docs/simulation.md).")
-    add_map_args(p)
-    add_size_args(p)
-    add_cache_arg(p)
-    add_dtype_arg(p, "entries of 8 bytes (float64, default) or 4 (float32); picks the "
-                     "node's kernel speeds for that dtype")
-    add_platform_args(p)
-    add_json_arg(p, "the simulation document (makespan_s, gflops, busy_fraction, bytes, "
-                    "pair_bytes, critical_path_s, ...)")
-    add_nrhs_arg(p, "also simulate the solve L L^T X = B with K right-hand sides after "
-                 "the factorization (as `starchol run --nrhs K`), in the variant "
-                 "Factor.solve picks (see --variant)")
-    p.add_argument("--variant", choices=("auto",) + SOLVE_VARIANTS, default=None,
-                   help="with --nrhs: the solve's graph (rhs: L in place, blocks of B and "
-                        "partial sums move; factor: L's tiles move; auto, the default: "
-                        "fewer bytes on the busiest link)")
-    p.add_argument("--gantt", metavar="FILE.png",
-                   help="draw the simulated schedule (one row per worker, first nodes)")
-    p.add_argument("--quiet", action="store_true", help="no progress line")
-    p.set_defaults(func=run, one_process=True)
+    """Add ``starchol simulate``'s parser (:mod:`.simulate_args`) to the subparsers
+    ``sub``."""
+    return register_parser(sub, run)
 
 
 def run(args):
-    from ..linalg.simulate import simulate_cholesky
+    from ..linalg.simulate import run_window, simulate_cholesky
 
     nt, n, nb = sizes_from_args(args)
     tile_map = map_from_args(args, nt=nt)
@@ -186,13 +122,15 @@ def run(args):
         progress = Progress("simulating", unit="tasks", enabled=True)
     cache = cache_from_args(args)
     runtime = runtime_from_args(args)
+    window = run_window(args.window, n, nb, plat, runtime)
     res = simulate_cholesky(tile_map, n, nb, plat, dtype=dtype, cache=cache,
-                            progress=progress, runtime=runtime, **sends_from_args(args))
+                            progress=progress, runtime=runtime, window=window,
+                            **sends_from_args(args))
     model = transfer_pairs_bytes(tile_map, n, nb, cache=cache,
                                  itemsize=itemsize_from_args(args))
     doc = {"map": str(tile_map), "n": n, "nb": nb, "nt": nt, "dtype": dtype,
            "cache": cache, "platform": plat.to_dict(), **sends_from_args(args),
-           "runtime": runtime.to_dict(),
+           "runtime": runtime.to_dict(), "window": window,
            **res.to_dict(),
            "model_bytes": int(model.sum()),
            "bytes_equal_model": bool(np.array_equal(model, res.pair_bytes))}
@@ -203,7 +141,8 @@ def run(args):
                                     itemsize=itemsize_from_args(args))
         variant, reason = choose_variant(by, args.variant or "auto")
         solve = simulate_solve(tile_map, n, nb, args.nrhs, plat, dtype=dtype, cache=cache,
-                               variant=variant, runtime=runtime, **sends_from_args(args))
+                               variant=variant, runtime=runtime, window=window,
+                               **sends_from_args(args))
         smodel = by[variant]
         sdoc = solve.to_dict()
         doc["solve"] = {"nrhs": args.nrhs, "variant": variant, "variant_reason": reason,
@@ -240,7 +179,9 @@ def text_report(doc):
     lines = [
         f"map:        {doc['map']}",
         f"matrix:     N = {doc['n']}, NB = {doc['nb']}, NT = {doc['nt']}, {doc['dtype']}, "
-        f"cache {'on' if doc['cache'] else 'off'}",
+        f"cache {'on' if doc['cache'] else 'off'}, "
+        + (f"window {doc['window']} iterations" if doc.get("window") else
+           "the whole graph submitted at once"),
         f"platform:   {plat['nodes']} x {plat['node']['name']} ({plat['node']['workers']} "
         f"workers), links {plat['bandwidth_bytes_per_s'] * 8 / 1e9:g} Gbit/s, "
         f"{format_seconds(plat['latency_s'])}"

@@ -29,11 +29,10 @@ from .layout import (KINDS, check_dtype, check_map, check_root, check_symmetric,
                      map_error, plain_int)
 from .tiled import check_shape, check_sizes
 from ..model.volume import tile_extents
+from ..runtime.backend import mpi
 
 def _world():
-    from mpi4py import MPI
-
-    return MPI.COMM_WORLD
+    return mpi().COMM_WORLD
 
 
 class DistributedMatrix:

@@ -6,6 +6,7 @@ import numpy as np
 from ..collective import agree
 from ..errors import UsageError
 from ..model.memory import check_window
+from ..runtime.backend import mpi
 from .distributed import DistributedMatrix, check_map, map_key
 
 
@@ -19,8 +20,7 @@ def ranks_error(M, name, comm):
     if M.comm.Get_size() != size:
         return UsageError(f"{name} lives on {M.comm.Get_size()} rank(s), the session on "
                           f"{size}", param=name)
-    from mpi4py import MPI
-
+    MPI = mpi()
     if isinstance(M.comm, MPI.Comm) and isinstance(comm, MPI.Comm) and \
             MPI.Comm.Compare(M.comm, comm) not in (MPI.IDENT, MPI.CONGRUENT):
         return UsageError(

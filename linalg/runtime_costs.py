@@ -21,6 +21,9 @@ simulator adds to the tasks' durations and the links' bytes:
   first: a scheduler that ignores priorities);
 - ``send_order``: the same for a node's waiting sends (``"priority"`` of the task they
   feed, the default, or ``"ready"``: in the order their data became ready);
+- ``window``: the submission window in iterations (docs/runtime.md; 0: the whole graph
+  at once, as Chameleon submits it); absent: starchol's rule,
+  :func:`~starchol.model.memory.default_window`, as ``starchol run`` applies it;
 - optional ``name``, ``source``, ``comment``.
 
 The node's ``comm_throughput`` (:mod:`starchol.model.platform`) is the other
@@ -31,6 +34,7 @@ import json
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..integers import check_int
 from ..runtime.starpu_env import SENDS_IN_FLIGHT
 from ..model.platform import check_fields, parse_latency
 
@@ -52,6 +56,7 @@ class RuntimeSpec:
     tasks_fifo: bool = False
     name: str = "runtime"
     source: str = ""
+    window: object = None       # None: starchol's rule (model.memory.default_window)
 
     def sim_kwargs(self):
         """The keyword arguments of ``starchol.runtime._sim.simulate`` (but the sends)."""
@@ -68,6 +73,8 @@ class RuntimeSpec:
                "message_overhead_s": self.message_overhead_s,
                "task_order": "ready" if self.tasks_fifo else "priority",
                "send_order": "ready" if self.sends_fifo else "priority"}
+        if self.window is not None:
+            out["window"] = self.window
         if self.source:
             out["source"] = self.source
         return out
@@ -76,11 +83,13 @@ class RuntimeSpec:
 def runtime_from_dict(doc, where="runtime description"):
     """A :class:`RuntimeSpec` from a parsed JSON object; UsageError naming the field."""
     check_fields(doc, {"name", "sends_in_flight", "submission", "insert", "walk", "startup",
-                       "message_overhead", "task_order", "send_order", "source", "comment"},
-                 where)
-    k = doc.get("sends_in_flight", SENDS_IN_FLIGHT)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise UsageError(f"{where}: sends_in_flight must be an integer >= 0, got {k!r}")
+                       "message_overhead", "task_order", "send_order", "source", "comment",
+                       "window"}, where)
+    k = check_int(doc.get("sends_in_flight", SENDS_IN_FLIGHT), f"{where}: sends_in_flight",
+                  low=0, exact=False, param=None)
+    w = doc.get("window")
+    if w is not None:
+        w = check_int(w, f"{where}: window", low=0, exact=False, param=None)
     sub = doc.get("submission", "pruned")
     if sub not in SUBMISSIONS:
         raise UsageError(f"{where}: submission must be one of {', '.join(SUBMISSIONS)}, "
@@ -96,7 +105,8 @@ def runtime_from_dict(doc, where="runtime description"):
                        message_overhead_s=seconds["message_overhead"],
                        tasks_fifo=doc.get("task_order", "priority") == "ready",
                        sends_fifo=doc.get("send_order", "priority") == "ready",
-                       name=str(doc.get("name", "runtime")), source=str(doc.get("source", "")))
+                       name=str(doc.get("name", "runtime")), source=str(doc.get("source", "")),
+                       window=w)
 
 
 def load_runtime(path):

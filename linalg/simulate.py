@@ -26,6 +26,7 @@ from ..errors import StarcholError
 from ..model.operations import BYTES_PER_ENTRY
 from ..model.platform import DTYPES
 from ..model.counts import KERNELS
+from ..model.memory import check_window
 from .task_graph import record_cholesky, record_solve
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT  # noqa: F401
 
@@ -177,7 +178,7 @@ def _run_in_child(args, kwargs, progress):
 
 
 def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progress=None,
-                   sends_in_flight=None, pair_serial=False, runtime=None):
+                   sends_in_flight=None, pair_serial=False, runtime=None, window=0):
     """Simulate a recorded :class:`~starchol.linalg.task_graph.TaskGraph` on
     ``platform`` (a :class:`~starchol.model.platform.Platform` with as many nodes as
     the graph). ``nb``: the tile size, to pick calibrated kernel speeds. ``progress``:
@@ -185,7 +186,10 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
     others queued by priority (0: no limit; None: the runtime's); ``pair_serial``: one
     send at a time from a node to each other node. ``runtime``: a
     :class:`~starchol.linalg.runtime_costs.RuntimeSpec` (None: free, starchol's one send
-    in flight); the node's ``comm_throughput`` applies either way. Returns a
+    in flight); the node's ``comm_throughput`` applies either way. ``window``: the
+    submission window in iterations (each task's in its record's last column, as the
+    graph loops record them): a node submits iteration k once its own tasks of iteration
+    k - ``window`` are done (0: the whole graph at once). Returns a
     :class:`SimulationResult`."""
     if platform.nodes != graph.nodes:
         raise ValueError(f"the graph has {graph.nodes} nodes, the platform {platform.nodes}")
@@ -203,7 +207,7 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
     kwargs = {"backbone_bandwidth": float(platform.backbone_bandwidth or 0.0),
               "backbone_latency": float(platform.backbone_latency or 0.0),
               "sends_in_flight": int(sends_in_flight), "pair_serial": bool(pair_serial),
-              "every": PROGRESS_EVERY,
+              "every": PROGRESS_EVERY, "window": int(window),
               "comm_throughput": None if not ct else np.full(p, float(ct)),
               **runtime.sim_kwargs()}
     t0 = time.perf_counter()
@@ -224,26 +228,42 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
 
 
 def simulate_cholesky(tile_map, n, nb, platform, dtype="float64", cache=True, flush=True,
-                      progress=None, sends_in_flight=None, pair_serial=False, runtime=None):
+                      progress=None, sends_in_flight=None, pair_serial=False, runtime=None,
+                      window=None):
     """Simulate ``cholesky`` of an n x n matrix in nb x nb tiles under ``tile_map`` on
-    ``platform``. Returns a :class:`SimulationResult` (GFlop/s of N^3/3 flops)."""
+    ``platform``, submitted in a window of ``window`` iterations (None: the runtime
+    description's, else the rule of ``starchol run``: :func:`run_window`; 0: the whole
+    graph at once). Returns a :class:`SimulationResult` (GFlop/s of N^3/3 flops)."""
     graph = record_cholesky(tile_map, n, nb, itemsize=BYTES_PER_ENTRY[dtype],
                             flush=flush)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
-                          pair_serial, runtime)
+                          pair_serial, runtime, run_window(window, n, nb, platform, runtime))
 
 
 def simulate_solve(tile_map, n, nb, nrhs, platform, dtype="float64", cache=True,
                    which="both", progress=None, sends_in_flight=None,
-                   pair_serial=False, variant="factor", runtime=None):
+                   pair_serial=False, variant="factor", runtime=None, window=None):
     """Simulate the solve L L^T X = B (B n x nrhs) after the factorization (which the
     runtime finishes first: the two times add up), by the graph of ``variant``
-    (``"factor"`` or ``"rhs"``, :func:`~starchol.linalg.task_graph.record_solve`).
-    GFlop/s of 2 N^2 nrhs flops."""
+    (``"factor"`` or ``"rhs"``, :func:`~starchol.linalg.task_graph.record_solve`), in
+    the factorization's window (``window`` as for :func:`simulate_cholesky`; the 2 NT
+    steps of the two passes are its iterations). GFlop/s of 2 N^2 nrhs flops."""
     graph = record_solve(tile_map, n, nb, nrhs, itemsize=BYTES_PER_ENTRY[dtype],
                          which=which, variant=variant)
     return simulate_graph(graph, platform, dtype, nb, cache, progress, sends_in_flight,
-                          pair_serial, runtime)
+                          pair_serial, runtime, run_window(window, n, nb, platform, runtime))
+
+
+def run_window(window, n, nb, platform, runtime=None):
+    """The submission window of a simulated run of N = ``n`` in ``nb`` tiles on
+    ``platform``'s nodes: ``window``, else the runtime description's (``runtime.window``:
+    Chameleon's is 0), else the one that ``starchol run`` would use
+    (:func:`~starchol.model.memory.default_window`), by the one rule
+    (:func:`~starchol.model.memory.check_window`)."""
+    if window is None and runtime is not None:
+        window = runtime.window
+    nt = -(-int(n) // int(nb))
+    return check_window(window, nt, platform.nodes)
 
 
 #: the map families a node-count sweep simulates (:func:`sweep_maps`), besides the most

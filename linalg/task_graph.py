@@ -21,7 +21,9 @@ from .rhs_solve import partial_layout
 from ..model.counts import KERNEL_OF, KERNELS, codelet_flops, operation_flops
 from ..model.volume import DOUBLE_BYTES, tile_extents
 
-#: a record's columns: see pyx/starchol_sim.h (key, priority, then 3 x (data, mode, owner))
+#: a record's columns: see pyx/starchol_sim.h (key, priority, then 3 x (data, mode, owner),
+#: then the task's iteration: the graphs are recorded with ``track``, for the simulated
+#: submission window)
 REC_WIDTH = 12
 
 
@@ -141,7 +143,7 @@ def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):
             data.add(h, rows, rows)
             partials.append(h)
         info = np.zeros(nt, dtype=np.int64)
-        g.cholesky(home, partials, so, it, info, flush, 0, nt, False)
+        g.cholesky(home, partials, so, it, info, flush, 0, nt, False, True)
     finally:
         records, _ = b.record_stop()
     return _finish(records, itemsize, data, tile_map.nodes,
@@ -179,9 +181,10 @@ def record_solve(tile_map, n, nb, nrhs, itemsize=DOUBLE_BYTES, which="both",
                     data.add(parts[pass_], rows, pc)
             g.solve_rhs(hl, hb, parts.get("forward"), parts.get("backward"),
                         tile_map.nodes, forward=which != "backward",
-                        backward=which != "forward")
+                        backward=which != "forward", track=True)
         else:
-            g.solve(hl, hb, forward=which != "backward", backward=which != "forward")
+            g.solve(hl, hb, forward=which != "backward", backward=which != "forward",
+                    track=True)
     finally:
         records, _ = b.record_stop()
     operation = {"both": "solve", "forward": "forward_solve", "backward": "backward_solve"}

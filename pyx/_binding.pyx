@@ -59,6 +59,7 @@ cdef int64_t *_rec_buf = NULL
 cdef int64_t _rec_n = 0, _rec_cap = 0, _rec_tasks = 0
 cdef bint _rec_oom = False
 cdef int64_t _rec_next_id = 0
+cdef int64_t _rec_iter = 0       # the iteration of the tasks recorded (panel_begin)
 
 
 cdef int64_t *_rec_slot() noexcept nogil:
@@ -98,7 +99,7 @@ cdef int _rec_task(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0
     r[2], r[3], r[4] = _rec_id(h0), _rec_mode(m0), o0
     r[5], r[6], r[7] = _rec_id(h1), _rec_mode(m1), o1
     r[8], r[9], r[10] = _rec_id(h2), _rec_mode(m2), o2
-    r[11] = 0
+    r[11] = _rec_iter
     _rec_tasks += 1
     count[0] += 1
     return 0
@@ -109,16 +110,17 @@ def record_start():
 
     Until :func:`record_stop`, the graph loops of ``_graphs`` append one record per task
     (codelet key, priority, and per operand: data id, access mode 1 = R, 2 = W, 3 = RW,
-    owner node) and one per cache flush (key 0, data id), for every node, in submission
-    order. Use handles made by :meth:`TileHandles.recording`. Not thread-safe; refused
+    owner node; last, the iteration of a graph submitted with ``track``, else 0) and one
+    per cache flush (key 0, data id), for every node, in submission order. Use handles made by :meth:`TileHandles.recording`. Not thread-safe; refused
     while StarPU runs in this process.
     """
-    global _rec_on, _rec_n, _rec_tasks, _rec_oom, _rec_next_id
+    global _rec_on, _rec_n, _rec_tasks, _rec_oom, _rec_next_id, _rec_iter
     if _started:
         raise RuntimeError("cannot record task graphs while StarPU is started")
     if _rec_on:
         raise RuntimeError("a recording is already in progress")
     _rec_on, _rec_n, _rec_tasks, _rec_oom, _rec_next_id = True, 0, 0, False, 0
+    _rec_iter = 0
 
 
 def record_stop():
@@ -578,7 +580,9 @@ cdef inline void _panel_inserted(int64_t *left, int rc) noexcept nogil:
 
 
 cdef void panel_begin(int64_t k) noexcept nogil:
-    global _panel_now
+    global _panel_now, _rec_iter
+    if _rec_on:
+        _rec_iter = k       # a recorded task's iteration (record[11]: the simulated window)
     _panel_now = &_panel_left[k] if (_panel_left != NULL and 0 <= k < _panel_n
                                      and not _rec_on) else NULL
 

@@ -39,6 +39,7 @@ cdef extern from "starchol_sim.h":
         double insert_s
         double walk_s
         double startup_s
+        int window
         void (*progress)(void *ctx, int64_t done, int64_t total) noexcept nogil
         void *progress_ctx
         int64_t progress_every
@@ -76,7 +77,8 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
              object progress=None,
              int64_t every=10000, object comm_throughput=None, double message_overhead=0.0,
              bint submit_every_task=False, double insert_s=0.0, double walk_s=0.0,
-             double startup_s=0.0, bint sends_fifo=False, bint tasks_fifo=False):
+             double startup_s=0.0, bint sends_fifo=False, bint tasks_fifo=False,
+             int window=0):
     """Simulate the recorded graph once (see the module docstring); returns a dict:
     ``makespan``, ``critical_path``, ``critical_path_comm`` (s), ``transfers``,
     ``start``, ``end`` (float64 per task, s), ``worker``, ``node`` (int32 per task),
@@ -88,8 +90,9 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
     node, sends and receives together; None: no limit), ``message_overhead`` (s of a
     node's communication thread per message, sender and receiver), the submission
     clock (``insert_s`` per task a node takes part in, ``walk_s`` per other task when
-    ``submit_every_task``, from ``startup_s``). RuntimeError with the simulator's message
-    on a bad graph."""
+    ``submit_every_task``, from ``startup_s``). ``window``: the submission window in
+    iterations (each task's in its record's last column; 0: the whole graph at once).
+    RuntimeError with the simulator's message on a bad graph."""
     cdef int p = cores.shape[0]
     if records.shape[1] != STARCHOL_REC_WIDTH:
         raise ValueError(f"records must have {STARCHOL_REC_WIDTH} columns")
@@ -116,6 +119,8 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
                         ("walk_s", walk_s), ("startup_s", startup_s)):
         if not value >= 0:
             raise ValueError(f"{name} must be >= 0 s, got {value!r}")
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
     cdef int64_t dummy_rec = 0
     cdef double dummy_d = 0
     cdef int32_t dummy_i = 0
@@ -142,6 +147,7 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
     inp.insert_s = insert_s
     inp.walk_s = walk_s
     inp.startup_s = startup_s
+    inp.window = window
     inp.progress = NULL
     if progress is not None:
         inp.progress = _progress

@@ -13,6 +13,9 @@
  *    completion callback of the one that made it ready. A node's W workers take its
  *    ready tasks highest priority first (ties: submission order), as StarPU's prio
  *    scheduler does; a transfer starts as soon as its datum is written.
+ * 3. The submission window (in->window > 0): each node submits the iterations of the
+ *    graph (record[11]) in order, iteration k once its own tasks of iteration
+ *    k - window are done; a ready task or transfer waits for it (Sim::held).
  */
 #include "starchol_sim.h"
 
@@ -41,6 +44,11 @@ struct Graph {
   std::vector<int64_t> succ_start, succ;           // CSR of successors
   std::vector<int64_t> order;                      // a topological order of the events
   std::vector<double> release;                     // per event: s, submitted (0: at once)
+  // the window: per event the iteration of the task (that it feeds, for a transfer);
+  // per node and iteration the tasks it runs
+  int64_t niter = 1;
+  std::vector<int64_t> iter;
+  std::vector<std::vector<int64_t>> node_iter_tasks;
 };
 
 struct DataState {
@@ -71,6 +79,21 @@ int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
     return c;
   };
   double task_release = 0;                         // the task's on its node
+  int64_t rec_iter = 0;                            // the task's iteration (the window)
+  if (in->window > 0) {
+    g.iter.assign(in->ntasks, 0);
+    for (int64_t r = 0; r < in->nrec; r++) {
+      const int64_t* rec = in->rec + r * STARCHOL_REC_WIDTH;
+      if (rec[0] != 0 and rec[11] < 0) {
+        snprintf(err, errlen, "record %lld: iteration %lld < 0", (long long)r,
+                 (long long)rec[11]);
+        return 1;
+      }
+      if (rec[0] != 0)
+        g.niter = std::max(g.niter, rec[11] + 1);
+    }
+    g.node_iter_tasks.assign(in->nodes, std::vector<int64_t>(g.niter, 0));
+  }
   auto new_transfer = [&](int64_t d, int32_t src, int32_t dst, int64_t prio) {
     int64_t x = in->ntasks + (int64_t)g.xfer_src.size();
     if (submit)                                    // both ends have submitted the task
@@ -79,6 +102,8 @@ int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
     g.xfer_src.push_back(src);
     g.xfer_dst.push_back(dst);
     g.xfer_bytes.push_back(in->data_bytes[d]);
+    if (in->window > 0)
+      g.iter.push_back(rec_iter);
     if (data[d].last_writer >= 0)
       edges.emplace_back(data[d].last_writer, x);
     data[d].readers.push_back(x);
@@ -121,6 +146,11 @@ int build_graph(const starchol_sim_input* in, Graph& g, char* err, int errlen)
     }
     g.task_node[t] = node;
     g.prio[t] = rec[1];
+    if (in->window > 0) {
+      rec_iter = rec[11];
+      g.iter[t] = rec_iter;
+      g.node_iter_tasks[node][rec_iter]++;
+    }
     if (submit) {
       // the nodes that take part: the runner and the owners of its operands
       int32_t seen[4] = {node, -1, -1, -1};
@@ -257,6 +287,33 @@ struct Sim {
   int64_t send_seq = 0;
   int64_t ready_seq = 0;                           // tasks made ready so far (tasks_fifo)                            // sends made ready so far (sends_fifo)
   double speed = 1e9;                              // flop/s of a worker: time = flops / speed
+  // the window: per node, the iterations submitted (0..sub-1), its tasks of each
+  // iteration not yet done, and the ready events that wait for an iteration
+  std::vector<int64_t> sub;
+  std::vector<std::vector<int64_t>> left;
+  std::vector<std::vector<std::vector<int64_t>>> held;
+
+  // whether `node` has submitted iteration k; else `ev` waits there
+  bool submitted(int32_t node, int64_t k, int64_t ev)
+  {
+    if (k < sub[node])
+      return true;
+    held[node][k].push_back(ev);
+    return false;
+  }
+
+  // node submits its next iterations while the one `window` back is done (a wait
+  // returns at once for an iteration without tasks on the node)
+  void advance(int32_t node, std::vector<int32_t>& touched)
+  {
+    while (sub[node] < g->niter and left[node][sub[node] - in->window] == 0) {
+      int64_t k = sub[node]++;
+      std::vector<int64_t> evs;
+      evs.swap(held[node][k]);
+      for (int64_t ev : evs)
+        make_ready(ev, touched);
+    }
+  }
 
   // a delay of `seconds` on the delay host, whose completion means `kind` for `ev`
   void delay(double seconds, int64_t ev, Kind kind)
@@ -290,6 +347,17 @@ struct Sim {
   // joins its sender's send queue. Either waits first until it is submitted.
   void make_ready(int64_t ev, std::vector<int32_t>& touched)
   {
+    if (in->window > 0) {
+      int64_t k = g->iter[ev];
+      if (ev < g->ntasks) {
+        if (not submitted(g->task_node[ev], k, ev))
+          return;
+      } else {
+        int64_t x = ev - g->ntasks;
+        if (not submitted(g->xfer_src[x], k, ev) or not submitted(g->xfer_dst[x], k, ev))
+          return;
+      }
+    }
     if (not g->release.empty()) {
       double now = sg4::Engine::get_clock();
       if (g->release[ev] > later(now)) {
@@ -451,6 +519,10 @@ struct Sim {
         out->end[ev] = sg4::Engine::get_clock();
         free_workers[node].push_back(out->worker[ev]);
         done++;
+        if (in->window > 0) {
+          left[node][g->iter[ev]]--;
+          advance(node, touched);
+        }
         if (in->progress != nullptr && in->progress_every > 0 &&
             done % in->progress_every == 0)
           in->progress(in->progress_ctx, done, g->ntasks);
@@ -607,6 +679,14 @@ static int simulate(const starchol_sim_input* in, starchol_sim_output* out, char
     for (int w = in->cores[i] - 1; w >= 0; w--)
       sim.free_workers[i].push_back(w);
   sim.indeg = g.indeg;
+  if (in->window > 0) {
+    sim.sub.assign(in->nodes, std::min<int64_t>(in->window, g.niter));
+    sim.left = g.node_iter_tasks;
+    sim.held.assign(in->nodes, std::vector<std::vector<int64_t>>(g.niter));
+    std::vector<int32_t> none;
+    for (int i = 0; i < in->nodes; i++)
+      sim.advance(i, none);
+  }
   for (int64_t i = 0; i < g.ntasks; i++) {
     out->node[i] = g.task_node[i];
     out->start[i] = out->end[i] = -1;

@@ -21,6 +21,7 @@ extern "C" {
 #define STARCHOL_REC_WIDTH 12
 /* record[0]: 0 = cache flush of data record[2]; else the task's kernel (codelet) key */
 /* record[1]: priority; record[2 + 3 k .. 4 + 3 k]: data id, access mode, owner node */
+/* record[11]: the task's iteration (the graph loop's panel_begin(k)), for the window */
 #define STARCHOL_MODE_R 1
 #define STARCHOL_MODE_W 2
 
@@ -67,6 +68,13 @@ typedef struct {
     double insert_s;
     double walk_s;
     double startup_s;
+    /* the submission window (docs/runtime.md): a node submits iteration k (record[11])
+       once its own tasks (those it runs) of iteration k - window are done, and
+       iteration k - 1 is submitted; iterations 0..window-1 at the start. A task is not
+       started before its node has submitted its iteration, a transfer not before its
+       sender and its receiver have submitted the iteration of the task that reads it
+       (as with the submission clock above; both apply). 0: the whole graph at once. */
+    int window;
     /* progress: called every progress_every completed tasks (may be NULL) */
     void (*progress)(void *ctx, int64_t done, int64_t total);
     void *progress_ctx;

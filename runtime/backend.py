@@ -49,6 +49,14 @@ def mpi():
     return MPI
 
 
+def mpi4py_version():
+    """The version of the mpi4py that :func:`mpi` loads, e.g. ``"3.1.4"``."""
+    mpi()
+    import mpi4py
+
+    return mpi4py.__version__
+
+
 def starpu_version():
     """The version string of the StarPU library loaded at run time, e.g. ``"1.3.10"``."""
     return ".".join(map(str, binding().runtime_version()))

@@ -5,7 +5,9 @@
 - :func:`check_int`: an integer in a range, or an error that names the parameter
   (:class:`~starchol.errors.UsageError` by default, or ``ValueError`` for a document);
 - :func:`int_type`: the same check as an argparse ``type=`` (``--nrhs``), so that a bad
-  value is refused by the parser with one line, before any work.
+  value is refused by the parser with one line, before any work;
+- :func:`int_or_none`: a text another tool wrote (a trace, StarPU's configuration) as an
+  int, or None where it holds none.
 
 Every message reads ``NAME must be an integer >= LOW, got VALUE`` (``from LOW to HIGH``
 when both bounds are given).
@@ -89,4 +91,12 @@ def _as_integer(text):
         str(int(value)) != str(text).strip() else ""
 
 
-__all__ = ["is_int", "exact_int", "bounds_text", "check_int", "int_type"]
+def int_or_none(text):
+    """``int(text)``, or None where ``text`` is None or not an integer."""
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+__all__ = ["is_int", "exact_int", "bounds_text", "check_int", "int_type", "int_or_none"]

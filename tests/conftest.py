@@ -16,6 +16,22 @@ MPIRUN = shutil.which("mpirun")
 os.environ["STARCHOL_CHECK_RUN_DOCUMENTS"] = "1"
 MPI_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi")
 
+#: the start of a program that ``mpi_python`` runs: ``comm`` (COMM_WORLD), ``tm`` (2dbc on
+#: its ranks) and ``A``, a 200 x 200 SPD DistributedMatrix in 50 x 50 tiles (its entries
+#: ``full`` on every rank); numpy, MPI, Session and cholesky imported
+SPD_PROGRAM = """
+import numpy as np
+from mpi4py import MPI
+from starchol import DistributedMatrix, Session, cholesky
+from starchol.distributions import get_map
+comm = MPI.COMM_WORLD
+tm = get_map("2dbc", comm.Get_size())
+m = np.random.default_rng(0).standard_normal((200, 200))
+full = m @ m.T / 200 + np.eye(200)
+A = DistributedMatrix.from_function(lambda r0, r1, c0, c1: full[r0:r1, c0:c1], (200, 200),
+                                    50, tm)
+"""
+
 
 def pytest_ignore_collect(collection_path, config):
     """tests/mpi runs only under mpiexec, when named on the command line

@@ -2,22 +2,14 @@
 residual B - A X it checks with, against the one oracle (volume_reference)."""
 import numpy as np
 import pytest
-from volume_reference import (cholesky_bytes, residual_bytes, rhs_residual_bytes,
-                              rhs_solve_bytes, solve_bytes)
+from volume_reference import (SOLVE_MAP_IDS, SOLVE_MAPS, cholesky_bytes, over_solve_cases,
+                              residual_bytes, rhs_residual_bytes, rhs_solve_bytes, solve_bytes)
 
 from starchol.distributions import get_map
 from starchol.model.mixed_volume import mixed_phase_bytes, mixed_transfer_pairs_bytes
 from starchol.model.volume import residual_transfer_pairs_bytes, transfer_pairs_bytes
 
-MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
-        ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),
-        ("2dbc", 6, "2x3", 1)]
-IDS = [f"{m[0]}-{m[1]}" for m in MAPS]
-
-
-@pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])
-@pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=IDS)
-@pytest.mark.parametrize("n,nb,k", [(300, 64, 1), (250, 50, 120), (97, 97, 3)])
+@over_solve_cases()
 def test_residual_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
     m = get_map(name, nodes, grid=grid, slices=c)
     model = residual_transfer_pairs_bytes(m, n, nb, k, cache=cache)
@@ -25,7 +17,7 @@ def test_residual_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
 
 
 @pytest.mark.parametrize("variant", ["factor", "rhs"])
-@pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=IDS)
+@pytest.mark.parametrize("name,nodes,grid,c", SOLVE_MAPS, ids=SOLVE_MAP_IDS)
 def test_mixed_phases_are_the_graphs_bytes(name, nodes, grid, c, variant):
     """factor32 = half of float64's factorization, pair by pair; I iterations = I + 1
     float32 solves and float64 residuals (of the variant); a fallback adds the float64

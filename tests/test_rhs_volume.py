@@ -2,7 +2,8 @@
 (volume_reference), and the choice of a variant."""
 import numpy as np
 import pytest
-from volume_reference import rhs_residual_bytes, rhs_solve_bytes
+from volume_reference import (SOLVE_SIZES, over_solve_cases, rhs_residual_bytes,
+                              rhs_solve_bytes)
 
 from starchol.distributions import get_map
 from starchol.model.rhs_volume import (check_variant, choose_variant,
@@ -11,15 +12,7 @@ from starchol.model.rhs_volume import (check_variant, choose_variant,
                                         rhs_solve_transfer_pairs_bytes,
                                         solve_bytes_by_variant, variant_summary)
 
-MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
-        ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),
-        ("2dbc", 6, "2x3", 1)]
-IDS = [f"{m[0]}-{m[1]}" for m in MAPS]
-
-
-@pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])
-@pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=IDS)
-@pytest.mark.parametrize("n,nb,k", [(300, 64, 1), (250, 50, 120), (97, 97, 3)])
+@over_solve_cases()
 def test_rhs_solve_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
     m = get_map(name, nodes, grid=grid, slices=c)
     for itemsize in (8, 4):
@@ -30,9 +23,7 @@ def test_rhs_solve_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
                                                      itemsize=itemsize, which=which)
 
 
-@pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])
-@pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=IDS)
-@pytest.mark.parametrize("n,nb,k", [(300, 64, 1), (250, 50, 120)])
+@over_solve_cases(SOLVE_SIZES[:2])
 def test_rhs_residual_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
     m = get_map(name, nodes, grid=grid, slices=c)
     for itemsize in (8, 4):

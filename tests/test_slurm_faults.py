@@ -30,8 +30,9 @@ from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 
 #: slurm.conf's SlurmdTimeout on this cluster (s): a node silent for longer is DOWN
 SLURMD_TIMEOUT = 4
-#: seconds from the fault to the end of the job's run (mpirun's daemons notice a lost
-#: link by TCP keepalive in about 10 s; Slurm a dead slurmd after SLURMD_TIMEOUT + pings)
+#: seconds from the fault to the end of the job's run, after which a job still running
+#: fails the test (mpirun's daemons notice a lost link by TCP keepalive in about 10 s;
+#: Slurm a dead slurmd after SLURMD_TIMEOUT + pings)
 FAULT_BOUND_S = 40
 #: seconds a job may take from sbatch to its end
 JOB_TIMEOUT = 150
@@ -196,7 +197,7 @@ def test_link_down_mid_job(slurm3, matrix, tmp_path):
     try:
         fields, took = _wait_state(cl, env, job,
                                    lambda f: f.get("JobState") not in ("RUNNING", "PENDING"),
-                                   FAULT_BOUND_S + 30)
+                                   FAULT_BOUND_S)
         # even the isolated node ends its ranks (its daemon lost mpirun)
         left = cl.wait_no_processes(timeout=30)
         clean = time.monotonic() - t_down
@@ -205,7 +206,6 @@ def test_link_down_mid_job(slurm3, matrix, tmp_path):
     log = _log(tmp_path, job)
     print(f"link fault: job {job} {fields['JobState']} {fields['ExitCode']} {took:.1f} s "
           f"after the link went down; no process left after {clean:.1f} s\n{log}")
-    assert took < FAULT_BOUND_S, (took, log)
     assert fields["JobState"] in ("FAILED", "COMPLETING"), fields
     assert fields["ExitCode"] != "0:0", fields
     assert "lost communication with a remote daemon" in log and "node2" in log, log
@@ -239,7 +239,7 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
         try:
             fields, took = _wait_state(cl, env, job,
                                        lambda f: f.get("JobState") != "RUNNING",
-                                       FAULT_BOUND_S + 30)
+                                       FAULT_BOUND_S)
             left = cl.wait_no_processes(timeout=30)
             published = sorted(p.name for p in tmp_path.iterdir())
             log = _log(tmp_path, job)
@@ -250,7 +250,6 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
     print(f"slurmd fault: job {job} {fields['JobState']} (Reason {fields.get('Reason')}, "
           f"Restarts {fields.get('Restarts')}, ExitCode {fields.get('ExitCode')}) {took:.1f} s "
           f"after slurmd was killed\n{log}")
-    assert took < FAULT_BOUND_S, (took, fields, log)
     assert "NODE FAILURE" in log and "node2" in log, log
     assert not left, f"processes left on the nodes: {left}"
     assert "l.h5" not in published, published

@@ -1,20 +1,13 @@
 """The solve's byte model (and float32 bytes) against the one oracle (volume_reference)."""
 import numpy as np
 import pytest
-from volume_reference import cholesky_bytes, solve_bytes
+from volume_reference import (SOLVE_MAP_IDS, SOLVE_MAPS, SOLVE_SIZES, cholesky_bytes,
+                              over_solve_cases, solve_bytes)
 
 from starchol.distributions import get_map
 from starchol.model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 
-MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
-        ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),
-        ("2dbc", 6, "2x3", 1)]
-
-
-@pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])
-@pytest.mark.parametrize("name,nodes,grid,c", MAPS,
-                         ids=[f"{m[0]}-{m[1]}" for m in MAPS])
-@pytest.mark.parametrize("n,nb,k", [(300, 64, 1), (250, 50, 120), (97, 97, 3)])
+@over_solve_cases()
 def test_solve_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
     m = get_map(name, nodes, grid=grid, slices=c)
     for itemsize in (8, 4):
@@ -22,10 +15,7 @@ def test_solve_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
         assert model.tolist() == solve_bytes(m, n, nb, k, cache=cache, itemsize=itemsize)
 
 
-@pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])
-@pytest.mark.parametrize("name,nodes,grid,c", MAPS,
-                         ids=[f"{m[0]}-{m[1]}" for m in MAPS])
-@pytest.mark.parametrize("n,nb,k", [(300, 64, 1), (250, 50, 120)])
+@over_solve_cases(SOLVE_SIZES[:2])
 def test_one_pass_model_equals_oracle(name, nodes, grid, c, cache, n, nb, k):
     """Factor.solve_triangular's passes: each equals the oracle's; without the receive
     cache the two add up to the whole solve, with it they send at least as much."""
@@ -47,7 +37,7 @@ def test_one_pass_bad_which():
         solve_transfer_pairs_bytes(get_map("sbc", 3), 100, 10, 1, which="up")
 
 
-@pytest.mark.parametrize("name,nodes,grid,c", MAPS, ids=[f"{m[0]}-{m[1]}" for m in MAPS])
+@pytest.mark.parametrize("name,nodes,grid,c", SOLVE_MAPS, ids=SOLVE_MAP_IDS)
 def test_float32_cholesky_bytes_are_half(name, nodes, grid, c):
     m = get_map(name, nodes, grid=grid, slices=c)
     b8 = transfer_pairs_bytes(m, 333, 50)

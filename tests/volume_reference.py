@@ -290,3 +290,26 @@ def _stack(owners):
 def _extents(n, nb):
     nt = -(-n // nb)
     return [nb] * (nt - 1) + [n - (nt - 1) * nb]
+
+
+# -- the cases that the solve, residual and mixed model tests share --------------------
+#: small maps of every kind, ``(name, nodes, grid, slices)``, and their test ids
+SOLVE_MAPS = [("2dbc", 1, None, 1), ("2dbc", 4, "2x2", 1), ("sbc", 6, None, 1),
+              ("sbc-basic", 8, None, 1), ("sbc25d", 6, None, 2), ("2dbc25d", 8, "2x2", 2),
+              ("2dbc", 6, "2x3", 1)]
+SOLVE_MAP_IDS = [f"{m[0]}-{m[1]}" for m in SOLVE_MAPS]
+#: ``(n, nb, right-hand sides)``: several tiles and one vector, a wide B, one tile
+SOLVE_SIZES = [(300, 64, 1), (250, 50, 120), (97, 97, 3)]
+
+
+def over_solve_cases(sizes=SOLVE_SIZES):
+    """Parametrize a model test over the receive cache on and off (``cache``), the maps
+    of :data:`SOLVE_MAPS` (``name, nodes, grid, c``) and ``sizes`` (``n, nb, k``)."""
+    import pytest
+
+    def mark(test):
+        test = pytest.mark.parametrize("n,nb,k", sizes)(test)
+        test = pytest.mark.parametrize("name,nodes,grid,c", SOLVE_MAPS, ids=SOLVE_MAP_IDS)(test)
+        return pytest.mark.parametrize("cache", [True, False], ids=["cache", "nocache"])(test)
+
+    return mark

@@ -12,6 +12,7 @@ import os
 import re
 
 from ..files import write_atomic
+from ..integers import int_or_none
 from ..runtime.traces import SUMMARY
 from .critical_path import clock_offsets, critical_path
 
@@ -156,13 +157,6 @@ def read_comms(path):
                       "bytes": int(float(s.get("Value") or 0)),  # the message size
                       "tag": int_or_none(s.get("MPITAG"))})
     return comms
-
-
-def int_or_none(text):
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
 
 
 def aligned(records, comms, size):

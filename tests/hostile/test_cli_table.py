@@ -1,14 +1,13 @@
 """The hostile table, in process (fast): each row is a command line a user might try,
 its exit status and the words of its one line. Every case also checks that the inputs
 are unchanged (sha256 of every file, devices and links included), that nothing is left
-behind in the case's folder, and a time bound. Rows whose status is 0 are the accepted
+behind in the case's folder; a case that hangs fails by its timeout. Rows whose status is 0 are the accepted
 spellings next to the refused ones (``-`` for stdout, a compressed input, the largest
 seed)."""
 import contextlib
 import io
 import os
 import stat
-import time
 
 import pytest
 
@@ -17,8 +16,9 @@ from starchol.cli import main
 from .conftest import snapshot
 from .data import make_inputs
 
-#: seconds a refusal may take in process (generous: the machine is shared)
-TIME_BOUND_S = 10
+#: seconds after which a case counts as hung (pytest-timeout; generous: the machine is
+#: shared)
+HANG_S = 60
 
 RUN = ["run", "--dist", "2dbc", "--nb", "32"]
 GOOD = "{d}/good.h5:/A"
@@ -479,6 +479,7 @@ def call(argv):
     return rc, out.getvalue(), err.getvalue()
 
 
+@pytest.mark.timeout(HANG_S)
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     name, argv, rc, words, env, unset_home = (*case, {}, False)[:6]
@@ -491,9 +492,7 @@ def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     argv = [a.format(d=inputs, t=tmp_path) for a in argv]
     before = snapshot(inputs)
     null = os.stat("/dev/null")
-    t0 = time.monotonic()
     status, out, err = call(argv)
-    elapsed = time.monotonic() - t0
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert status == rc, (status, err)
     if rc:
@@ -510,7 +509,6 @@ def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     assert os.stat("/dev/null").st_rdev == null.st_rdev
     left = set(os.listdir(tmp_path))
     assert left == LEAVES.get(name, set()), left    # nothing left behind
-    assert elapsed < TIME_BOUND_S, elapsed
 
 
 def test_a_run_that_lost_its_factor_keeps_its_document_aside(tmp_path):

@@ -3,7 +3,7 @@ every subcommand against the hostile targets, every input option against the hos
 sources, every typed option against the values its own type refuses, and the script
 text of ``slurm``; generated from the parser, so a new command is covered without a new
 case. In process, each a refusal before any work (status 2, one line), with the
-inputs' sha256 unchanged, nothing left behind and a time bound.
+inputs' sha256 unchanged and nothing left behind; a case that hangs fails by its timeout.
 
 ``test_a_new_command_is_covered`` adds a dummy subcommand with an ``--out`` option:
 written without the shared output path (:func:`starchol.files.check_output`), its
@@ -12,7 +12,6 @@ import contextlib
 import io
 import os
 import stat
-import time
 import types
 
 import pytest
@@ -23,8 +22,9 @@ from .conftest import snapshot
 from .data import make_inputs
 from .generated import case_paths_ok, generate_cases, make_generated_inputs
 
-#: seconds a generated refusal may take in process (the machine is shared)
-TIME_BOUND_S = 10
+#: seconds after which a generated case counts as hung (pytest-timeout; the machine is
+#: shared)
+HANG_S = 60
 
 CASES = generate_cases(build_parser())
 
@@ -58,9 +58,7 @@ def check_case(case, d, tmp_path):
     argv = fill(argv, d, str(tmp_path))
     before = snapshot(d)
     null = os.stat("/dev/null")
-    t0 = time.monotonic()
     status, out, err = call(argv)
-    elapsed = time.monotonic() - t0
     broken = []
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if status != 2:
@@ -81,11 +79,10 @@ def check_case(case, d, tmp_path):
     left = os.listdir(tmp_path)
     if left:
         broken.append(f"left behind: {left}")
-    if elapsed > TIME_BOUND_S:
-        broken.append(f"took {elapsed:.1f} s")
     return broken
 
 
+@pytest.mark.timeout(HANG_S)
 @pytest.mark.parametrize("case", CASES, ids=[c[0].replace("\0", "\\0") for c in CASES])
 def test_generated_case(case, inputs, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

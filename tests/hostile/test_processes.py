@@ -60,7 +60,6 @@ def test_one_rank_process_case(case, inputs, env, tmp_path):
     if "STARPU_HOME" in name:
         env["STARPU_HOME"] = "/"
     before = snapshot(inputs)
-    t0 = time.monotonic()
     p = run_or_fail([*_starchol_exe(), *RUN, *[a.format(d=inputs) for a in argv],
                      "--output", f"{tmp_path}/L.h5:/L", "--json", f"{tmp_path}/r.json"],
                     env, 60, name)
@@ -68,7 +67,6 @@ def test_one_rank_process_case(case, inputs, env, tmp_path):
     assert words in one_line(p.stderr)
     assert snapshot(inputs) == before and os.listdir(tmp_path) == []
     assert not os.path.exists("/.starpu") or "STARPU_HOME" not in name
-    assert time.monotonic() - t0 < 30
 
 
 def test_compressed_input_is_factored(inputs, env, tmp_path):
@@ -115,13 +113,11 @@ def test_ranks_seeing_different_files_under_one_name_are_refused(env, tmp_path):
         with h5py.File(tmp_path / f"d{r}" / "in.h5", "w") as fh:
             fh["A"] = spd(seed=r)
     before = snapshot(tmp_path)
-    t0 = time.monotonic()
     p, exits = mpirun_each(2, [*RUN, "--input", "in.h5:/A", "--output", "L.h5:/L"], env,
                            per_rank_dir=f"{tmp_path}/d")
     every_rank(p, exits, 2, 2, "rank 0 and rank 1 both have in.h5:/A, but with different "
                                 "data")
     assert snapshot(tmp_path) == before
-    assert time.monotonic() - t0 < 30
 
 
 @needs_mpirun
@@ -198,9 +194,7 @@ def test_signal_mid_run(case, inputs, env, tmp_path):
             os.kill(max(int(x) for x in pids if int(x) != proc.pid), signum)
         else:
             os.kill(proc.pid, signum)
-        t0 = time.monotonic()
         proc.wait(timeout=30)
-        elapsed = time.monotonic() - t0
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -209,7 +203,7 @@ def test_signal_mid_run(case, inputs, env, tmp_path):
     err = "".join(lines)
     if proc.returncode == 0:
         pytest.skip("the run ended before the signal arrived")
-    assert proc.returncode != 0 and elapsed < 20, (proc.returncode, elapsed, err)
+    assert proc.returncode != 0, (proc.returncode, err)
     if words:
         assert words in err, err
     assert "Traceback" not in err

@@ -1,7 +1,6 @@
 """The public API under MPI (1, 2, 4 or 6 ranks): cholesky for every map, solve, logdet,
 float32, bytes measured == model == oracle per pair, collective errors, HDF5."""
 import os
-import time
 
 import numpy as np
 import pytest
@@ -62,15 +61,13 @@ def solve_oracle(rec):
 
 
 def raises_everywhere(comm, exc_type, match, fn):
-    """fn() raises exc_type with the same message on every rank, within 10 s."""
-    t0 = time.monotonic()
+    """fn() raises exc_type with the same message on every rank (a rank that hangs instead
+    fails the suite by mpirun's timeout)."""
     with pytest.raises(exc_type) as info:
         fn()
-    took = time.monotonic() - t0
     messages = comm.allgather(f"{type(info.value).__name__}: {info.value}")
     assert len(set(messages)) == 1, messages
     assert match in messages[0], messages[0]
-    assert took < 10, took
     return info.value
 
 
@@ -339,9 +336,7 @@ def test_solve_takes_a_numpy_array_on_root(session, comm):
     a, b = make(tile_map)
     f = cholesky(a, tile_map)
     c = sl.cho_factor(A_FULL, lower=True)
-    t0 = time.monotonic()
     x = f.solve(B_FULL if rank == root else None, root=root)
-    assert time.monotonic() - t0 < 5
     x1 = f.solve(B_FULL[:, 0] if rank == 0 else None)            # one vector, root 0
     y = f.solve_triangular(B_FULL if rank == 0 else None)
     if rank == root:
