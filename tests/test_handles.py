@@ -87,3 +87,92 @@ def test_fewer_handles_where_the_map_spreads_rows():
     nt = 120
     counts = cholesky_handle_counts(m.owner_maps(nt), m.iteration_slices(nt), 28)
     assert counts.max() < 0.3 * handle_count(nt, 1)
+
+
+def _recorded_use(g, nodes):
+    """Per node, the data ids of the tiles it owns or its tasks touch in the recorded
+    graph ``g`` (records, node per task)."""
+    tasks = g.records[g.records[:, 0] != 0]
+    ids, owners = tasks[:, [2, 5, 8]], tasks[:, [4, 7, 10]]
+    out = []
+    for b in range(nodes):
+        use = set(ids[g.node == b].ravel().tolist()) | set(ids[owners == b].tolist())
+        use.discard(-1)
+        out.append(use)
+    return out
+
+
+@pytest.mark.parametrize("name,nodes,kw", [("2dbc", 4, {}), ("sbc", 6, {}),
+                                           ("2dbc", 6, {"grid": "3x2"}),
+                                           ("sbc25d", 6, {"slices": 2})])
+@pytest.mark.parametrize("variant", ["factor", "rhs"])
+@pytest.mark.parametrize("which", ["both", "forward", "backward"])
+def test_solve_rule_is_the_recorded_graph(name, nodes, kw, variant, which):
+    """The solve's tiles of L per node: those it owns or its tasks read, as recorded."""
+    pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
+    from starchol.linalg.distributed import layout
+    from starchol.linalg.task_graph import record_solve
+    from starchol.model.handles import solve_handles
+
+    nt, nb = 9, 10
+    m = get_map(name, nodes, nt=nt, **kw)
+    g = record_solve(m, nt * nb - 3, nb, 2 * nb + 1, which=which, variant=variant)
+    owners, _ = layout(m, nt * nb - 3, nb, "symmetric")
+    for b, use in enumerate(_recorded_use(g, nodes)):
+        want = {x for x in use if x < nt * nt}           # L's ids come first
+        got = set(np.flatnonzero(solve_handles(owners, b, variant, which)).tolist())
+        assert got == want, b
+
+
+@pytest.mark.parametrize("name,nodes,kw", [("2dbc", 4, {}), ("sbc", 6, {}),
+                                           ("sym25d", 8, {"slices": 2})])
+@pytest.mark.parametrize("graph", ["llt", "symm", "symm_rhs"])
+def test_residual_rules_are_the_recorded_graphs(name, nodes, kw, graph):
+    """The residuals' tiles of L (A) and R per node, against the recorded graphs."""
+    pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
+    from starchol.linalg.distributed import layout
+    from starchol.linalg.rhs_solve import partial_layout
+    from starchol.linalg.task_graph import _backend
+    from starchol.model.handles import llt_residual_handles, symm_residual_handles
+    from starchol.model.volume import tile_extents
+
+    nt, nb = 8, 10
+    n = nt * nb - 3
+    m = get_map(name, nodes, nt=nt, **kw)
+    b_, g_, _ = _backend()
+    rows = tile_extents(n, nb)
+    cols = tile_extents(3, nb)
+    lo, ls = layout(m, n, nb, "symmetric")
+    lo = np.ascontiguousarray(lo, dtype=np.int64)
+    bo, bs = layout(m, n, nb, "rhs", 3)
+    bo = np.ascontiguousarray(bo, dtype=np.int64)
+    b_.record_start()
+    try:
+        hl = b_.TileHandles.recording(lo, rows, rows, ls)
+        if graph == "llt":
+            hr = b_.TileHandles.recording(lo, rows, rows, ls)
+            g_.llt_residual(hl, hr)
+        else:
+            hx = b_.TileHandles.recording(bo, rows, cols, bs)
+            hr = b_.TileHandles.recording(bo, rows, cols, bs)
+            if graph == "symm":
+                g_.symm_residual(hl, hx, hr)
+            else:
+                po, pc, pm = partial_layout(lo, nodes, cols, "residual")
+                ht = b_.TileHandles.recording(po, rows, pc, pm)
+                g_.symm_residual_rhs(hl, hx, hr, ht, nodes)
+    finally:
+        records, _ = b_.record_stop()
+    tasks = records[records[:, 0] != 0]
+    modes, ids, owners = tasks[:, [3, 6, 9]], tasks[:, [2, 5, 8]], tasks[:, [4, 7, 10]]
+    runs = owners[np.arange(len(tasks)), np.argmax((modes & 2) != 0, axis=1)]
+    for b in range(nodes):
+        use = set(ids[runs == b].ravel().tolist()) | set(ids[owners == b].tolist())
+        use.discard(-1)
+        if graph == "llt":
+            want_l, want_r = llt_residual_handles(lo, b)
+            assert set(np.flatnonzero(want_r).tolist()) == \
+                {x - nt * nt for x in use if nt * nt <= x < 2 * nt * nt}, b
+        else:
+            want_l = symm_residual_handles(lo, b, "rhs" if graph == "symm_rhs" else "factor")
+        assert set(np.flatnonzero(want_l).tolist()) == {x for x in use if x < nt * nt}, b

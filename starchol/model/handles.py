@@ -1,5 +1,6 @@
-"""The tiles each node registers a StarPU handle for in the factorization: the one home
-of the rule (``linalg/cholesky.py`` registers them, :mod:`.memory` counts them).
+"""The tiles each node registers a StarPU handle for in the factorization, the solves
+and the residuals: the one home of the rule (``linalg/cholesky.py`` and
+``linalg/factor.py`` register them, :mod:`.memory` counts the factorization's).
 
 A node registers a tile's handle only where it uses it (Chameleon registers on first
 use): the tiles it owns, and the tiles that the tasks it runs read. A node that only
@@ -125,3 +126,62 @@ def cholesky_handle_counts(so, it, p):
         home, partials = cholesky_handles(so, it, b, reads, masks)
         out[b] = int(home.sum()) + sum(int(x.sum()) for x in partials)
     return out
+
+
+# ---------------------------------------------------------------------------
+# the solves and the residuals: L (A) on the factor's owners F, the right-hand sides'
+# row tile i on d(i) = F[i, i]; the tiles of B, X and the partial sums are all
+# registered (NT x K/NB of them, few beside L's)
+# ---------------------------------------------------------------------------
+def _lower_own(owners, rank):
+    owners = np.asarray(owners, dtype=np.int64)
+    return np.tril(np.ones(owners.shape, dtype=bool)) & (owners == rank)
+
+
+def solve_handles(owners, rank, variant="factor", which="both"):
+    """uint8 (nt, nt): the tiles of L node ``rank`` registers for a solve.
+
+    ``owners``: L's owners F (nt, nt); ``variant``: ``"factor"`` (the ``solve`` graph:
+    the products of row tile m run on d(m), so d(m) reads row m of L in the forward pass
+    and column m in the backward pass) or ``"rhs"`` (``solve_rhs``: every product on
+    the owner of its tile of L, which only reads its own tiles); ``which``:
+    ``"both"``, ``"forward"`` or ``"backward"``."""
+    owners = np.asarray(owners, dtype=np.int64)
+    mask = _lower_own(owners, rank)
+    if variant == "factor":
+        mine = np.diagonal(owners) == rank           # the row tiles of B on this node
+        lower = np.tril(np.ones(owners.shape, dtype=bool))
+        if which in ("both", "forward"):
+            mask |= lower & mine[:, None]
+        if which in ("both", "backward"):
+            mask |= lower & mine[None, :]
+    elif variant != "rhs":
+        raise ValueError(f"variant must be 'factor' or 'rhs', got {variant!r}")
+    return np.ascontiguousarray(mask, dtype=np.uint8)
+
+
+def llt_residual_handles(owners, rank):
+    """``(L, R)`` uint8 (nt, nt): the tiles node ``rank`` registers for the residual
+    A - L L^T (``llt_residual``): R[i][j] -= L[i][k] L[j][k]^T, k <= j, runs on the
+    owner of (i, j), which reads L[i][k] for k <= j and all of row j of L; R's own
+    tiles only (no other node reads them)."""
+    owners = np.asarray(owners, dtype=np.int64)
+    nt = owners.shape[0]
+    own = _lower_own(owners, rank)
+    mask = own.copy()
+    k = np.arange(nt)
+    if nt:
+        last = np.where(own.any(axis=1), nt - 1 - np.argmax(own[:, ::-1], axis=1), -1)
+        mask |= k[None, :] <= last[:, None]                 # L[i][k], k <= j
+        mask |= own.any(axis=0)[:, None] & (k[None, :] <= k[:, None])   # row j of L
+    mask &= np.tril(np.ones((nt, nt), dtype=bool))
+    return (np.ascontiguousarray(mask, dtype=np.uint8),
+            np.ascontiguousarray(own, dtype=np.uint8))
+
+
+def symm_residual_handles(owners, rank, variant="factor"):
+    """uint8 (nt, nt): the tiles of A node ``rank`` registers for the residual B - A X
+    of a solve: ``"factor"`` (``symm_residual``: row tile i of R on d(i), which reads
+    row i and column i of A's lower tiles) or ``"rhs"`` (``symm_residual_rhs``: each
+    product on the owner of its tile of A: its own tiles)."""
+    return solve_handles(owners, rank, variant, "both")
