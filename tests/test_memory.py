@@ -35,6 +35,9 @@ def test_hand_count_of_every_part():
     assert mem["owner tables"].tolist() == [2 * 9 * 8] * 2
     assert mem["process"].tolist() == [PROCESS_BASE_BYTES] * 2
     assert mem["copies of A (--check)"].tolist() == [8 * TILE, 4 * TILE]
+    # the residual A - L L^T: node 0's R[2][1] reads L10 and L11, node 1's nothing remote
+    # but L00 (R[1][0] reads L10 and L00)
+    assert mem["residual's received tiles (--check)"].tolist() == [2 * TILE, 1 * TILE]
     assert mem["gathered factor"].tolist() == [2 * 300 * 300 * 8, 0]
     assert mem["total"].tolist() == [sum(int(v[r]) for k, v in mem.items() if k != "total")
                                      for r in range(2)]

@@ -24,7 +24,10 @@
 - ``owner tables``: (c + 1) NT^2 int64, each slice's owners and the composite;
 - ``process``: :data:`PROCESS_BASE_BYTES` for Python, numpy, MPI and StarPU;
 - with ``check`` (``starchol run --check``): A's tiles twice more (the copy kept for the
-  residual, and the residual's work copy);
+  residual, and the residual's work copy), and the tiles of L the residual A - L L^T
+  receives: those its tasks read and it does not own
+  (:func:`~.handles.llt_residual_handles`), all held until the residual ends (without
+  the owner tables: every tile of L but a node's share);
 - with ``gather`` on node 0: the dense N x N factor, twice (tiles and the assembled array);
 - with ``nrhs`` K > 0 (a solve after the factorization, ``starchol run --rhs/--nrhs``): a
   bound on the right-hand sides, on every node: B and X (N x K each, solved in place, so
@@ -53,7 +56,7 @@ import numpy as np
 from ..distributions.base import iteration_slices, slice_updates
 from ..integers import check_int
 from .counts import slice_task_weights, task_count
-from .handles import cholesky_handle_counts, reader_thresholds
+from .handles import cholesky_handle_counts, llt_residual_handles, reader_thresholds
 from .load import node_load
 from .mixed_volume import SINGLE_BYTES
 from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile_extents,
@@ -80,7 +83,7 @@ WINDOW_MIN_TASKS = 256
 
 #: the parts of :func:`node_memory`, in the order the messages print them
 PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
-         "copies of A (--check)", "gathered factor", "right-hand sides",
+         "copies of A (--check)", "residual's received tiles (--check)", "gathered factor", "right-hand sides",
          "float64 A (mixed)", "residual's received tiles (mixed)",
          "partial sums (rhs solve)")
 
@@ -318,9 +321,16 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
             home = np.bincount(factor_owners(tile_map, nt)[np.tril_indices(nt)],
                                weights=sizes[np.tril_indices(nt)], minlength=p)
             home = home.astype(np.int64)
+            f = factor_owners(tile_map, nt)
+            got = np.zeros(p, dtype=np.int64)
+            for b in range(p):
+                used, own = llt_residual_handles(f, b)
+                got[b] = int(sizes[used.astype(bool) & ~own.astype(bool)].sum())
         else:
             home = np.full(p, -(-lower // p), dtype=np.int64)
+            got = np.full(p, lower - home[0], dtype=np.int64)
         parts["copies of A (--check)"] = 2 * home
+        parts["residual's received tiles (--check)"] = got
     if gather:
         dense = np.zeros(p, dtype=np.int64)
         dense[0] = 2 * n * n * itemsize
