@@ -52,6 +52,14 @@ def add_nrhs_arg(parser, help_text):
     parser.add_argument("--nrhs", type=int_type(1), default=None, metavar="K", help=help_text)
 
 
+def add_window_arg(parser, help_text):
+    """``--window W``: the submission window in iterations, an integer >= 0 (default None:
+    the library's rule), with the command's own help; the one definition of ``run``,
+    ``bench`` and ``simulate``'s option."""
+    parser.add_argument("--window", type=int_type(0), default=None, metavar="W",
+                        help=help_text)
+
+
 def add_cache_arg(parser, old_spelling=False):
     """``--cache on|off`` (StarPU-MPI's receive cache; default on), the one spelling of
     every command that counts or moves bytes. ``old_spelling``: also ``--no-cache``,

@@ -5,7 +5,8 @@ from ..model.counts import KERNELS
 from ..model.platform import MAX_WORKERS
 from ..model.rhs_volume import SOLVE_VARIANTS
 from ..runtime.starpu_env import SENDS_IN_FLIGHT, STARPU_SENDS_IN_FLIGHT
-from .options import add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args
+from .options import (add_cache_arg, add_dtype_arg, add_map_args, add_nrhs_arg, add_size_args,
+                      add_window_arg)
 from .output import add_json_arg
 
 #: a link when neither the node description nor the command line gives one
@@ -75,11 +76,10 @@ def register(sub, run):
                    help="with --nrhs: the solve's graph (rhs: L in place, blocks of B and "
                         "partial sums move; factor: L's tiles move; auto, the default: "
                         "fewer bytes on the busiest link)")
-    p.add_argument("--window", type=int_type(0), default=None, metavar="W",
-                   help="submission window in iterations, as `starchol run --window`: a node "
-                        "submits iteration k once its tasks of iteration k - W are done "
-                        "(default: the --runtime description's, else run's rule, "
-                        "docs/runtime.md; 0: the whole task graph at once); the solve's too")
+    add_window_arg(p, "submission window in iterations, as `starchol run --window`: a node "
+                      "submits iteration k once its tasks of iteration k - W are done "
+                      "(default: the --runtime description's, else run's rule, "
+                      "docs/runtime.md; 0: the whole task graph at once); the solve's too")
     p.add_argument("--gantt", metavar="FILE.png",
                    help="draw the simulated schedule (one row per worker, first nodes)")
     p.add_argument("--quiet", action="store_true", help="no progress line")

@@ -356,7 +356,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
             if residual_graph is None:     # the model's choice, counted once
                 residual_graph = residual_variant(session, tile_map, A, B.ncols, "auto")[0]
             R = rhs_residual(session, A, X, B, a_tiles, tile_map=tile_map,
-                             variant=residual_graph)
+                             variant=residual_graph, window=f32.window)
             count("residual64", mark)
             r_parts = R.frobenius_parts()
             eta = backward_error(r_parts, a_parts, X.frobenius_parts(), b_parts)
@@ -400,7 +400,7 @@ def solve_mixed(A, B, tile_map, session=None, max_iterations=MAX_ITERATIONS,
         mark = count("factor64", mark)
         X = factor.solve(B)
         mark = count("solve64", mark)
-        R = rhs_residual(session, A, X, B, tile_map=tile_map)
+        R = rhs_residual(session, A, X, B, tile_map=tile_map, window=factor.window)
         count("residual64", mark)
         if a_parts is None or not np.isfinite(a_parts[0]):
             a_parts, b_parts = A.frobenius_parts(symmetric_tiles(A)), B.frobenius_parts()

@@ -1,5 +1,6 @@
 """Shared test helpers: launching ``mpirun -np N`` with a timeout (a hang fails, never blocks)."""
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -58,6 +59,48 @@ def _starchol_exe():
     return [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
 
 
+def sha256_file(path):
+    """The sha256 hex digest of the file ``path``'s bytes."""
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def emulated_cluster():
+    """``scripts/emulated_cluster.py``, the emulated cluster's Python front."""
+    scripts = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "scripts")
+    if scripts not in sys.path:
+        sys.path.insert(0, scripts)
+    import emulated_cluster as module
+
+    return module
+
+
+def need_cluster_root():
+    """Skip the test where no emulated cluster can be made (it needs root); remove the
+    clusters of test runs killed before their teardown."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
+    emulated_cluster().EmulatedCluster.sweep_orphans()
+
+
+@contextlib.contextmanager
+def cluster_or_skip(nodes, **options):
+    """An emulated cluster of ``nodes`` nodes that is up inside the block and down after
+    it, whatever happens; the test is skipped, with the reason, where none can be made."""
+    need_cluster_root()
+    module = emulated_cluster()
+    cl = module.EmulatedCluster(nodes, **options)
+    try:
+        try:
+            cl.up()
+        except module.ClusterUnavailable as exc:
+            pytest.skip(f"no emulated cluster here: {exc}")
+        yield cl
+    finally:
+        cl.down()
+
+
 @contextlib.contextmanager
 def held_open(path):
     """Another process holds the HDF5 file ``path`` open for writing (so HDF5's file
@@ -93,12 +136,13 @@ def follow_progress(proc):
     return lines, started, reader
 
 
-def run_or_fail(cmd, env, timeout, what):
-    """Run ``cmd`` in its own process group, SIGINT at its default action
+def run_or_fail(cmd, env, timeout, what, cwd=None):
+    """Run ``cmd`` (in ``cwd``) in its own process group, SIGINT at its default action
     (:func:`sigint_default`) -> CompletedProcess; on timeout kill the whole group and fail
     the test, saying ``what`` hung (with its output)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, preexec_fn=sigint_default)
+                            env=env, cwd=cwd, start_new_session=True,
+                            preexec_fn=sigint_default)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -7,8 +7,6 @@ links: a node's link sent at least the payload its rank sent, plus a few percent
 TCP/IP headers. Needs root and network namespaces; skipped, with the reason, otherwise.
 Clusters are torn down whatever happens (fixtures with ``finally``).
 """
-import contextlib
-import hashlib
 import json
 import os
 import subprocess
@@ -21,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from emulated_cluster import SCRIPT, ClusterUnavailable, EmulatedCluster  # noqa: E402
+from conftest import _starchol_exe, cluster_or_skip, need_cluster_root, sha256_file  # noqa: E402
+from emulated_cluster import SCRIPT, EmulatedCluster  # noqa: E402
 
 #: seconds a link fault may take to end the job (TCP keepalive of Open MPI's daemons:
 #: 2 s idle + 5 probes 1 s apart, then mpirun ends the job)
@@ -31,33 +30,6 @@ FAULT_BOUND_S = 30
 HEADERS, SLACK = 0.06, 400_000
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
-
-
-def _starchol():
-    exe = Path(sys.executable).with_name("starchol")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "starchol"]
-
-
-def _need_root():
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
-    EmulatedCluster.sweep_orphans()   # clusters of test runs killed before their teardown
-
-
-@contextlib.contextmanager
-def _cluster_or_skip(nodes, **options):
-    """An emulated cluster that is up inside the block and down after it, whatever
-    happens; the test is skipped, with the reason, where none can be made."""
-    _need_root()
-    cl = EmulatedCluster(nodes, **options)
-    try:
-        try:
-            cl.up()
-        except ClusterUnavailable as exc:
-            pytest.skip(f"no emulated cluster here: {exc}")
-        yield cl
-    finally:
-        cl.down()
 
 
 def test_script_runs_as_its_messages_show_it():
@@ -71,7 +43,7 @@ def test_comm_bound_refuses_a_keep_folder_with_older_runs(tmp_path):
     """`benchmarks/comm_bound.py --keep DIR` over a folder with run documents of an earlier
     run would leave both in DIR/BANDWIDTH/, which `starchol report` then mixes; it is
     refused before any cluster is made."""
-    _need_root()
+    need_cluster_root()
     (tmp_path / "10mbit").mkdir()
     (tmp_path / "10mbit" / "sbc-1.json").write_text("{}")
     proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "comm_bound.py"),
@@ -97,7 +69,7 @@ def starpu_env(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster6(starpu_env):
     """A 6-node cluster with Slurm, links shaped to 1 gbit/s."""
-    with _cluster_or_skip(6, bandwidth="1gbit", slurm=True) as cl:
+    with cluster_or_skip(6, bandwidth="1gbit", slurm=True) as cl:
         yield cl
     assert not Path("/run/netns", f"{cl.name}-n0").exists()
 
@@ -106,7 +78,7 @@ def _run_and_count(cl, np_, args, env, tmp_path):
     """mpirun a starchol run on the cluster; (document, bytes each link sent)."""
     out = tmp_path / "run.json"
     before = cl.counters()
-    res = cl.mpirun(np_, [*_starchol(), "run", *map(str, args), "--workers", "1", "--quiet",
+    res = cl.mpirun(np_, [*_starchol_exe(), "run", *map(str, args), "--workers", "1", "--quiet",
                           "--json", str(out)], timeout=240, env=env)
     after = cl.counters()
     assert res.returncode == 0, f"mpirun failed:\n{res.stdout}\n{res.stderr}"
@@ -288,11 +260,11 @@ def test_slurm_job_on_6_nodes_writes_its_factor(cluster6, starpu_env, tmp_path):
     (docs/slurm.md, "Launchers"), which this test used to resubmit."""
     h5py = pytest.importorskip("h5py")
     a_file, l_file = tmp_path / "a.h5", tmp_path / "l.h5"
-    gen = subprocess.run([*_starchol(), "generate", "--n", "600", "--output", f"{a_file}:/A"],
+    gen = subprocess.run([*_starchol_exe(), "generate", "--n", "600", "--output", f"{a_file}:/A"],
                          capture_output=True, text=True, timeout=60)
     assert gen.returncode == 0, gen.stderr
     script = tmp_path / "job.sbatch"
-    made = subprocess.run([*_starchol(), "slurm", "--dist", "sbc", "--nodes", "6", "--nb",
+    made = subprocess.run([*_starchol_exe(), "slurm", "--dist", "sbc", "--nodes", "6", "--nb",
                            "100", "--workers", "1", "--input", f"{a_file}:/A", "--output",
                            f"{l_file}:/L", "--check", "--time", "00:05:00", "--json-dir",
                            str(tmp_path / "results"), "-o", str(script)],
@@ -317,7 +289,7 @@ def test_down_ends_processes_of_a_node_whose_namespace_name_was_deleted():
     """`ip netns del` on a node removes its name only; the processes in it (here a job's
     `sleep`) and so the namespace live on. `down` must still end them: it finds them by
     the namespace ids recorded at `up`, not by name."""
-    with _cluster_or_skip(2) as cl:
+    with cluster_or_skip(2) as cl:
         job = subprocess.Popen(["bash", str(SCRIPT), "--name", cl.name, "exec", "node1",
                                 "sleep", "300"], start_new_session=True)
         try:
@@ -342,12 +314,8 @@ def test_down_ends_processes_of_a_node_whose_namespace_name_was_deleted():
 @pytest.fixture
 def cluster3_slow():
     """3 nodes without Slurm, links at 10 mbit/s: a run long enough to break a link in."""
-    with _cluster_or_skip(3, bandwidth="10mbit") as cl:
+    with cluster_or_skip(3, bandwidth="10mbit") as cl:
         yield cl
-
-
-def _sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def test_link_down_mid_run_ends_the_job(cluster3_slow, starpu_env, tmp_path):
@@ -355,12 +323,12 @@ def test_link_down_mid_run_ends_the_job(cluster3_slow, starpu_env, tmp_path):
     node2; no output file, input unchanged, no process left on any node."""
     cl = cluster3_slow
     a_file = tmp_path / "a.h5"
-    gen = subprocess.run([*_starchol(), "generate", "--n", "2400", "--output", f"{a_file}:/A"],
+    gen = subprocess.run([*_starchol_exe(), "generate", "--n", "2400", "--output", f"{a_file}:/A"],
                          capture_output=True, text=True, timeout=120)
     assert gen.returncode == 0, gen.stderr
-    digest = _sha256(a_file)
+    digest = sha256_file(a_file)
     before = cl.counters()
-    proc = cl.popen_mpirun(3, [*_starchol(), "run", "--dist", "sbc", "--nb", "200",
+    proc = cl.popen_mpirun(3, [*_starchol_exe(), "run", "--dist", "sbc", "--nb", "200",
                                "--input", f"{a_file}:/A", "--output", f"{tmp_path}/l.h5:/L",
                                "--workers", "1", "--quiet"], env=starpu_env)
     try:
@@ -388,5 +356,5 @@ def test_link_down_mid_run_ends_the_job(cluster3_slow, starpu_env, tmp_path):
     left = cl.wait_no_processes(timeout=10)
     assert not left, f"processes left on the nodes: {left}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.h5"], list(tmp_path.iterdir())
-    assert _sha256(a_file) == digest
+    assert sha256_file(a_file) == digest
     cl.link("node2", "up")

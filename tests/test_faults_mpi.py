@@ -4,7 +4,6 @@ Each reproduction of the issue must give a clear error on every rank, promptly, 
 rc 1 or 2 and no traceback; the inputs stay byte-identical (sha256) and no temporary file
 or process is left. See docs/reliability.md for the guarantee each test checks.
 """
-import hashlib
 import os
 import signal
 import subprocess
@@ -14,16 +13,13 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, SPD_PROGRAM, _starchol_exe, follow_progress, sigint_default
+from conftest import (MPIRUN, SPD_PROGRAM, _starchol_exe, follow_progress, sha256_file,
+                      sigint_default)
 from starchol.cli import main
 
 
-def sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
-
-
 def snapshot(folder):
-    return {name: sha(os.path.join(folder, name)) for name in sorted(os.listdir(folder))
+    return {name: sha256_file(os.path.join(folder, name)) for name in sorted(os.listdir(folder))
             if os.path.isfile(os.path.join(folder, name))}
 
 
@@ -118,7 +114,7 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
     """Issue 9.3: SIGINT to one rank used to hang in starpu_mpi_shutdown."""
     if MPIRUN is None:
         pytest.skip("mpirun not found")
-    before = sha(matrix / "in.h5")
+    before = sha256_file(matrix / "in.h5")
     out = tmp_path / "L.h5"
     env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -146,7 +142,7 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
     assert "interrupted by SIGINT; ending the job on every rank" in err, err
     assert "Traceback" not in err
     assert not out.exists() and os.listdir(tmp_path) == []
-    assert sha(matrix / "in.h5") == before
+    assert sha256_file(matrix / "in.h5") == before
     time.sleep(0.5)
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
     assert left.strip() == ""

@@ -1,9 +1,9 @@
 """HDF5 input/output of tiled matrices (one process) and ``starchol generate``."""
-import hashlib
 
 import h5py
 import numpy as np
 import pytest
+from conftest import sha256_file
 
 from starchol import UsageError
 from starchol.cli import flag_message, main
@@ -12,10 +12,6 @@ from starchol.linalg.hdf5_io import (FactorWriter, inspect_input, parse_target, 
                                      write_matrix)
 from starchol.distributions import get_map
 from starchol.linalg.distributed import DistributedMatrix
-
-
-def sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
 def tiled(n, nb):
@@ -160,10 +156,10 @@ def test_factor_writer_is_atomic_and_keeps_other_data(tmp_path):
 def test_output_never_overwrites_input(tmp_path):
     f = tmp_path / "a.h5"
     write_matrix(str(f), "/A", 6, lambda r0, r1: np.eye(6)[r0:r1])
-    before = sha(f)
+    before = sha256_file(f)
     with pytest.raises(UsageError, match="never modifies its input"):
         FactorWriter(str(f), "/L", 6, input_path=str(f))
-    assert sha(f) == before
+    assert sha256_file(f) == before
     with pytest.raises(UsageError, match=r"^path .*/no/l.h5: the folder .* does not exist"):
         FactorWriter(str(tmp_path / "no" / "l.h5"), "/L", 6)
     with pytest.raises(UsageError, match=r"^--output .*/no/l.h5: the folder"):
@@ -361,7 +357,7 @@ def test_output_under_a_dataset_or_on_a_group_is_refused(tmp_path, capsys):
     assert main(["generate", "--n", "10", "--output", f"{f}:/A"]) == 0
     with h5py.File(f, "a") as fh:
         fh.create_group("G/H")
-    before = sha(f)
+    before = sha256_file(f)
     capsys.readouterr()
     assert main(["generate", "--n", "10", "--output", f"{f}:/A/L"]) == 2
     assert capsys.readouterr().err.endswith(
@@ -372,7 +368,7 @@ def test_output_under_a_dataset_or_on_a_group_is_refused(tmp_path, capsys):
             f"dataset, never a group") in capsys.readouterr().err
     with pytest.raises(UsageError, match="/A is a dataset in"):
         FactorWriter(str(f), "/A/B/L", 10, overwrite=True)
-    assert sha(f) == before
+    assert sha256_file(f) == before
     assert main(["generate", "--n", "10", "--output", f"{f}:/G/H/L"]) == 0   # in the group
 
 
@@ -388,12 +384,12 @@ def test_read_only_outputs_are_refused_and_replaced_files_keep_their_mode(tmp_pa
     assert main(["generate", "--n", "10", "--output", f"{f}:/B", "--overwrite"]) == 0
     assert stat.S_IMODE(f.stat().st_mode) == 0o640
     f.chmod(0o444)
-    before = sha(f)
+    before = sha256_file(f)
     with pytest.raises(UsageError, match=r"^path .*a\.h5 is read-only \(no write permission"
                                          r"\); make it writable \(chmod u\+w\)"):
         FactorWriter(str(f), "/C", 10)
     assert main(["generate", "--n", "10", "--output", f"{f}:/A", "--overwrite"]) == 2
-    assert sha(f) == before and stat.S_IMODE(f.stat().st_mode) == 0o444
+    assert sha256_file(f) == before and stat.S_IMODE(f.stat().st_mode) == 0o444
     ro = tmp_path / "ro"
     ro.mkdir(mode=0o555)
     try:

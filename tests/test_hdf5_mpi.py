@@ -1,5 +1,4 @@
 """HDF5 jobs under mpirun: round trip, bad files on every rank, a rank killed mid-run."""
-import hashlib
 import os
 import signal
 import subprocess
@@ -9,15 +8,11 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, _starchol_exe, follow_progress, held_open
+from conftest import MPIRUN, _starchol_exe, follow_progress, held_open, sha256_file
 from starchol.cli import main
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
-
-
-def sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
 @pytest.fixture
@@ -30,7 +25,7 @@ def matrix(tmp_path):
 @pytest.mark.parametrize("np_,dist", [(4, ["--dist", "2dbc", "--grid", "2x2"]),
                                       (3, ["--dist", "sbc"])])
 def test_round_trip_equals_numpy(mpirun, tmp_path, matrix, np_, dist):
-    before = sha(matrix)
+    before = sha256_file(matrix)
     out = tmp_path / "l.h5"
     p = mpirun(np_, "run", *dist, "--input", f"{matrix}:/A", "--nb", "64",
                "--output", f"{out}:/L", "--check")
@@ -43,7 +38,7 @@ def test_round_trip_equals_numpy(mpirun, tmp_path, matrix, np_, dist):
     assert np.linalg.norm(a - L @ L.T) / np.linalg.norm(a) < 1e-14
     assert attrs["n"] == 300 and attrs["nb"] == 64 and attrs["residual"] < 1e-14
     assert "starchol_version" in attrs and "date" in attrs and attrs["source"].endswith(":/A")
-    assert sha(matrix) == before
+    assert sha256_file(matrix) == before
     assert sorted(os.listdir(tmp_path)) == ["a.h5", "l.h5"]
 
 
@@ -81,12 +76,12 @@ def test_bad_files_fail_on_every_rank(mpirun, tmp_path, make, args, msg):
         m[90, 5] = m[5, 90] = 1.0     # not a lower triangle stored alone
         with h5py.File(tmp_path / "s.h5", "w") as fh:
             fh["A"] = m
-    before = {f: sha(tmp_path / f) for f in os.listdir(tmp_path)}
+    before = {f: sha256_file(tmp_path / f) for f in os.listdir(tmp_path)}
     p = mpirun(3, "run", "--dist", "sbc", "--nb", "32", *[a.format(d=d) for a in args],
                timeout=60)
     assert p.rank_exits == [2, 2, 2], p.stderr
     assert p.stderr.count(msg) == 3, p.stderr
-    assert {f: sha(tmp_path / f) for f in os.listdir(tmp_path)} == before
+    assert {f: sha256_file(tmp_path / f) for f in os.listdir(tmp_path)} == before
 
 
 def test_locked_input_fails_on_every_rank_saying_what_to_do(mpirun, tmp_path, matrix):
@@ -114,11 +109,11 @@ def test_existing_output_dataset_needs_overwrite(mpirun, tmp_path, matrix):
     out = tmp_path / "l.h5"
     with h5py.File(out, "w") as fh:
         fh["L"] = np.zeros(3)
-    before = sha(out)
+    before = sha256_file(out)
     p = mpirun(2, "run", "--dist", "2dbc", "--input", f"{matrix}:/A", "--nb", "100",
                "--output", f"{out}:/L", timeout=60)
     assert p.rank_exits == [2, 2] and p.stderr.count("--overwrite") == 2
-    assert sha(out) == before
+    assert sha256_file(out) == before
     p = mpirun(2, "run", "--dist", "2dbc", "--input", f"{matrix}:/A", "--nb", "100",
                "--output", f"{out}:/L", "--overwrite", timeout=60)
     assert p.rank_exits == [0, 0], p.stderr
@@ -131,7 +126,7 @@ def test_killed_rank_aborts_job_and_leaves_no_output(tmp_path, starpu_home):
         pytest.skip("mpirun not found")
     f = tmp_path / "a.h5"
     assert main(["generate", "--n", "4000", "--output", f"{f}:/A"]) == 0
-    before = sha(f)
+    before = sha256_file(f)
     out = tmp_path / "l.h5"
     env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -164,20 +159,20 @@ def test_killed_rank_aborts_job_and_leaves_no_output(tmp_path, starpu_home):
         reader.join(10)
     assert proc.returncode != 0
     assert not out.exists()
-    assert sha(f) == before
+    assert sha256_file(f) == before
     assert sorted(os.listdir(tmp_path)) == ["a.h5"]
 
 
 def test_existing_gather_file_needs_overwrite(mpirun, tmp_path, matrix):
     out = tmp_path / "L.npy"
     np.save(out, np.zeros(3))
-    before = sha(out)
+    before = sha256_file(out)
     args = ["run", "--dist", "2dbc", "--input", f"{matrix}:/A", "--nb", "100",
             "--gather", str(out)]
     p = mpirun(2, *args, timeout=60)
     assert p.rank_exits == [2, 2], p.stderr
     assert p.stderr.count(f"--gather {out} exists; pass --overwrite to replace it") == 2
-    assert sha(out) == before and sorted(os.listdir(tmp_path)) == ["L.npy", "a.h5"]
+    assert sha256_file(out) == before and sorted(os.listdir(tmp_path)) == ["L.npy", "a.h5"]
     p = mpirun(2, *args, "--overwrite", timeout=60)
     assert p.rank_exits == [0, 0], p.stderr
     with h5py.File(matrix) as fh:

@@ -1,13 +1,11 @@
 """Launch the API tests (tests/mpi) under ``mpirun -np {1,2,4,6}`` with a timeout, so
 that a hang fails; every rank must pass."""
 import os
-import signal
-import subprocess
 import sys
 
 import pytest
 
-from conftest import MPIRUN
+from conftest import MPIRUN, run_or_fail
 
 pytest.importorskip("starchol.runtime._binding", reason="runtime layer not built")
 pytestmark = pytest.mark.mpi
@@ -24,13 +22,8 @@ def test_api_under_mpi(np_, starpu_home):
                OMPI_MCA_rmaps_base_oversubscribe="1")
     cmd = [MPIRUN, "--oversubscribe", "-np", str(np_), sys.executable, "-m", "pytest",
            "-q", "-x", "-p", "no:cacheprovider", "--color=no", os.path.join(HERE, "mpi")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, cwd=os.path.dirname(HERE), start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"mpirun -np {np_} pytest tests/mpi hung (killed after 240 s)\n{out}")
+    proc = run_or_fail(cmd, env, 240, f"mpirun -np {np_} pytest tests/mpi",
+                       cwd=os.path.dirname(HERE))
+    out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert " passed" in out and "failed" not in out, out

@@ -1,7 +1,6 @@
 """Reliability guarantees that need no MPI job: one atomic-write home, distinct outputs,
 safe publication, collective verdicts for any exception type, StarPU environment checks,
 validators, small-file HDF5 layout, progress lines. See docs/reliability.md."""
-import hashlib
 import os
 import signal
 import subprocess
@@ -11,6 +10,7 @@ import time
 import h5py
 import numpy as np
 import pytest
+from conftest import sha256_file
 
 from starchol.cli import check_command_argv, main
 from starchol.collective import describe, run_everywhere
@@ -22,10 +22,6 @@ from starchol.jobs.progress import Progress
 from starchol.files import OutputAppeared, publish
 from starchol.linalg.hdf5_io import FactorWriter, write_matrix
 from starchol.runtime.starpu_env import check_environment
-
-
-def sha(path):
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
 class FakeComm:
@@ -170,10 +166,10 @@ def test_factor_file_is_small_and_a_changed_output_is_kept_aside(tmp_path):
     w = FactorWriter(str(path), "/M", n, nb=nb)
     with h5py.File(path, "a") as fh:   # another program changes the file meanwhile
         fh["other"] = np.zeros(3)
-    before = sha(path)
+    before = sha256_file(path)
     with pytest.raises(OutputAppeared, match="changed while this run was working"):
         w.write(a)
-    assert sha(path) == before
+    assert sha256_file(path) == before
     kept = [f for f in os.listdir(tmp_path) if ".starchol-" in f]
     assert len(kept) == 1 and sorted(os.listdir(tmp_path)) == sorted(["L.h5", kept[0]])
 
@@ -183,7 +179,7 @@ def test_generate_refusals_leave_inputs_and_folder_untouched(tmp_path, capsys):
     assert main(["generate", "--n", "200", "--output", f"{good}:/A"]) == 0
     trunc = tmp_path / "t.h5"
     trunc.write_bytes(good.read_bytes()[:4000])
-    before = {p: sha(tmp_path / p) for p in os.listdir(tmp_path)}
+    before = {p: sha256_file(tmp_path / p) for p in os.listdir(tmp_path)}
     assert main(["generate", "--n", "50", "--output", f"{trunc}:/B"]) == 2
     assert "cannot be opened by HDF5" in capsys.readouterr().err
     assert main(["generate", "--n", "10000000", "--output", f"{tmp_path}/big.h5:/A"]) == 2
@@ -197,7 +193,7 @@ def test_generate_refusals_leave_inputs_and_folder_untouched(tmp_path, capsys):
                      "--kind", kind]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"starchol generate: error: {words}") and "--matrix" not in err
-    assert {p: sha(tmp_path / p) for p in os.listdir(tmp_path)} == before
+    assert {p: sha256_file(tmp_path / p) for p in os.listdir(tmp_path)} == before
 
 
 def test_generate_through_a_symlink_writes_the_target(tmp_path):
@@ -343,7 +339,7 @@ def test_default_action_signal_during_a_library_write_leaves_no_temporary(tmp_pa
     .a.h5.tmp-PID-XXXX/ behind. They still end it, by the same signal."""
     out = tmp_path / "a.h5"
     assert main(["generate", "--n", "20", "--output", f"{out}:/A"]) == 0
-    before = sha(out)
+    before = sha256_file(out)
     proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(out)])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -353,7 +349,7 @@ def test_default_action_signal_during_a_library_write_leaves_no_temporary(tmp_pa
     time.sleep(0.5)     # into the copy of a.h5 and the rows
     proc.send_signal(signum)
     assert proc.wait(timeout=60) == -signum
-    assert sorted(os.listdir(tmp_path)) == ["a.h5"] and sha(out) == before
+    assert sorted(os.listdir(tmp_path)) == ["a.h5"] and sha256_file(out) == before
     # and in this process, a finished write gives the signals back as they were
     dispositions = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)]
     write_matrix(str(out), "/C", 3, lambda r0, r1: np.eye(3)[r0:r1])
@@ -365,7 +361,7 @@ def test_sigterm_during_generate_leaves_no_temporary_file(tmp_path):
     file included) leaves the output as it was and no hidden temporary file."""
     out = tmp_path / "a.h5"
     assert main(["generate", "--n", "100", "--output", f"{out}:/small"]) == 0
-    before = sha(out)
+    before = sha256_file(out)
     proc = subprocess.Popen([sys.executable, "-m", "starchol", "generate", "--n", "4000",
                              "--output", f"{out}:/B"], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -379,7 +375,7 @@ def test_sigterm_during_generate_leaves_no_temporary_file(tmp_path):
         pytest.skip("generate finished before the signal")
     assert proc.returncode == 143, err
     assert "Traceback" not in err and "SIGTERM" in err
-    assert sorted(os.listdir(tmp_path)) == ["a.h5"] and sha(out) == before
+    assert sorted(os.listdir(tmp_path)) == ["a.h5"] and sha256_file(out) == before
 
 
 def test_run_preflight_returns_a_plan_and_leaves_the_options_alone(tmp_path):

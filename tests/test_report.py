@@ -3,12 +3,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from conftest import _starchol_exe, run_or_fail
 
 from starchol.cli import main
 from starchol.distributions import get_map
@@ -336,8 +336,7 @@ def _has_run_command():
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not found")
 @pytest.mark.skipif(not _has_run_command(), reason="starchol run / the StarPU layer is not built")
 def test_report_of_a_real_4_rank_run(tmp_path):
-    exe = os.path.join(os.path.dirname(sys.executable), "starchol")
-    cmd = [exe] if os.path.exists(exe) else [sys.executable, "-m", "starchol"]
+    cmd = _starchol_exe()
     run_json = str(tmp_path / "run4.json")
     home = tmp_path / "starpu_home"
     home.mkdir()
@@ -351,15 +350,8 @@ def test_report_of_a_real_4_rank_run(tmp_path):
     argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4", *cmd, "run",
             "--dist", "2dbc", "--grid", "2x2", "--n", "400", "--nb", "100", "--nrhs", "3",
             "--check", "--json", run_json]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"mpirun -np 4 starchol run hung (killed after 120 s)\n{out}\n{err}")
-    assert proc.returncode == 0, f"{out}\n{err}"
+    proc = run_or_fail(argv, env, 120, "mpirun -np 4 starchol run")
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
     folder = str(tmp_path / "report")
     assert main(["report", run_json, "-o", folder]) == 0
     md = assert_report(folder, ["run1-run4_pairs.png", "run1-run4_per_node.png",

@@ -11,6 +11,7 @@ from starchol.model.platform import (NodeSpec, Platform, load_node, node_from_di
                                       parse_bandwidth, parse_latency)
 from starchol.linalg.task_graph import record_cholesky, record_solve
 from starchol.model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
+from starchol.model.memory import WINDOW
 
 sim = pytest.importorskip("starchol.linalg.simulate")
 pytest.importorskip("starchol.runtime._sim")
@@ -468,7 +469,7 @@ def test_a_transfer_waits_for_its_receivers_window():
 def test_recorded_iterations_and_the_default_window():
     """The recorder gives each task its iteration (the Cholesky's k: POTRF of column k
     in iteration k; the solve's 2 NT steps), non-decreasing in submission order; the
-    simulated Cholesky and solve take run's window by default (W = 3 here,
+    simulated Cholesky and solve take run's window by default (W = 6 here,
     :func:`~starchol.model.memory.default_window`) and move the model's bytes whatever W."""
     from starchol.model.memory import default_window
 
@@ -482,12 +483,12 @@ def test_recorded_iterations_and_the_default_window():
     s = record_solve(tile_map, n, nb, 3)
     steps = s.records[s.records[:, 0] != 0][:, 11]
     assert np.all(np.diff(steps) >= 0) and steps[0] == 0 and steps[-1] == 39
-    assert default_window(20, 6) == 3
+    assert default_window(20, 6) == WINDOW
     plat = _platform(6, bandwidth="1gbit")
     model = transfer_pairs_bytes(tile_map, n, nb)
     default = sim.simulate_cholesky(tile_map, n, nb, plat)
     assert default.makespan_s == sim.simulate_cholesky(tile_map, n, nb, plat,
-                                                        window=3).makespan_s
+                                                        window=WINDOW).makespan_s
     for w in (0, 1):
         got = sim.simulate_cholesky(tile_map, n, nb, plat, window=w)
         assert np.array_equal(got.pair_bytes, model)
@@ -504,7 +505,7 @@ def test_recorded_iterations_and_the_default_window():
     assert chameleon.window == 0
     assert sim.run_window(None, n, nb, plat, chameleon) == 0
     assert sim.run_window(None, n, nb, plat, load_runtime(
-        os.path.join(runtimes, "starchol.json"))) == 3
+        os.path.join(runtimes, "starchol.json"))) == WINDOW
     assert sim.run_window(2, n, nb, plat, chameleon) == 2
 
 
@@ -526,9 +527,9 @@ def test_simulate_command_acceptance(capsys, tmp_path):
     assert doc["bytes"] == vol["bytes"] == doc["model_bytes"] and doc["bytes_equal_model"]
     assert doc["makespan_s"] > 0 and len(doc["busy_fraction"]) == 6
     assert doc["sends_in_flight"] == 1 and doc["critical_path_s"] <= doc["makespan_s"]
-    assert doc["window"] == 3                          # run's rule at NT = 24 on 6 nodes
+    assert doc["window"] == WINDOW                     # run's rule at NT = 24 on 6 nodes
     assert "makespan:" in out.err and "equal per node pair" in out.err
-    assert "window 3 iterations" in out.err
+    assert f"window {WINDOW} iterations" in out.err
     assert gantt.read_bytes()[:4] == b"\x89PNG"
 
 

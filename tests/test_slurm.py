@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM_LOCAL = ROOT / "scripts" / "slurm-local.sh"
@@ -251,12 +252,6 @@ def test_job_no_node_can_hold_is_refused_at_submission(slurm, tmp_path, options,
     assert any(r in proc.stderr for r in reason), proc.stderr
 
 
-def _sha256(path):
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def _job_ranks(marker):
     """{rank: pid} of the `starchol run` processes whose command line holds ``marker``.
 
@@ -318,7 +313,7 @@ def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path, launcher):
                           "--output", f"{a_file}:/A"], capture_output=True, text=True,
                          timeout=120)
     assert gen.returncode == 0, gen.stderr
-    before = _sha256(a_file)
+    before = sha256_file(a_file)
     script = tmp_path / "job.sbatch"
     argv = [sys.executable, "-m", "starchol", "slurm", "--dist", "2dbc", "--nodes", "4",
             "--grid", "2x2", "--nb", "50", "--input", f"{a_file}:/A",
@@ -374,7 +369,7 @@ def test_sigkill_of_one_rank_ends_the_slurm_job(slurm, tmp_path, launcher):
     assert "report:" not in logs
     # nothing left: no factor, no temporary output, the input unchanged
     assert sorted(p.name for p in work.iterdir()) == ["a.h5"], list(work.iterdir())
-    assert _sha256(a_file) == before
+    assert sha256_file(a_file) == before
     assert not Path(os.environ.get("TMPDIR", "/tmp"), f"starpu-{job}").exists()
     time.sleep(0.2)
     left = subprocess.run(["pgrep", "-af", str(work)], capture_output=True, text=True).stdout

@@ -11,22 +11,14 @@ on any node; then the documented rerun (a new ``sbatch``, or Slurm's own requeue
 ``--requeue`` script) must complete and write a correct factor.
 Needs root and network namespaces; skipped, with the reason, otherwise.
 """
-import contextlib
-import hashlib
 import json
-import os
 import re
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+from conftest import _starchol_exe, cluster_or_skip, sha256_file
 
 #: slurm.conf's SlurmdTimeout on this cluster (s): a node silent for longer is DOWN
 SLURMD_TIMEOUT = 4
@@ -41,34 +33,9 @@ N, NB = 2400, 200
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
 
-def _starchol():
-    exe = Path(sys.executable).with_name("starchol")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "starchol"]
-
-
-def _sha256(path):
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-@contextlib.contextmanager
-def _cluster_or_skip(nodes, **options):
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("an emulated cluster needs root (network namespaces, tc, slurmd)")
-    EmulatedCluster.sweep_orphans()
-    cl = EmulatedCluster(nodes, **options)
-    try:
-        try:
-            cl.up()
-        except ClusterUnavailable as exc:
-            pytest.skip(f"no emulated cluster here: {exc}")
-        yield cl
-    finally:
-        cl.down()
-
-
 @pytest.fixture(scope="module")
 def slurm3():
-    with _cluster_or_skip(3, bandwidth="10mbit", slurm=True,
+    with cluster_or_skip(3, bandwidth="10mbit", slurm=True,
                           slurmd_timeout=SLURMD_TIMEOUT) as cl:
         yield cl, cl.env()
 
@@ -78,17 +45,17 @@ def matrix(tmp_path_factory):
     """(input file, its sha256, A)."""
     h5py = pytest.importorskip("h5py")
     a_file = tmp_path_factory.mktemp("fault_input") / "a.h5"
-    gen = subprocess.run([*_starchol(), "generate", "--n", str(N), "--output", f"{a_file}:/A"],
+    gen = subprocess.run([*_starchol_exe(), "generate", "--n", str(N), "--output", f"{a_file}:/A"],
                          capture_output=True, text=True, timeout=120)
     assert gen.returncode == 0, gen.stderr
     with h5py.File(a_file, "r") as f:
         a = f["A"][...]
-    return a_file, _sha256(a_file), a
+    return a_file, sha256_file(a_file), a
 
 
 def _script(work, a_file, *extra):
     script = work / "job.sbatch"
-    made = subprocess.run([*_starchol(), "slurm", "--dist", "sbc", "--nodes", "3", "--nb",
+    made = subprocess.run([*_starchol_exe(), "slurm", "--dist", "sbc", "--nodes", "3", "--nb",
                            str(NB), "--workers", "1", "--input", f"{a_file}:/A", "--output",
                            f"{work}/l.h5:/L", "--time", "00:05:00", "--json-dir",
                            str(work / "results"), *extra, "-o", str(script)],
@@ -146,7 +113,7 @@ def _check_nothing_published(work, matrix_):
     assert not (work / "l.h5").exists(), list(work.iterdir())
     assert not [p for p in work.iterdir() if p.name.startswith(("l.h5", ".l.h5"))]
     assert not list((work / "results").glob("*.json"))
-    assert _sha256(a_file) == digest
+    assert sha256_file(a_file) == digest
 
 
 def _wait_idle(cl, env, timeout=60):
@@ -220,7 +187,7 @@ def test_link_down_mid_job(slurm3, matrix, tmp_path):
     again, fields, _ = _run_unshaped(cl, env, tmp_path, script)
     assert fields["JobState"] == "COMPLETED", (fields, _log(tmp_path, again))
     _check_factor(cl, env, tmp_path, again, matrix[2])
-    assert _sha256(matrix[0]) == matrix[1]
+    assert sha256_file(matrix[0]) == matrix[1]
 
 
 def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
@@ -272,7 +239,7 @@ def test_slurmd_killed_mid_job(slurm3, matrix, tmp_path):
     assert (f"starchol: job {job} starts again from the beginning (requeued, restart 1)"
             in rerun_log[len(log):]), rerun_log
     _check_factor(cl, env, tmp_path, job, matrix[2])
-    assert _sha256(matrix[0]) == matrix[1]
+    assert sha256_file(matrix[0]) == matrix[1]
 
 
 def test_launch_whose_daemon_fails_is_tried_again(slurm3, matrix, tmp_path):
@@ -307,5 +274,5 @@ def test_launch_whose_daemon_fails_is_tried_again(slurm3, matrix, tmp_path):
                      r"started \(try 1 of 3\); trying again in 2 s", log), log
     assert "try 2 of 3" not in log, log
     _check_factor(cl, env, tmp_path, job, matrix[2])
-    assert _sha256(matrix[0]) == matrix[1]
+    assert sha256_file(matrix[0]) == matrix[1]
     assert not cl.wait_no_processes(timeout=30)

@@ -65,9 +65,7 @@ def solve_events(owners, kt, which="both", block=DEFAULT_SLICE_BLOCK):
     """Events of the solve L L^T X = B with kt tile columns of B (``which``: "both", or
     one pass, "forward" or "backward"); row tile i of B is held by d(i), the holder of
     L[i][i]. Keys ("A", i, j) for L, ("B", i, j) for B."""
-    so = _stack(owners)
-    c, nt, _ = so.shape
-    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
+    nt, f = _final_owner(owners, block)
     d = [f(i, i) for i in range(nt)]
     for k in range(nt if which != "backward" else 0):
         for j in range(kt):
@@ -93,9 +91,7 @@ def residual_events(owners, kt, block=DEFAULT_SLICE_BLOCK):
     tile i of R (held by d(i)) takes A[i][k] X[k] for k <= i and A[k][i]^T X[k] for
     k > i; A's received copies of row i are flushed after row i, X's at the end. Keys
     ("A", i, j) for A (held where L[i][j] ends), ("X", i, j), ("R", i, j)."""
-    so = _stack(owners)
-    c, nt, _ = so.shape
-    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
+    nt, f = _final_owner(owners, block)
     d = [f(i, i) for i in range(nt)]
     for i in range(nt):
         for j in range(kt):
@@ -118,9 +114,7 @@ def rhs_solve_events(owners, kt, which="both", block=DEFAULT_SLICE_BLOCK):
     the products and the owners of L[m][k], m > k, for the partial sums of row k. B's
     received copies are dropped after each pass. Keys ("A", i, j) for L, ("B", i, j),
     ("T", pass, q, i, j) for the partial sums."""
-    so = _stack(owners)
-    c, nt, _ = so.shape
-    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
+    nt, f = _final_owner(owners, block)
     d = [f(i, i) for i in range(nt)]
     passes = [p for p in ("forward", "backward") if which in ("both", p)]
     for p in passes:
@@ -154,9 +148,7 @@ def rhs_residual_events(owners, kt, block=DEFAULT_SLICE_BLOCK):
     q = F(m, i): T[q][i] -= A[m][i]^T X[m] (R[i] itself when q = d(i)); then on d(i),
     R[i] += T[q][i] for each such q other than d(i). X's received copies are dropped
     at the end. Keys ("A", i, j), ("X", i, j), ("R", i, j), ("T", q, i, j)."""
-    so = _stack(owners)
-    c, nt, _ = so.shape
-    f = lambda i, j: int(so[slice_of(j, c, block)][i][j])  # noqa: E731
+    nt, f = _final_owner(owners, block)
     d = [f(i, i) for i in range(nt)]
     for i in range(nt):
         for j in range(kt):
@@ -278,6 +270,14 @@ def as_matrix(pairs, nodes):
     for (a, b), v in pairs.items():
         out[a][b] += v
     return out
+
+
+def _final_owner(owners, block):
+    """``(NT, f)``: ``f(i, j)`` is the node that holds L[i][j] once factored (its owner
+    on the slice of column j), for the graphs that read the factor."""
+    so = _stack(owners)
+    c, nt, _ = so.shape
+    return nt, lambda i, j: int(so[slice_of(j, c, block)][i][j])
 
 
 def _stack(owners):

@@ -76,8 +76,9 @@ PROCESS_BASE_BYTES = 85 * 10**6
 EXACT_TABLE_BYTES = 2 * 10**9
 INDEX_BYTES = 8
 
-#: the submission window's iterations (:func:`default_window`)
-WINDOW = 3
+#: the submission window's iterations (:func:`default_window`): 6, not 3 (measured on 6
+#: emulated nodes at 10 Mbit/s, docs/runtime.md)
+WINDOW = 6
 #: by default, a graph of at most this many tasks per node is submitted whole
 WINDOW_MIN_TASKS = 256
 
@@ -95,13 +96,15 @@ def default_window(nt, nodes=1):
     A rank submits iteration k once its own tasks of iteration k - W are done, so W - 1
     iterations stay submitted ahead of the one that runs. The critical path (POTRF(k),
     TRSM(k + 1, k), SYRK(k + 1, k + 1, k), POTRF(k + 1)) needs iteration k + 1
-    submitted while k runs, and the tiles iteration k + 1 receives must be asked for
-    before its tasks are ready: :data:`WINDOW` = 3 keeps two iterations ahead, the next
-    one's critical path and the receives of the one after. 0 (no window: the whole
-    graph at once) when nt <= W, and when the graph has at most
-    :data:`WINDOW_MIN_TASKS` tasks per node (``nodes``): its copies are few, and the
-    waits would cost more than they save (N = 1024, NB = 256, one rank, in the same
-    run: 9.7 ms a factorization with W = 3 against 7.1 ms without)."""
+    submitted while k runs, and a tile is received only once the task that reads it is
+    submitted: on a slow network the receives must be posted several iterations ahead
+    or the busiest link idles. :data:`WINDOW` = 6: on 6 emulated nodes at 10 Mbit/s
+    (N = 3072, NB = 128, NT = 24), 2dbc 2x3 took 1.11x the whole graph's time at W = 3,
+    1.04x at W = 6 and 1.02x at W = 12 (sbc: no change); the simulator gives 1.22x,
+    1.06x and 1.00x. 0 (no window: the whole graph at once) when nt <= W, and when the
+    graph has at most :data:`WINDOW_MIN_TASKS` tasks per node (``nodes``): its copies
+    are few, and the waits would cost more than they save (N = 1024, NB = 256, one
+    rank, in the same run: 9.7 ms a factorization with W = 3 against 7.1 ms without)."""
     nt = int(nt)
     if nt <= WINDOW or task_count(nt) <= WINDOW_MIN_TASKS * max(1, int(nodes)):
         return 0

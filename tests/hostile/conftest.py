@@ -1,8 +1,10 @@
 """The hostile suite: the bad inputs a user tries, each with its promised outcome
 (docs/reliability.md, "The hostile suite"). Every case asserts the exit status, one
-clear line on every rank, the inputs' sha256 unchanged, nothing left behind and a time
-bound. The count of cases is printed in the summary, so it can only grow."""
+clear line on every rank, the inputs' sha256 unchanged and nothing left behind; a case
+that hangs fails by its timeout. The count of cases is printed in the summary, so it can only grow."""
+import contextlib
 import hashlib
+import io
 import os
 import stat
 
@@ -26,6 +28,20 @@ def pytest_terminal_summary(terminalreporter):
     if total:
         parts = ", ".join(f"{v} {k}" for k, v in counts.items())
         terminalreporter.write_line(f"hostile suite: {total} cases ({parts})")
+
+
+def call_main(argv):
+    """``starchol.cli.main(argv)`` in this process -> (status, stdout, stderr); argparse's
+    exits are statuses."""
+    from starchol.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+    return rc, out.getvalue(), err.getvalue()
 
 
 def sha(path):

@@ -4,16 +4,12 @@ are unchanged (sha256 of every file, devices and links included), that nothing i
 behind in the case's folder; a case that hangs fails by its timeout. Rows whose status is 0 are the accepted
 spellings next to the refused ones (``-`` for stdout, a compressed input, the largest
 seed)."""
-import contextlib
-import io
 import os
 import stat
 
 import pytest
 
-from starchol.cli import main
-
-from .conftest import snapshot
+from .conftest import call_main, snapshot
 from .data import make_inputs
 
 #: seconds after which a case counts as hung (pytest-timeout; generous: the machine is
@@ -468,17 +464,6 @@ def inputs(tmp_path_factory):
     return str(d)
 
 
-def call(argv):
-    """``main(argv)`` -> (status, stdout, stderr); argparse's exits are statuses."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
-
-
 @pytest.mark.timeout(HANG_S)
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_hostile_case(case, inputs, tmp_path, monkeypatch):
@@ -492,7 +477,7 @@ def test_hostile_case(case, inputs, tmp_path, monkeypatch):
     argv = [a.format(d=inputs, t=tmp_path) for a in argv]
     before = snapshot(inputs)
     null = os.stat("/dev/null")
-    status, out, err = call(argv)
+    status, out, err = call_main(argv)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert status == rc, (status, err)
     if rc:

@@ -8,17 +8,15 @@ inputs' sha256 unchanged and nothing left behind; a case that hangs fails by its
 ``test_a_new_command_is_covered`` adds a dummy subcommand with an ``--out`` option:
 written without the shared output path (:func:`starchol.files.check_output`), its
 generated cases fail; written with it, they pass."""
-import contextlib
-import io
 import os
 import stat
 import types
 
 import pytest
 
-from starchol.cli import build_parser, main
+from starchol.cli import build_parser
 
-from .conftest import snapshot
+from .conftest import call_main, snapshot
 from .data import make_inputs
 from .generated import case_paths_ok, generate_cases, make_generated_inputs
 
@@ -38,16 +36,6 @@ def inputs(tmp_path_factory):
     os.chmod(f"{d}/ro", 0o755)          # so that pytest can remove it
 
 
-def call(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main(argv)
-        except SystemExit as exc:
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
-
-
 def fill(argv, d, t):
     return [w.replace("{d}", d).replace("{t}", t) for w in argv]
 
@@ -58,7 +46,7 @@ def check_case(case, d, tmp_path):
     argv = fill(argv, d, str(tmp_path))
     before = snapshot(d)
     null = os.stat("/dev/null")
-    status, out, err = call(argv)
+    status, out, err = call_main(argv)
     broken = []
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if status != 2:
