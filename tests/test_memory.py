@@ -171,8 +171,9 @@ def test_a_real_run_peaks_at_the_model(mpirun, tmp_path, window):
     ratio = mem["total"] / rss
     assert ((ratio > 0.9) & (ratio < 1.15)).all(), (ratio, rss, mem)
     whole = node_memory(get_map("2dbc", 4, grid="1x4"), 6000, 200, window=0)
-    if window is None:     # the window keeps a small part of the copies
-        assert (rss < whole["total"] - 0.6 * whole["received tiles"]).all(), (rss, whole)
+    if window is None:     # the window keeps a small part of the copies (the model's
+        # window keeps 0.39-0.42 of them here: 0.5 leaves room for the measured noise)
+        assert (rss < whole["total"] - 0.5 * whole["received tiles"]).all(), (rss, whole)
     else:                  # without the received copies the model would fall short
         assert ((mem["total"] - mem["received tiles"]) < 0.75 * rss).all(), (rss, mem)
 
