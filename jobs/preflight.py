@@ -114,7 +114,8 @@ def rank_memory(tile_map, n, nb, rank, check=False, gather=False, cache=True,
 
 #: the model's parts (:data:`starchol.model.memory.PARTS`) that this command line names
 #: by a flag: ``check`` is ``run --check``
-PART_WORDS = {"copies of A (check)": "copies of A (--check)"}
+PART_WORDS = {"copies of A (check)": "copies of A (--check)",
+              "residual's received tiles (check)": "residual's received tiles (--check)"}
 
 
 def _detail(parts):
