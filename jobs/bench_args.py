@@ -1,6 +1,7 @@
 """``starchol bench``'s parser: its options and their help (the command itself is
 :mod:`.bench_cmd`)."""
 from ..integers import int_type
+from ..model.memory import WINDOW
 from .options import add_dtype_arg, add_seed_arg, add_window_arg
 from .output import add_json_arg
 
@@ -23,8 +24,8 @@ def register(sub, run):
     p.add_argument("--sched", default=None, metavar="NAME", help="StarPU scheduler (default prio)")
     p.add_argument("--workers", type=int, default=None, metavar="K",
                    help="StarPU workers (default: all cores)")
-    add_window_arg(p, "submission window in iterations (default 3; 0: the whole task "
-                      "graph at once; starchol run --window)")
+    add_window_arg(p, f"submission window in iterations (default {WINDOW}; 0: the whole "
+                      "task graph at once; starchol run --window)")
     p.add_argument("--no-lapack", action="store_true", help="time starchol only")
     add_json_arg(p, "the result document (keys: docs/engine.md, \"starchol bench --json\")")
     p.set_defaults(func=run)

@@ -3,6 +3,7 @@
 from ..distributions import MAP_NAMES as MAPS
 from ..distributions import MAPS_25D
 from ..integers import int_type
+from ..model.memory import WINDOW
 from ..runtime.workers import DEFAULT_CUDA_WORKERS_PER_GPU
 from .options import (SLICE_BLOCK_HELP, add_cache_arg, add_dtype_arg, add_nrhs_arg,
                       add_seed_arg, add_window_arg)
@@ -61,8 +62,8 @@ def register(sub, run):
     add_cache_arg(p, old_spelling=True)
     add_window_arg(p, "submission window in iterations: a rank submits iteration k once "
                       "its tasks of iteration k - W are done, which bounds the tile "
-                      "copies it receives and holds (default 3, docs/runtime.md; 0: the "
-                      "whole task graph at once)")
+                      f"copies it receives and holds (default {WINDOW}, docs/runtime.md; 0: "
+                      "the whole task graph at once)")
     p.add_argument("--gather", metavar="FILE",
                    help="gather the factor L on rank 0 and save it (.npy; the suffix is "
                         "added when missing; an existing file is replaced only with "

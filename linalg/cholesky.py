@@ -27,8 +27,8 @@ same :class:`~starchol.linalg.errors.NotPositiveDefiniteError` (a
 import numpy as np
 
 from ..collective import allreduce_min
-from ..distributions.base import iteration_slices, slice_updates
 from ..model.counts import local_task_count, task_count
+from ..model.handles import cholesky_handles, partial_mask
 from ..model.operations import predicted_pairs_bytes
 from ..runtime.errors import agree_callback_error
 from .computations import (computation_record, get_session, graphs, small_graph,
@@ -37,16 +37,6 @@ from .distributed import DistributedMatrix
 from .errors import NotPositiveDefiniteError
 from .factor import Factor, backward_error, rhs_residual, symmetric_tiles
 from .operands import check_cholesky_input, check_operand
-
-
-def partial_mask(nt, c, s, it=None):
-    """uint8 (nt, nt): tiles (i, j), i >= j, of which slice ``s`` keeps a partial sum
-    (it updates them, it[k] == s for some k < j, and does not factor them, it[j] != s).
-    ``it``: the slice of each iteration (default: the maps' default rule)."""
-    it = iteration_slices(nt, c) if it is None else np.asarray(it)
-    cols = (slice_updates(it, c)[s] > 0) & (it != s)
-    return np.ascontiguousarray(np.tril(np.ones((nt, nt), dtype=bool)) & cols[None, :],
-                                dtype=np.uint8)
 
 
 def cholesky(A, tile_map, session=None, overwrite_a=False, progress=None, flush=True,
@@ -142,10 +132,12 @@ def _factor(session, L, so, it, info, flush, progress, window=0):
     split = nt if small_graph(task_count(nt), session.comm) else 1
     compiled = graphs()
     total = local_task_count(so, session.comm.Get_rank(), it) if progress else None
+    # the handles this rank registers: the tiles it owns or its tasks read (model.handles)
+    used, used_partials = cholesky_handles(so, it, session.comm.Get_rank())
     with session.computation(deferred=True, measured=True) as comp:
-        home = comp.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
-        partials = [comp.register(so[s], {}, L.rows, stored=partial_mask(nt, c, s, it),
-                                  lazy=True, elemsize=L.itemsize)
+        home = comp.register(L.owners, L.tiles, L.rows, stored=used, elemsize=L.itemsize)
+        partials = [comp.register(so[s], {}, L.rows, stored=used_partials[s], lazy=True,
+                                  elemsize=L.itemsize)
                     for s in range(c)] if c > 1 else []
         # from here on, even when it fails or is interrupted, L holds a (partial) factor
         L.factor = True

@@ -10,6 +10,7 @@ import numpy as np
 from ..collective import agree
 from ..errors import UsageError
 from ..model.counts import solve_task_count, task_count
+from ..model.handles import llt_residual_handles, solve_handles, symm_residual_handles
 from ..model.operations import SOLVE_PASSES
 from ..model.rhs_volume import check_variant
 from ..runtime.errors import SessionError
@@ -232,7 +233,9 @@ class Factor:
         name, summary, predicted = self._variants[key]
         count = solve_task_count(L.nt, X.kt, which)
         with session.computation(deferred=small_graph(count, comm), measured=True) as c:
-            hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
+            # L's tiles this rank owns or its tasks read (model.handles)
+            hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize,
+                            stored=solve_handles(L.owners, comm.Get_rank(), name, which))
             hb = c.register(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
                             elemsize=X.itemsize)
             if name == "rhs":
@@ -267,8 +270,9 @@ class Factor:
         amax_a, ssq_a = A.frobenius_parts()
         nt = L.nt
         with session.computation(deferred=small_graph(task_count(nt), comm)) as c:
-            hl = c.register(L.owners, L.tiles, L.rows, elemsize=L.itemsize)
-            hr = c.register(R.owners, R.tiles, R.rows, elemsize=R.itemsize)
+            used_l, used_r = llt_residual_handles(L.owners, comm.Get_rank())
+            hl = c.register(L.owners, L.tiles, L.rows, stored=used_l, elemsize=L.itemsize)
+            hr = c.register(R.owners, R.tiles, R.rows, stored=used_r, elemsize=R.itemsize)
             submit_windowed(c, lambda k_begin, k_end, track: graphs().llt_residual(
                 hl, hr, k_begin, k_end, track), nt, self.window)
             c.wait()   # no callback: nothing to agree on
@@ -369,7 +373,9 @@ def rhs_residual(session, A, X, B, tiles=None, tile_map=None, variant="auto", wi
         tiles = symmetric_tiles(A)
     with session.computation(deferred=small_graph(X.kt * A.nt * A.nt,
                                                    session.comm)) as c:
-        ha = c.register(A.owners, tiles, A.rows, elemsize=A.itemsize)
+        ha = c.register(A.owners, tiles, A.rows, elemsize=A.itemsize,
+                        stored=symm_residual_handles(A.owners, session.comm.Get_rank(),
+                                                     name))
         hx = c.register(X.owners, X.tiles, X.rows, X.cols, stored=X.stored,
                         elemsize=X.itemsize)
         hr = c.register(R.owners, R.tiles, R.rows, R.cols, stored=R.stored,

@@ -7,8 +7,10 @@ Only this module holds StarPU-MPI's process state. It does four things:
 - register tiled matrices (:class:`TileHandles`: one StarPU matrix handle per stored
   tile, with its owner rank and a unique 64-bit tag);
 - insert tasks (``ins1/ins2/ins3``: a plain ``starpu_task_insert`` when every operand is
-  local, ``starpu_mpi_task_insert`` when this rank runs or feeds the task, nothing
-  otherwise), flush StarPU-MPI's cache; count each iteration's tasks that run here
+  local, ``starpu_mpi_task_insert`` when this rank runs the task, the sends of its own
+  tiles (as StarPU-MPI would make them, cache included) when it only feeds it, nothing
+  otherwise; a rank needs no handle of a tile it neither owns nor runs a task on),
+  flush StarPU-MPI's cache; count each iteration's tasks that run here
   until they are done (``panel_track``/``panel_wait``: the submission window);
 - statistics (bytes sent per rank, tasks pending, versions, schedulers), the end of an
   FxT trace (``fxt_stop``).
@@ -390,31 +392,66 @@ cdef inline bint _writes(int mode) noexcept nogil:
     return (mode & STARPU_W) != 0
 
 
+#: the status of a task this rank runs with an operand it has no handle for (-EINVAL):
+#: the graph and the registered tiles (starchol.model.handles) disagree
+DEF _NO_HANDLE = -22
+
+
+cdef int _feed(int mode, starpu_data_handle_t h, int64_t o, int64_t x, int prio,
+               int me) noexcept nogil:
+    # What starpu_mpi_task_insert does for one operand on a rank that does not run the
+    # task (x runs it; StarPU-MPI 1.3, mpi/src/starpu_mpi_task_insert.c): a tile this
+    # rank owns and the task reads is sent to x unless the cache says x holds this
+    # version (the cache off: always); a tile the task writes leaves this rank's cache.
+    # Done here so that only the handles of this rank's own tiles are needed: the same
+    # sends, in the same order, with the task's priority, so the same bytes.
+    if (mode & STARPU_R) != 0 and o == me:
+        if starpu_mpi_cached_send_set(h, <int>x) == 0:
+            return starpu_mpi_isend_detached_prio(h, <int>x, starpu_mpi_data_get_tag(h),
+                                                  prio, _comm, NULL, NULL)
+    elif (mode & STARPU_W) != 0 and h != NULL and starpu_mpi_cache_is_enabled():
+        starpu_mpi_cached_send_clear(h)
+        starpu_mpi_cached_receive_clear(h)
+    return 0
+
+
 cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
               int m1, starpu_data_handle_t h1, int64_t o1, int me,
               int64_t *count) noexcept nogil:
-    # a 2-operand task, if this rank runs or feeds it (plain insert when all local)
+    # a 2-operand task, if this rank runs it (plain insert when all local) or feeds it
+    # (the sends of its tiles, _feed); a task it runs with an operand it has no handle
+    # for returns _NO_HANDLE
     cdef int rc
     cdef bint here
     cdef int64_t *left
+    cdef int64_t x
     if _rec_on:
         return _rec_task(cl, prio, m0, h0, o0, m1, h1, o1, 0, NULL, 0, count)
     # the rank that runs it: the owner of the tile it writes
-    here = (o0 if _writes(m0) else o1) == me
-    left = _panel_count() if here else NULL
+    x = o0 if _writes(m0) else o1
+    here = x == me
+    if not here:
+        # a rank that only feeds the task sends its tiles (handles of the others unneeded)
+        if o0 == me or o1 == me:
+            rc = _feed(m0, h0, o0, x, prio, me)
+            if rc == 0:
+                rc = _feed(m1, h1, o1, x, prio, me)
+            return rc
+        return 0
+    if h0 == NULL or h1 == NULL:
+        return _NO_HANDLE
+    left = _panel_count()
     if o0 == me and o1 == me:
         rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left), <void *>left,
                                 <int>0)
-    elif o0 == me or o1 == me:
+    else:
         rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
                                     STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left),
                                     <void *>left, <int>0)
-    else:
-        return 0
     _panel_inserted(left, rc)
     # count the task on the rank that runs it only
-    if rc == 0 and here:
+    if rc == 0:
         count[0] += 1
     return rc
 
@@ -426,22 +463,33 @@ cdef int ins3(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int
     cdef int rc
     cdef bint here
     cdef int64_t *left
+    cdef int64_t x
     if _rec_on:
         return _rec_task(cl, prio, m0, h0, o0, m1, h1, o1, m2, h2, o2, count)
-    here = (o0 if _writes(m0) else (o1 if _writes(m1) else o2)) == me
-    left = _panel_count() if here else NULL
+    x = o0 if _writes(m0) else (o1 if _writes(m1) else o2)
+    here = x == me
+    if not here:
+        if o0 == me or o1 == me or o2 == me:
+            rc = _feed(m0, h0, o0, x, prio, me)
+            if rc == 0:
+                rc = _feed(m1, h1, o1, x, prio, me)
+            if rc == 0:
+                rc = _feed(m2, h2, o2, x, prio, me)
+            return rc
+        return 0
+    if h0 == NULL or h1 == NULL or h2 == NULL:
+        return _NO_HANDLE
+    left = _panel_count()
     if o0 == me and o1 == me and o2 == me:
         rc = starpu_task_insert(cl, STARPU_PRIORITY, prio, m0, h0, m1, h1, m2, h2,
                                 STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left), <void *>left,
                                 <int>0)
-    elif o0 == me or o1 == me or o2 == me:
+    else:
         rc = starpu_mpi_task_insert(_comm, cl, STARPU_PRIORITY, prio, m0, h0, m1, h1,
                                     m2, h2, STARPU_CALLBACK_WITH_ARG_NFREE, _panel_cb(left),
                                     <void *>left, <int>0)
-    else:
-        return 0
     _panel_inserted(left, rc)
-    if rc == 0 and here:
+    if rc == 0:
         count[0] += 1
     return rc
 

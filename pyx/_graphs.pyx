@@ -5,8 +5,9 @@ and B - A X.
 
 Each graph is a plain C loop under ``nogil`` that calls the binding
 (``starchol/runtime/_binding.pxd``: ``ins1/ins2/ins3``, cache flushes) with the codelets
-of ``_kernels``. Each rank inserts only the tasks it runs or feeds; every task runs on
-the owner of the tile it writes. Tiles are (i, j) = (tile row, tile column), lower
+of ``_kernels``. Each rank inserts only the tasks it runs, and sends its tiles to the
+tasks it feeds; every task runs on the owner of the tile it writes. A NULL handle is a
+tile this rank does not use (``starchol.model.handles``). Tiles are (i, j) = (tile row, tile column), lower
 triangle i >= j, panel index k. A loop returns the first non-zero StarPU status; the
 Python wrapper turns it into StarPUError through the binding's CHKERR.
 """
@@ -41,7 +42,9 @@ def cholesky(TileHandles home, list partials, int64_t[:, :, ::1] slice_owners,
     Iteration k runs on slice s = ``iter_slice[k]`` (the map's ``iteration_slices``,
     each in 0..c-1). ``home`` holds the factoring copies: tile (i, j) of slice
     iter_slice[j] with A's values, owned by that slice's owner of (i, j) (the factor
-    ends there). For c > 1, ``partials[s]`` holds slice s's other copies (handles only
+    ends there); a rank has handles only for the tiles it owns or its tasks read
+    (``starchol.model.handles``: NULL elsewhere, in ``partials`` too) and unregisters
+    the other ranks' tiles of column k once iteration k is submitted. For c > 1, ``partials[s]`` holds slice s's other copies (handles only
     for tiles (i, j) of the columns j that s updates, iter_slice[k] == s for some k < j,
     and does not factor, iter_slice[j] != s; registered lazy); ``partials`` is empty for
     c = 1. At iteration k, each other slice t that updated column k first adds its
@@ -211,6 +214,13 @@ cdef int _cholesky_panels(Codelets *cl, starpu_data_handle_t *home,
                     cache_flush(home[mk])
                 if writeback and own[mk] == me:
                     write_back(home[mk])
+        # ... and this rank's handles of the other ranks' tiles of it are unregistered
+        # (starchol.model.handles)
+        for m in range(k, nt):
+            mk = _ij(nt, m, k)
+            if own[mk] != me and home[mk] != NULL:
+                release_submit(home[mk])
+                home[mk] = NULL
     return 0
 
 

@@ -32,6 +32,13 @@ cdef extern from "starpu_mpi.h" nogil:
 
     int starpu_mpi_task_insert(MPI_Comm comm, starpu_codelet *codelet, ...)
 
+    int starpu_mpi_isend_detached_prio(starpu_data_handle_t data_handle, int dest,
+                                       starpu_mpi_tag_t data_tag, int prio, MPI_Comm comm,
+                                       void (*callback)(void *), void *arg)
+    int starpu_mpi_cached_send_set(starpu_data_handle_t data, int dest)
+    void starpu_mpi_cached_send_clear(starpu_data_handle_t data)
+    void starpu_mpi_cached_receive_clear(starpu_data_handle_t data)
+
 # bytes sent to each rank: starpu_mpi_comm_amounts_retrieve in 1.3, renamed
 # starpu_mpi_comm_stats_retrieve in 1.4 (starpu_compat.h picks the one of the build)
 cdef extern from "starpu_compat.h" nogil:

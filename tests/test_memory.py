@@ -11,6 +11,7 @@ from starchol.model.counts import task_counts
 from starchol.model.load import node_load
 from starchol.linalg.cholesky import partial_mask
 from starchol.model.counts import local_task_count
+from starchol.model.handles import cholesky_handle_counts
 from starchol.model.memory import (HANDLE_BYTES, PROCESS_BASE_BYTES, TASK_BYTES, WINDOW,
                                    check_window, default_window, handle_count,
                                    node_memory, panel_received_bytes, panel_tasks)
@@ -24,14 +25,19 @@ def test_hand_count_of_every_part():
     # node 0: tiles (0,0) (2,0) (2,1) (2,2); receives L10 and L11; tasks POTRF(0,0),
     # TRSM(2,0), GEMM + TRSM (2,1), 2 SYRK + POTRF (2,2) = 7.
     # node 1: tiles (1,0) (1,1); receives L00; tasks TRSM(1,0), SYRK + POTRF (1,1) = 3.
+    # Handles: the tiles a node owns or its tasks read: node 0 its 4 and L10, L11; node 1
+    # its 2 and L00 (not row 2: its tasks never read it).
     mem = node_memory(BlockCyclic2D(2, 1), 300, 100, check=True, gather=True)
     assert mem["tiles"].tolist() == [4 * TILE, 2 * TILE]
     assert mem["received tiles"].tolist() == [2 * TILE, 1 * TILE]
-    assert mem["tile handles"].tolist() == [6 * HANDLE_BYTES] * 2
+    assert mem["tile handles"].tolist() == [6 * HANDLE_BYTES, 3 * HANDLE_BYTES]
     assert mem["tasks"].tolist() == [7 * TASK_BYTES, 3 * TASK_BYTES]
     assert mem["owner tables"].tolist() == [2 * 9 * 8] * 2
     assert mem["process"].tolist() == [PROCESS_BASE_BYTES] * 2
     assert mem["copies of A (--check)"].tolist() == [8 * TILE, 4 * TILE]
+    # the residual A - L L^T: node 0's R[2][1] reads L10 and L11, node 1's nothing remote
+    # but L00 (R[1][0] reads L10 and L00)
+    assert mem["residual's received tiles (--check)"].tolist() == [2 * TILE, 1 * TILE]
     assert mem["gathered factor"].tolist() == [2 * 300 * 300 * 8, 0]
     assert mem["total"].tolist() == [sum(int(v[r]) for k, v in mem.items() if k != "total")
                                      for r in range(2)]
@@ -71,7 +77,11 @@ def test_tasks_and_handles_match_the_graph(name, nodes, c, b):
                                         for s in range(c)) if c > 1 else 0)
     assert handle_count(nt, c, m.slice_block) == handles
     mem = node_memory(m, nt * 50, 50, window=0)
-    assert mem["tile handles"].tolist() == [handles * HANDLE_BYTES] * nodes
+    used = cholesky_handle_counts(so, it, nodes)
+    assert mem["tile handles"].tolist() == (used * HANDLE_BYTES).tolist()
+    assert (used <= handles).all() and (used < handles).any()
+    assert node_memory(m, nt * 50, 50, window=0, exact=False)["tile handles"].tolist() \
+        == [handles * HANDLE_BYTES] * nodes
     assert mem["tasks"].tolist() == (counts * TASK_BYTES).tolist()
     # per iteration, the tasks and the received bytes add up to the whole graph's
     per = panel_tasks(m, nt)
@@ -113,8 +123,10 @@ def test_without_tables_every_node_gets_the_balanced_mean():
     m = get_map("sbc", 6)
     exact = node_memory(m, 6000, 100, window=0)
     mean = node_memory(m, 6000, 100, exact=False, window=0)
-    for part in ("tile handles", "owner tables", "process"):
+    for part in ("owner tables", "process"):
         assert mean[part].tolist() == exact[part].tolist()
+    # the handles: the bound of every tile on every node
+    assert (mean["tile handles"] > exact["tile handles"]).all()
     # the leading term S (r - 2) bounds the received tiles; tiles and tasks are means
     assert mean["received tiles"][0] >= exact["received tiles"].mean()
     assert abs(mean["tiles"][0] - exact["tiles"].mean()) <= 1
@@ -159,8 +171,9 @@ def test_a_real_run_peaks_at_the_model(mpirun, tmp_path, window):
     ratio = mem["total"] / rss
     assert ((ratio > 0.9) & (ratio < 1.15)).all(), (ratio, rss, mem)
     whole = node_memory(get_map("2dbc", 4, grid="1x4"), 6000, 200, window=0)
-    if window is None:     # the window keeps a small part of the copies
-        assert (rss < whole["total"] - 0.6 * whole["received tiles"]).all(), (rss, whole)
+    if window is None:     # the window keeps a small part of the copies (the model's
+        # window keeps 0.39-0.42 of them here: 0.5 leaves room for the measured noise)
+        assert (rss < whole["total"] - 0.5 * whole["received tiles"]).all(), (rss, whole)
     else:                  # without the received copies the model would fall short
         assert ((mem["total"] - mem["received tiles"]) < 0.75 * rss).all(), (rss, mem)
 

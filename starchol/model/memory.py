@@ -13,14 +13,21 @@
   any W consecutive iterations (:func:`panel_received_bytes`). W = 0 (the whole graph at
   once) holds every copy to the end: the total it receives. With the cache off a copy
   is received per task and most are freed early; the count is an upper bound;
-- ``tile handles``: :data:`HANDLE_BYTES` for each tile handle, which every rank registers
-  for every stored tile of every copy (StarPU's handle structures);
+- ``tile handles``: :data:`HANDLE_BYTES` for each tile handle the node registers
+  (StarPU's handle structures): only the tiles it owns or its tasks read
+  (:func:`~.handles.cholesky_handle_counts`, the rule of :mod:`.handles`); all of them
+  registered at the start, the other nodes' tiles of column k unregistered after
+  iteration k. Without the owner tables, the bound of every tile of every copy
+  (:func:`handle_count`);
 - ``tasks``: :data:`TASK_BYTES` for each task of the node submitted and not yet run: the
   most in any W consecutive iterations (every task with W = 0);
 - ``owner tables``: (c + 1) NT^2 int64, each slice's owners and the composite;
 - ``process``: :data:`PROCESS_BASE_BYTES` for Python, numpy, MPI and StarPU;
 - with ``check`` (``starchol run --check``): A's tiles twice more (the copy kept for the
-  residual, and the residual's work copy);
+  residual, and the residual's work copy), and the tiles of L the residual A - L L^T
+  receives: those its tasks read and it does not own
+  (:func:`~.handles.llt_residual_handles`), all held until the residual ends (without
+  the owner tables: every tile of L but a node's share);
 - with ``gather`` on node 0: the dense N x N factor, twice (tiles and the assembled array);
 - with ``nrhs`` K > 0 (a solve after the factorization, ``starchol run --rhs/--nrhs``): a
   bound on the right-hand sides, on every node: B and X (N x K each, solved in place, so
@@ -49,6 +56,7 @@ import numpy as np
 from ..distributions.base import iteration_slices, slice_updates
 from ..integers import check_int
 from .counts import slice_task_weights, task_count
+from .handles import cholesky_handle_counts, llt_residual_handles, reader_thresholds
 from .load import node_load
 from .mixed_volume import SINGLE_BYTES
 from .volume import (DOUBLE_BYTES, factor_owners, stored_tiles, tile_bytes, tile_extents,
@@ -76,7 +84,7 @@ WINDOW_MIN_TASKS = 256
 
 #: the parts of :func:`node_memory`, in the order the messages print them
 PARTS = ("tiles", "received tiles", "tile handles", "tasks", "owner tables", "process",
-         "copies of A (--check)", "gathered factor", "right-hand sides",
+         "copies of A (--check)", "residual's received tiles (--check)", "gathered factor", "right-hand sides",
          "float64 A (mixed)", "residual's received tiles (mixed)",
          "partial sums (rhs solve)")
 
@@ -124,22 +132,6 @@ def _windowed(per_panel, window):
     return (cum[window:] - cum[:-window]).max(axis=0)
 
 
-def _reader_thresholds(o, p):
-    """thr (P, nt) for one slice's owners ``o``: node b reads L[m][k] (m > k) in an
-    iteration k of this slice iff k < thr[b, m] -- it owns a tile of column m below the
-    diagonal (thr = m), or a tile (m, n) with k < n <= m (thr = the last such n).
-    Also ``col`` (P, nt) bool: b owns a tile (m, n) with m > n (the TRSM readers of
-    L[n][n])."""
-    nt = o.shape[0]
-    last = np.full((p, nt), -1, dtype=np.int64)
-    col = np.zeros((p, nt), dtype=bool)
-    for m in range(nt):
-        np.maximum.at(last[:, m], o[m, :m + 1], np.arange(m + 1))
-        col[o[m + 1:, m], m] = True
-    thr = np.where(col, np.arange(nt)[None, :], last)
-    return thr, col
-
-
 def panel_received_bytes(tile_map, n, nb, itemsize=DOUBLE_BYTES):
     """Bytes each node receives in each iteration of the factorization, cache on:
     int64 (nt, P). Iteration k (on slice it[k], whose owners o run it) sends L[k][k] to
@@ -158,7 +150,7 @@ def panel_received_bytes(tile_map, n, nb, itemsize=DOUBLE_BYTES):
         first[it[k]] = k
     out = np.zeros((nt, p), dtype=np.int64)
     nodes = np.arange(p)[:, None]
-    reads = [_reader_thresholds(so[s], p) if (it == s).any() else None for s in range(c)]
+    reads = [reader_thresholds(so[s], p) if (it == s).any() else None for s in range(c)]
     for k in range(nt):
         s = int(it[k])
         o = so[s]
@@ -205,10 +197,12 @@ def panel_tasks(tile_map, nt):
 
 
 def handle_count(nt, c, block=None):
-    """Tile handles every rank registers: the S = NT(NT+1)/2 factoring copies, and for a
-    2.5D map (c > 1) each slice's partial sums, tiles (i, j) of the columns it updates
-    and does not factor (``block``: b of :func:`~.base.iteration_slices`, default the
-    maps' default)."""
+    """The most tile handles a rank can register in the factorization (every tile of
+    every copy): the S = NT(NT+1)/2 factoring copies, and for a 2.5D map (c > 1) each
+    slice's partial sums, tiles (i, j) of the columns it updates and does not factor
+    (``block``: b of :func:`~.base.iteration_slices`, default the maps' default). A
+    rank registers only those it uses (:func:`~.handles.cholesky_handle_counts`); this
+    bound is the model's figure without the owner tables."""
     n = np.arange(int(nt))
     it = iteration_slices(nt, c, block)
     u = slice_updates(it, c)
@@ -316,8 +310,12 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
                                               dtype=np.int64)
             tasks = np.full(p, -(-_total_tasks(nt, c, tile_map.slice_block) // p),
                             dtype=np.int64)
-    parts["tile handles"] = np.full(p, HANDLE_BYTES * handle_count(nt, c, tile_map.slice_block),
-                                    dtype=np.int64)
+    if exact:
+        handles = cholesky_handle_counts(tile_map.owner_maps(nt),
+                                         tile_map.iteration_slices(nt), p)
+    else:
+        handles = np.full(p, handle_count(nt, c, tile_map.slice_block), dtype=np.int64)
+    parts["tile handles"] = HANDLE_BYTES * handles
     parts["tasks"] = TASK_BYTES * np.asarray(tasks, dtype=np.int64)
     parts["owner tables"] = np.full(p, tables, dtype=np.int64)
     parts["process"] = np.full(p, PROCESS_BASE_BYTES, dtype=np.int64)
@@ -326,9 +324,16 @@ def node_memory(tile_map, n, nb, cache=True, check=False, gather=False,
             home = np.bincount(factor_owners(tile_map, nt)[np.tril_indices(nt)],
                                weights=sizes[np.tril_indices(nt)], minlength=p)
             home = home.astype(np.int64)
+            f = factor_owners(tile_map, nt)
+            got = np.zeros(p, dtype=np.int64)
+            for b in range(p):
+                used, own = llt_residual_handles(f, b)
+                got[b] = int(sizes[used.astype(bool) & ~own.astype(bool)].sum())
         else:
             home = np.full(p, -(-lower // p), dtype=np.int64)
+            got = np.full(p, lower - home[0], dtype=np.int64)
         parts["copies of A (--check)"] = 2 * home
+        parts["residual's received tiles (--check)"] = got
     if gather:
         dense = np.zeros(p, dtype=np.int64)
         dense[0] = 2 * n * n * itemsize

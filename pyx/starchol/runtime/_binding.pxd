@@ -19,7 +19,9 @@ cdef class TileHandles:
 
 cdef int CHKERR(int status, const char *call) except -1
 cdef int my_rank() noexcept nogil
-# insert a task if this rank runs or feeds it; *count += 1 on the rank that runs it
+# insert a task if this rank runs it, send this rank's tiles to the rank that runs it if
+# it feeds it (only the handles of its own tiles are needed then); *count += 1 on the
+# rank that runs it
 cdef int ins1(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
               void *arg, size_t arg_size, int me, int64_t *count) noexcept nogil
 cdef int ins2(starpu_codelet *cl, int prio, int m0, starpu_data_handle_t h0, int64_t o0,
