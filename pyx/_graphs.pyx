@@ -277,9 +277,10 @@ cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_
             panel_begin(g)
         if g < nt:
             if forward:
-                rc = _solve_forward_step(cl, l, lo, b, bo, nt, kt, g, me, count)
+                rc = _solve_step(cl, l, lo, b, bo, nt, kt, g, True, me, count)
         elif backward:
-            rc = _solve_backward_step(cl, l, lo, b, bo, nt, kt, 2 * nt - 1 - g, me, count)
+            rc = _solve_step(cl, l, lo, b, bo, nt, kt, 2 * nt - 1 - g, False, me,
+                             count)
         if rc != 0:
             return rc
         if g == nt - 1:
@@ -295,49 +296,33 @@ cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_
     return 0
 
 
-cdef int _solve_forward_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
-                             starpu_data_handle_t *b, int64_t *bo, int nt, int kt, int k,
-                             int me, int64_t *count) noexcept nogil:
-    # L Y = B, step k
-    cdef int m, j, rc = 0
-    cdef int64_t kk, mk
-    kk = _ij(nt, k, k)
+cdef int _solve_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
+                     starpu_data_handle_t *b, int64_t *bo, int nt, int kt, int k,
+                     bint forward, int me, int64_t *count) noexcept nogil:
+    # step k of the forward pass (L Y = B: TRSM of row k, products into rows m > k) or of
+    # the backward pass (L^T X = Y, k = nt-1 first: into rows m < k, with L's tile (k, m))
+    cdef int m, m_end, step, j, rc = 0
+    cdef int64_t kk = _ij(nt, k, k), lt
     for j in range(kt):
-        rc = ins2(cl.trsm_fwd, 2 * nt - k, STARPU_R, l[kk], lo[kk],
+        rc = ins2(cl.trsm_fwd if forward else cl.trsm_bwd, 2 * nt - k if forward else nt + k,
+                  STARPU_R, l[kk], lo[kk],
                   STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
         if rc != 0:
             return rc
-    for m in range(k + 1, nt):
-        mk = _ij(nt, m, k)
+    if forward:
+        m, m_end, step = k + 1, nt, 1
+    else:
+        m, m_end, step = k - 1, -1, -1
+    while m != m_end:
+        lt = _ij(nt, m, k) if forward else _ij(nt, k, m)
         for j in range(kt):
-            rc = ins3(cl.gemm_fwd, 2 * nt - m, STARPU_R, l[mk], lo[mk],
+            rc = ins3(cl.gemm_fwd if forward else cl.gemm_bwd,
+                      2 * nt - m if forward else nt + m, STARPU_R, l[lt], lo[lt],
                       STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
                       STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
             if rc != 0:
                 return rc
-    return 0
-
-
-cdef int _solve_backward_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
-                              starpu_data_handle_t *b, int64_t *bo, int nt, int kt, int k,
-                              int me, int64_t *count) noexcept nogil:
-    # L^T X = Y, step k (k = nt-1 first)
-    cdef int m, j, rc = 0
-    cdef int64_t kk, km
-    kk = _ij(nt, k, k)
-    for j in range(kt):
-        rc = ins2(cl.trsm_bwd, nt + k, STARPU_R, l[kk], lo[kk],
-                  STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
-        if rc != 0:
-            return rc
-    for m in range(k - 1, -1, -1):
-        km = _ij(nt, k, m)
-        for j in range(kt):
-            rc = ins3(cl.gemm_bwd, nt + m, STARPU_R, l[km], lo[km],
-                      STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
-                      STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
-            if rc != 0:
-                return rc
+        m += step
     return 0
 
 
