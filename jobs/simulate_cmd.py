@@ -165,10 +165,12 @@ def runtime_text(rt):
     """One line on the runtime's costs of a simulation document (docs/simulation.md)."""
     if not rt:
         return "runtime:    no runtime costs"
+    recv = rt.get("receive_overhead_s", 0.0)
+    more = f" (+ {format_seconds(recv)} per message received)" if recv else ""
     return (f"runtime:    {rt['name']}: {rt['sends_in_flight']} send(s) in flight, "
             f"{rt['submission']} submission ({format_seconds(rt['insert_s'])} per task "
             f"inserted, {format_seconds(rt['walk_s'])} walked), "
-            f"{format_seconds(rt['message_overhead_s'])} per message, "
+            f"{format_seconds(rt['message_overhead_s'])} per message{more}, "
             f"{rt['task_order']} order")
 
 

@@ -16,6 +16,9 @@ simulator adds to the tasks' durations and the links' bytes:
 - ``message_overhead``: seconds of the rank's one communication thread per message, on
   the sender before the bytes leave and on the receiver after they arrive, one message
   at a time;
+- ``receive_overhead``: seconds more of the receiving rank's communication thread per
+  message it receives (matching, the rendezvous handshake of a large message, the copy
+  on receive), in the same one-at-a-time queue; 0 unless measured;
 - ``task_order``: ``"priority"`` (a node's workers take the highest-priority ready
   task, as StarPU's ``prio`` scheduler, the default) or ``"ready"`` (the task ready
   first: a scheduler that ignores priorities);
@@ -52,6 +55,7 @@ class RuntimeSpec:
     walk_s: float = 0.0
     startup_s: float = 0.0
     message_overhead_s: float = 0.0
+    receive_overhead_s: float = 0.0
     sends_fifo: bool = False
     tasks_fifo: bool = False
     name: str = "runtime"
@@ -61,6 +65,7 @@ class RuntimeSpec:
     def sim_kwargs(self):
         """The keyword arguments of ``starchol.runtime._sim.simulate`` (but the sends)."""
         return {"message_overhead": self.message_overhead_s,
+                "receive_overhead": self.receive_overhead_s,
                 "submit_every_task": self.submission == "every-task",
                 "insert_s": self.insert_s, "walk_s": self.walk_s,
                 "startup_s": self.startup_s, "sends_fifo": self.sends_fifo,
@@ -71,6 +76,7 @@ class RuntimeSpec:
                "submission": self.submission, "insert_s": self.insert_s,
                "walk_s": self.walk_s, "startup_s": self.startup_s,
                "message_overhead_s": self.message_overhead_s,
+               "receive_overhead_s": self.receive_overhead_s,
                "task_order": "ready" if self.tasks_fifo else "priority",
                "send_order": "ready" if self.sends_fifo else "priority"}
         if self.window is not None:
@@ -83,8 +89,8 @@ class RuntimeSpec:
 def runtime_from_dict(doc, where="runtime description"):
     """A :class:`RuntimeSpec` from a parsed JSON object; UsageError naming the field."""
     check_fields(doc, {"name", "sends_in_flight", "submission", "insert", "walk", "startup",
-                       "message_overhead", "task_order", "send_order", "source", "comment",
-                       "window"}, where)
+                       "message_overhead", "receive_overhead", "task_order", "send_order",
+                       "source", "comment", "window"}, where)
     k = check_int(doc.get("sends_in_flight", SENDS_IN_FLIGHT), f"{where}: sends_in_flight",
                   low=0, exact=False, param=None)
     w = doc.get("window")
@@ -99,10 +105,12 @@ def runtime_from_dict(doc, where="runtime description"):
             raise UsageError(f"{where}: {key} must be one of {', '.join(ORDERS)}, got "
                              f"{doc[key]!r}")
     seconds = {key: parse_latency(doc.get(key, 0), f"{where}: {key}")
-               for key in ("insert", "walk", "startup", "message_overhead")}
+               for key in ("insert", "walk", "startup", "message_overhead",
+                            "receive_overhead")}
     return RuntimeSpec(sends_in_flight=k, submission=sub, insert_s=seconds["insert"],
                        walk_s=seconds["walk"], startup_s=seconds["startup"],
                        message_overhead_s=seconds["message_overhead"],
+                       receive_overhead_s=seconds["receive_overhead"],
                        tasks_fifo=doc.get("task_order", "priority") == "ready",
                        sends_fifo=doc.get("send_order", "priority") == "ready",
                        name=str(doc.get("name", "runtime")), source=str(doc.get("source", "")),

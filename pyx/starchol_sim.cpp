@@ -409,7 +409,10 @@ struct Sim {
     auto job = comm_queue[node].front();
     comm_queue[node].pop();
     comm_busy[node] = 1;
-    delay(in->message_overhead, job.first, job.second);
+    double s = in->message_overhead;
+    if (job.second == K_RECV_CPU)
+      s += in->receive_overhead;                  // the receiver's own share
+    delay(s, job.first, job.second);
   }
 
   // the bytes of transfer event ev start on the route
@@ -503,7 +506,7 @@ struct Sim {
       }
       // fall through: arrived at once
       case K_ARRIVED:
-        if (in->message_overhead > 0) {            // the receiver's thread takes it in
+        if (in->message_overhead > 0 || in->receive_overhead > 0) {  // the receiver's thread takes it in
           comm_cpu(g->xfer_dst[ev - g->ntasks], ev, K_RECV_CPU);
           return;
         }
@@ -555,7 +558,8 @@ double transfer_time(const starchol_sim_input* in, int32_t a, int32_t b, int64_t
     if (in->comm_throughput[b] > 0)
       bw = std::min(bw, in->comm_throughput[b]);
   }
-  return route_latency(in, a, b) + (double)bytes / bw + 2 * in->message_overhead;
+  return route_latency(in, a, b) + (double)bytes / bw + 2 * in->message_overhead +
+         in->receive_overhead;
 }
 
 void critical_paths(const starchol_sim_input* in, const Graph& g, starchol_sim_output* out)

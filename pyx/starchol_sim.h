@@ -51,7 +51,9 @@ typedef struct {
        together (one shared resource per node on every route through it; <= 0: no limit);
        message_overhead: s of the node's communication thread per message, on the
        sender before the bytes leave and on the receiver after they arrive, one message
-       at a time per node (FIFO); submission: a node submits the records in order, a task
+       at a time per node (FIFO); receive_overhead: s more of the receiver's
+       communication thread per message it receives (matching, the rendezvous
+       handshake, the copy on receive), in the same FIFO; submission: a node submits the records in order, a task
        it takes part in (runs it, or owns one of its operands) costs insert_s, any other
        walk_s when submit_every_task is 1 (every rank walks every task, as Chameleon) and
        nothing when 0 (the graph loops prune it); the first submission at startup_s. A task
@@ -59,6 +61,7 @@ typedef struct {
        sender and its receiver have submitted the task that reads it. */
     const double *comm_throughput;
     double message_overhead;
+    double receive_overhead;
     /* 1: a node's sends start in the order they became ready (0: by priority) */
     int sends_fifo;
     /* 1: a node's workers take its ready tasks in the order they became ready (0: by

@@ -76,6 +76,21 @@ def test_score_map_with_runtime_costs_hand_count():
     assert free["estimate_s"] == free["compute_s"] + free["comm_s"]
 
 
+def test_message_seconds_with_a_receive_overhead_hand_count():
+    """o per message on each end, r more per message received: node 0 sends 2 tiles and
+    receives 1 (3 o + r), node 1 sends 1 and receives 2 (3 o + 2 r)."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+    from starchol.model.runtime_time import message_seconds
+
+    o, r = 1e-3, 5e-4
+    got = message_seconds(RuntimeSpec(message_overhead_s=o, receive_overhead_s=r),
+                          [2, 1], [1, 2])
+    np.testing.assert_allclose(got, [3 * o + r, 3 * o + 2 * r], rtol=1e-12)
+    # an object without the attribute (the model's duck type) pays no receive share
+    np.testing.assert_allclose(message_seconds(_Runtime(message_overhead_s=o), [2, 1],
+                                               [1, 2]), [3 * o, 3 * o], rtol=1e-12)
+
+
 def test_plan_pick_agrees_with_the_simulator_under_message_costs():
     """With a large per-message time on one communication thread (2 ms, 6-9 times the
     runtime-free time), the estimate and the simulator pick the same map (sbc, the

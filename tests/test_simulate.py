@@ -155,6 +155,42 @@ def test_message_overhead_serializes_a_senders_messages():
     np.testing.assert_array_equal(got.pair_bytes, transfer_pairs_bytes(tile_map, 3 * nb, nb))
 
 
+def test_receive_overhead_serializes_a_receivers_messages():
+    """NT = 3, (0,0) on node 0, (1,0) on node 1, (2,0) and (2,2) on node 2, (1,1) and
+    (2,1) on node 3, one send in flight, a receive overhead r per message on the
+    receiver's thread only (no message_overhead): L[0][0] reaches node 1 at POTRF + tile
+    + 2 lat + r and node 2 one tile later (node 0's one send slot; each receiver pays r
+    on its own thread). TRSM(1,0) and TRSM(2,0) then send L[1][0] and L[2][0] to node 3,
+    the second's bytes right after the first's: SYRK(1,1) starts at A = TRSM(1,0)'s end
+    + tile + 2 lat + r, and with r > tile node 3's thread takes L[2][0] only after
+    L[1][0]: GEMM(2,1), node 3's third task, starts at A + r (not at A + tile)."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+
+    nb, lat, bw, r = 100, 0.01, 1e6, 0.2
+    plat = _platform(4, workers=1, bandwidth=bw, latency=lat)
+    tile_map = CustomMap([[0, 0, 0], [1, 3, 0], [2, 3, 2]])
+    rt = RuntimeSpec(receive_overhead_s=r)
+    got = sim.simulate_cholesky(tile_map, 3 * nb, nb, plat, sends_in_flight=1, runtime=rt)
+    potrf, trsm = nb ** 3 / 3 / 2e9, nb ** 3 / 4e9
+    tile = nb * nb * 8 / bw
+    first = {node: got.start[got.node == node].min() for node in (1, 2, 3)}
+    assert first[1] == pytest.approx(potrf + tile + 2 * lat + r, rel=1e-9)
+    assert first[2] == pytest.approx(potrf + 2 * tile + 2 * lat + r, rel=1e-9)
+    a = first[1] + trsm + tile + 2 * lat + r
+    assert first[3] == pytest.approx(a, rel=1e-9)
+    assert np.sort(got.start[got.node == 3])[2] == pytest.approx(a + r, rel=1e-9)
+    np.testing.assert_array_equal(got.pair_bytes, transfer_pairs_bytes(tile_map, 3 * nb, nb))
+    again = sim.simulate_cholesky(tile_map, 3 * nb, nb, plat, sends_in_flight=1, runtime=rt)
+    np.testing.assert_array_equal(got.start, again.start)
+    # on top of message_overhead o: each receiver's thread spends o + r per message
+    o = 0.003
+    both = sim.simulate_cholesky(tile_map, 3 * nb, nb, plat, sends_in_flight=1,
+                                 runtime=RuntimeSpec(message_overhead_s=o,
+                                                     receive_overhead_s=r))
+    assert both.start[both.node == 1].min() == pytest.approx(
+        potrf + 2 * o + tile + 2 * lat + r, rel=1e-9)
+
+
 def test_comm_throughput_is_shared_by_a_nodes_sends_and_receives():
     """2dbc 2x1, NT = 2 (the one-transfer test): with the nodes' communication at
     ``comm_throughput`` below the link, the transfer takes bytes / comm_throughput."""
@@ -261,7 +297,8 @@ def test_a_transfer_waits_for_both_ends_submission():
 
 
 COSTLY = dict(sends_in_flight=10, submission="every-task", insert_s=2e-5, walk_s=2e-6,
-              startup_s=1e-3, message_overhead_s=1e-4, tasks_fifo=True, sends_fifo=True)
+              startup_s=1e-3, message_overhead_s=1e-4, receive_overhead_s=5e-5,
+              tasks_fifo=True, sends_fifo=True)
 
 
 @pytest.mark.parametrize("name,nodes,kw", MAPS[:3])
@@ -284,15 +321,19 @@ def test_bytes_equal_the_model_with_every_runtime_cost(name, nodes, kw):
 
 
 def test_runtime_descriptions_are_checked():
-    from starchol.linalg.runtime_costs import load_runtime, runtime_from_dict
+    from starchol.linalg.runtime_costs import RuntimeSpec, load_runtime, runtime_from_dict
 
     rt = runtime_from_dict({"sends_in_flight": 10, "submission": "every-task",
-                            "insert": "20us", "walk": "2us", "message_overhead": "0.1ms"})
+                            "insert": "20us", "walk": "2us", "message_overhead": "0.1ms",
+                            "receive_overhead": "0.5ms"})
     assert rt.sends_in_flight == 10 and rt.submission == "every-task"
+    assert rt.receive_overhead_s == pytest.approx(5e-4)
+    assert RuntimeSpec().receive_overhead_s == 0
     assert (rt.insert_s, rt.walk_s, rt.message_overhead_s) == pytest.approx((2e-5, 2e-6, 1e-4))
     assert rt.window is None and runtime_from_dict({"window": 0}).window == 0
     for bad, word in [({"submission": "some"}, "submission"), ({"insert": "-1us"}, "insert"),
                       ({"sends_in_flight": -1}, "sends_in_flight"), ({"speed": 1}, "speed"),
+                      ({"receive_overhead": "-1ms"}, "receive_overhead"),
                       ({"window": -1}, "window must be an integer >= 0"),
                       ({"window": 1.5}, "window")]:
         with pytest.raises(UsageError, match=word):
