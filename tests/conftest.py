@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from starchol.faults import die_with_parent
+
 MPIRUN = shutil.which("mpirun")
 
 # every run document a test makes `starchol run` write (in this process, or in the ranks
@@ -136,13 +138,22 @@ def follow_progress(proc):
     return lines, started, reader
 
 
+def _child_of_the_test():
+    """``preexec_fn`` of :func:`run_or_fail`: SIGINT at its default action
+    (:func:`sigint_default`), and SIGTERM when the test process dies (pytest killed from
+    outside: mpirun, in its own session, would otherwise run on with its ranks)."""
+    sigint_default()
+    die_with_parent(signal.SIGTERM)
+
+
 def run_or_fail(cmd, env, timeout, what, cwd=None):
-    """Run ``cmd`` (in ``cwd``) in its own process group, SIGINT at its default action
-    (:func:`sigint_default`) -> CompletedProcess; on timeout kill the whole group and fail
+    """Run ``cmd`` (in ``cwd``) in its own process group, SIGINT at its default action,
+    ended by SIGTERM if the test process dies (:func:`_child_of_the_test`) ->
+    CompletedProcess; on timeout kill the whole group and fail
     the test, saying ``what`` hung (with its output)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=cwd, start_new_session=True,
-                            preexec_fn=sigint_default)
+                            preexec_fn=_child_of_the_test)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
