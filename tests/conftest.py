@@ -47,13 +47,14 @@ def pytest_ignore_collect(collection_path, config):
     return not any(a.startswith(MPI_TESTS) for a in named)
 
 
-def sigint_default():
-    """``preexec_fn`` for a child a test interrupts: SIGINT at its default action in the
-    child and in what it starts. A shell that ignores SIGINT (a background job of a
-    non-interactive shell, ``nohup``-like launchers, some CI runners) passes the ignored
-    disposition on to every process it starts; a test that sends SIGINT must not depend
-    on how it was started, so it sets the disposition explicitly."""
+def signals_default():
+    """``preexec_fn`` for a child a test signals: SIGINT and SIGHUP at their default
+    action in the child and in what it starts. A shell that ignores SIGINT (a background
+    job of a non-interactive shell, some CI runners) or SIGHUP (``nohup``) passes the
+    ignored disposition on to every process it starts; a test that sends them must not
+    depend on how it was started, so it sets the dispositions explicitly."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _starchol_exe():
@@ -139,15 +140,15 @@ def follow_progress(proc):
 
 
 def _child_of_the_test():
-    """``preexec_fn`` of :func:`run_or_fail`: SIGINT at its default action
-    (:func:`sigint_default`), and SIGTERM when the test process dies (pytest killed from
+    """``preexec_fn`` of :func:`run_or_fail`: SIGINT and SIGHUP at their default action
+    (:func:`signals_default`), and SIGTERM when the test process dies (pytest killed from
     outside: mpirun, in its own session, would otherwise run on with its ranks)."""
-    sigint_default()
+    signals_default()
     die_with_parent(signal.SIGTERM)
 
 
 def run_or_fail(cmd, env, timeout, what, cwd=None):
-    """Run ``cmd`` (in ``cwd``) in its own process group, SIGINT at its default action,
+    """Run ``cmd`` (in ``cwd``) in its own process group, SIGINT and SIGHUP at their default action,
     ended by SIGTERM if the test process dies (:func:`_child_of_the_test`) ->
     CompletedProcess; on timeout kill the whole group and fail
     the test, saying ``what`` hung (with its output)."""

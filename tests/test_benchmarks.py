@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import run_or_fail, sigint_default
+from conftest import run_or_fail, signals_default
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
@@ -117,7 +117,7 @@ def test_script_json_output(tmp_path):
 def _interrupt_after_first_line(cmd, timeout=120):
     """Start ``cmd``, send SIGINT once it printed a line, -> (status, stdout, stderr)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=sigint_default)
+                            start_new_session=True, preexec_fn=signals_default)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         assert ready, "no output"
@@ -152,7 +152,7 @@ def test_ctrl_c_inside_a_starpu_session(tmp_path, starpu_home):
            "--nb", "64", "--repeat", "1000", "--settle", "0", "--json",
            str(tmp_path / "r.json")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=env, preexec_fn=sigint_default)
+                            start_new_session=True, env=env, preexec_fn=signals_default)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 120)
         assert ready

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import (MPIRUN, SPD_PROGRAM, _starchol_exe, follow_progress, sha256_file,
-                      sigint_default)
+                      signals_default)
 from starchol.cli import main
 
 
@@ -122,7 +122,7 @@ def test_sigint_to_one_rank_ends_the_job(matrix, tmp_path, starpu_home):
     cmd = [MPIRUN, "--oversubscribe", "-np", "3", *_starchol_exe(), "run", "--dist", "sbc",
            "--n", "4000", "--nb", "100", "--workers", "1", "--check", "--output", marker]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, preexec_fn=sigint_default)
+                            env=env, start_new_session=True, preexec_fn=signals_default)
     lines, started, reader = follow_progress(proc)
     try:
         assert started.wait(90), "the factorization did not start:\n" + "".join(lines)

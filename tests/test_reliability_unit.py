@@ -10,7 +10,7 @@ import time
 import h5py
 import numpy as np
 import pytest
-from conftest import sha256_file
+from conftest import sha256_file, signals_default
 
 from starchol.cli import check_command_argv, main
 from starchol.collective import describe, run_everywhere
@@ -347,7 +347,8 @@ def test_default_action_signal_during_a_library_write_leaves_no_temporary(tmp_pa
     out = tmp_path / "a.h5"
     assert main(["generate", "--n", "20", "--output", f"{out}:/A"]) == 0
     before = sha256_file(out)
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(out)])
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_WRITE, str(out)],
+                            preexec_fn=signals_default)    # as if not under nohup
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         if any(n.startswith(".") for n in os.listdir(tmp_path)):

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import sigint_default
+from conftest import signals_default
 from starchol.errors import UsageError
 from starchol.linalg import matrices
 from starchol.linalg.tiled import check_sizes, tile_sizes
@@ -271,7 +271,7 @@ def _run_py(code, starpu_home, timeout=120):
     env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=env, preexec_fn=sigint_default)
+                          timeout=timeout, env=env, preexec_fn=signals_default)
 
 
 def test_session_one_process(starpu_home):

@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from conftest import MPIRUN, _starchol_exe, follow_progress, run_or_fail, sigint_default
+from conftest import MPIRUN, _starchol_exe, follow_progress, run_or_fail, signals_default
 from .conftest import snapshot
 from .data import make_inputs, spd
 
@@ -184,7 +184,7 @@ def test_signal_mid_run(case, inputs, env, tmp_path):
            "--n", "3000", "--nb", "100", "--workers", "1", "--check", "--output", marker,
            "--json", f"{tmp_path}/r.json"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True, preexec_fn=sigint_default)
+                            env=env, start_new_session=True, preexec_fn=signals_default)
     lines, started, reader = follow_progress(proc)
     try:
         assert started.wait(60), "the factorization did not start:\n" + "".join(lines)
@@ -241,7 +241,7 @@ def test_signal_window_at_the_end_of_a_command(tmp_path, when, rc):
         "sys.exit(code)\n")
     for _ in range(3):
         p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                           timeout=30, preexec_fn=sigint_default)
+                           timeout=30, preexec_fn=signals_default)
         assert p.returncode == rc, p.stderr
         assert ("interrupted by SIGINT" in p.stderr) == (when == "before"), p.stderr
 
