@@ -277,10 +277,11 @@ cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_
             panel_begin(g)
         if g < nt:
             if forward:
-                rc = _solve_step(cl, l, lo, b, bo, nt, kt, g, True, me, count)
+                rc = _solve_step(cl, l, lo, b, bo, NULL, NULL, nt, kt, 1, g, True, me,
+                                 count)
         elif backward:
-            rc = _solve_step(cl, l, lo, b, bo, nt, kt, 2 * nt - 1 - g, False, me,
-                             count)
+            rc = _solve_step(cl, l, lo, b, bo, NULL, NULL, nt, kt, 1, 2 * nt - 1 - g,
+                             False, me, count)
         if rc != 0:
             return rc
         if g == nt - 1:
@@ -293,36 +294,6 @@ cdef int _solve(Codelets *cl, starpu_data_handle_t *l, int64_t *lo, starpu_data_
         for k in range(nt):
             for g in range(k + 1):
                 cache_flush(l[_ij(nt, k, g)])
-    return 0
-
-
-cdef int _solve_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
-                     starpu_data_handle_t *b, int64_t *bo, int nt, int kt, int k,
-                     bint forward, int me, int64_t *count) noexcept nogil:
-    # step k of the forward pass (L Y = B: TRSM of row k, products into rows m > k) or of
-    # the backward pass (L^T X = Y, k = nt-1 first: into rows m < k, with L's tile (k, m))
-    cdef int m, m_end, step, j, rc = 0
-    cdef int64_t kk = _ij(nt, k, k), lt
-    for j in range(kt):
-        rc = ins2(cl.trsm_fwd if forward else cl.trsm_bwd, 2 * nt - k if forward else nt + k,
-                  STARPU_R, l[kk], lo[kk],
-                  STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
-        if rc != 0:
-            return rc
-    if forward:
-        m, m_end, step = k + 1, nt, 1
-    else:
-        m, m_end, step = k - 1, -1, -1
-    while m != m_end:
-        lt = _ij(nt, m, k) if forward else _ij(nt, k, m)
-        for j in range(kt):
-            rc = ins3(cl.gemm_fwd if forward else cl.gemm_bwd,
-                      2 * nt - m if forward else nt + m, STARPU_R, l[lt], lo[lt],
-                      STARPU_R, b[_ij(kt, k, j)], bo[_ij(kt, k, j)],
-                      STARPU_RW, b[_ij(kt, m, j)], bo[_ij(kt, m, j)], me, count)
-            if rc != 0:
-                return rc
-        m += step
     return 0
 
 
@@ -531,10 +502,10 @@ cdef int _solve_rhs(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
             panel_begin(g)
         if g < nt:
             if forward:
-                rc = _solve_rhs_step(cl, l, lo, b, bo, tf, tfo, nt, kt, nodes, g, True,
+                rc = _solve_step(cl, l, lo, b, bo, tf, tfo, nt, kt, nodes, g, True,
                                      me, count)
         elif backward:
-            rc = _solve_rhs_step(cl, l, lo, b, bo, tb, tbo, nt, kt, nodes, 2 * nt - 1 - g,
+            rc = _solve_step(cl, l, lo, b, bo, tb, tbo, nt, kt, nodes, 2 * nt - 1 - g,
                                  False, me, count)
         if rc != 0:
             return rc
@@ -545,20 +516,24 @@ cdef int _solve_rhs(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
     return 0
 
 
-cdef int _solve_rhs_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
-                         starpu_data_handle_t *b, int64_t *bo, starpu_data_handle_t *t,
-                         int64_t *to, int nt, int kt, int nodes, int k, bint forward,
-                         int me, int64_t *count) noexcept nogil:
+cdef int _solve_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
+                     starpu_data_handle_t *b, int64_t *bo, starpu_data_handle_t *t,
+                     int64_t *to, int nt, int kt, int nodes, int k, bint forward,
+                     int me, int64_t *count) noexcept nogil:
     # step k of the forward pass (L Y = B: TRSM of row k, products into rows m > k) or
-    # of the backward pass (L^T X = Y: into rows m < k), partial sums in t
+    # of the backward pass (L^T X = Y, k = nt-1 first: into rows m < k, with L's tile
+    # (k, m)). t NULL (the factor variant): every product into B, on the owner of B's
+    # block (L's tiles move); else (the rhs variant) a product on another node than B's
+    # block goes into that node's partial sum in t, added into B at its row's step
     cdef int m, j, m_end, step, rc = 0
     cdef int prio = 2 * nt - k if forward else nt + k
     cdef int64_t kk = _ij(nt, k, k), lt, q, x, w = <int64_t>kt * nodes
     cdef starpu_data_handle_t out
     cdef int64_t oo
-    rc = _add_partials(cl, t, to, b, bo, k, kt, nodes, prio, me, count)
-    if rc != 0:
-        return rc
+    if t != NULL:
+        rc = _add_partials(cl, t, to, b, bo, k, kt, nodes, prio, me, count)
+        if rc != 0:
+            return rc
     for j in range(kt):
         rc = ins2(cl.trsm_fwd if forward else cl.trsm_bwd, prio, STARPU_R, l[kk], lo[kk],
                   STARPU_RW, b[_ij(kt, k, j)], bo[_ij(kt, k, j)], me, count)
@@ -572,7 +547,7 @@ cdef int _solve_rhs_step(Codelets *cl, starpu_data_handle_t *l, int64_t *lo,
         lt = _ij(nt, m, k) if forward else _ij(nt, k, m)
         q = lo[lt]
         for j in range(kt):
-            if q == bo[_ij(kt, m, j)]:
+            if t == NULL or q == bo[_ij(kt, m, j)]:
                 out, oo = b[_ij(kt, m, j)], bo[_ij(kt, m, j)]
             else:
                 x = <int64_t>m * w + <int64_t>j * nodes + q
