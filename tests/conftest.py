@@ -200,9 +200,18 @@ def mpirun(starpu_home):
     return run
 
 
+def _read_or_empty(path):
+    """The text of ``path``, or "" if it does not exist (a rank that wrote nothing)."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
 @pytest.fixture
 def mpi_python(starpu_home, tmp_path):
-    """``mpi_python(np, source, timeout=60, what="...", args=())`` -> CompletedProcess: the
+    """``mpi_python(np, source, timeout=60, what="...", args=())`` -> CompletedProcess, with
+    ``rank_stderr`` (each rank's stderr, whole; list by rank): the
     Python program ``source`` run by ``mpirun -np np`` with ``args`` as its ``sys.argv[1:]``
     (a result a test must see is best written to a file there: mpirun may drop a rank's
     last stdout lines at exit); on timeout the whole process group is
@@ -215,8 +224,14 @@ def mpi_python(starpu_home, tmp_path):
         script.write_text(source)
         env = dict(os.environ, STARPU_HOME=starpu_home, STARPU_SILENT="1",
                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        cmd = [MPIRUN, "--oversubscribe", "-np", str(np_), sys.executable, str(script),
-               *map(str, args)]
-        return run_or_fail(cmd, env, timeout, f"{what} (mpirun -np {np_})")
+        ranks_dir = tmp_path / "rank_output"
+        shutil.rmtree(ranks_dir, ignore_errors=True)
+        cmd = [MPIRUN, "--oversubscribe", "-np", str(np_), "--output-filename",
+               str(ranks_dir), sys.executable, str(script), *map(str, args)]
+        proc = run_or_fail(cmd, env, timeout, f"{what} (mpirun -np {np_})")
+        # each rank's own stderr, whole (in proc.stderr, the ranks' writes interleave)
+        proc.rank_stderr = [_read_or_empty(ranks_dir / "1" / f"rank.{r}" / "stderr")
+                            for r in range(np_)]
+        return proc
 
     return run
