@@ -5,6 +5,7 @@ engine_vs_debian.py builds its Debian copy without writing into the checkout."""
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,6 +72,9 @@ def test_every_script_uses_common():
     ("comm_bound.py", ["--repeat", "-2"], "argument --repeat: must be an integer >= 1"),
     ("mixed.py", ["--n", "0"], "argument --n: must be an integer >= 1, got '0'"),
     ("mixed.py", ["--n", "100", "--nb", "200"], "nb 200 is larger than n 100"),
+    ("starpu_mpi_messages.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
+    ("starpu_mpi_messages.py", ["--sizes", "0"],
+     "argument --sizes: must be comma-separated integers >= 1, got '0'"),
     ("patch_policy.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
     ("patch_policy.py", ["--b2b-size", "128"],
      "--sizes and --b2b-size must be at least small_sizes.py's NB, 256"),
@@ -238,3 +242,24 @@ def test_net_probe_measures_two_ranks():
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     assert doc["message_bytes"] == 4096 and doc["messages"] == 4
     assert doc["bandwidth_bytes_per_s"] > 0 and doc["latency_s"] > 0
+
+
+def test_starpu_mpi_messages_times_every_setting(tmp_path):
+    # two local ranks through StarPU-MPI: 8 B (eager) and 5,000 B (above Open MPI's 4 kB
+    # shared-memory eager limit: rendezvous, where starpu_mpi_wait_for_all hung), one and
+    # two sends in flight; every setting gives its rounds and a positive time per message
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not found")
+    out = tmp_path / "m.json"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    p = _script("starpu_mpi_messages.py", "--sizes", "8,5000", "--in-flight", "1,2",
+                "--max-count", "20", "--rounds", "2", "--json", out, env=env, timeout=240)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(out.read_text())
+    assert [(r["bytes"], r["sends_in_flight"], r["count"]) for r in rows] == [
+        (8, 1, 20), (8, 2, 20), (5000, 1, 20), (5000, 2, 20)]
+    for r in rows:
+        assert len(r["rounds_s"]) == 2 and all(t > 0 for t in r["rounds_s"])
+        assert r["per_message_s"] == pytest.approx(r["median_s"] / 20)
+        assert r["bytes_per_s"] == pytest.approx(r["bytes"] * 20 / r["median_s"])
+    assert p.stdout.count("| 5000 |") == 2
