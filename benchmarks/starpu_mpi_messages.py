@@ -38,11 +38,11 @@ from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 SOURCE = os.path.join(HERE, "starpu_mpi_messages.c")
 
 
-def build(work):
-    """Compile the benchmark into ``work``; return the executable's path."""
+def build(work, source=SOURCE, name="starpu_mpi_messages"):
+    """Compile ``source`` (a C program on StarPU-MPI) into ``work/name``; return its path."""
     inc, libdirs, libnames, _ccx, lx = build_flags.flags()
-    exe = os.path.join(work, "starpu_mpi_messages")
-    cmd = (["cc", "-O2", "-o", exe, SOURCE] + [f"-I{d}" for d in inc]
+    exe = os.path.join(work, name)
+    cmd = (["cc", "-O2", "-o", exe, source] + [f"-I{d}" for d in inc]
            + [f"-L{d}" for d in libdirs] + [f"-Wl,-rpath,{d}" for d in libdirs]
            + [f"-l{n}" for n in libnames] + list(lx))
     subprocess.run(cmd, check=True)

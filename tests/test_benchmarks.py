@@ -75,6 +75,7 @@ def test_every_script_uses_common():
     ("starpu_mpi_messages.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
     ("starpu_mpi_messages.py", ["--sizes", "0"],
      "argument --sizes: must be comma-separated integers >= 1, got '0'"),
+    ("starpu_mpi_insert.py", ["--tiles", "2"], "argument --tiles: must be an integer >= 3"),
     ("patch_policy.py", ["--rounds", "0"], "argument --rounds: must be an integer >= 1"),
     ("patch_policy.py", ["--b2b-size", "128"],
      "--sizes and --b2b-size must be at least small_sizes.py's NB, 256"),
@@ -263,3 +264,21 @@ def test_starpu_mpi_messages_times_every_setting(tmp_path):
         assert r["per_message_s"] == pytest.approx(r["median_s"] / 20)
         assert r["bytes_per_s"] == pytest.approx(r["bytes"] * 20 / r["median_s"])
     assert p.stdout.count("| 5000 |") == 2
+
+
+def test_starpu_mpi_insert_times_both_ranks(tmp_path):
+    # rank 1 runs the tasks, rank 0 only walks them: both time every round, and StarPU-MPI's
+    # start is timed on both
+    if shutil.which("mpirun") is None:
+        pytest.skip("mpirun not found")
+    out = tmp_path / "i.json"
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    p = _script("starpu_mpi_insert.py", "--tasks", "300", "--tiles", "10", "--rounds", "2",
+                "--json", out, env=env, timeout=240)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["tasks"] == 300 and sorted(doc["init_s"]) == ["0", "1"]
+    assert all(t > 0 for t in doc["init_s"].values())
+    assert [len(doc["rounds_s"][r]) for r in ("0", "1")] == [2, 2]
+    assert doc["walk_s_per_task"] > 0 and doc["insert_s_per_task"] > 0
+    assert "walk, a task it takes no part in" in p.stdout
