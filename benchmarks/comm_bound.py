@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 
-from common import ArgumentParser, positive_int, run_main, write_json  # noqa: E402
+from common import (ArgumentParser, positive_int, run_main, temporary_folder,  # noqa: E402
+                    write_json)
 
 from starchol.distributions import get_map  # noqa: E402
 from starchol.model.link_load import busiest_link  # noqa: E402
@@ -166,7 +167,7 @@ def main(argv=None):
     keep.mkdir(parents=True, exist_ok=True)
     results = {"nodes": NODES, "n": opts.n, "nb": opts.nb, "nt": nt, "repeat": opts.repeat,
                "latency": opts.latency, "bandwidths": {}}
-    with tempfile.TemporaryDirectory(prefix="comm_bound-starpu-") as home:
+    with temporary_folder("comm_bound-starpu-") as home:
         env = dict(os.environ, STARPU_HOME=home, STARPU_SILENT="1")
         try:
             cl = EmulatedCluster(NODES, bandwidth=bandwidths[0], latency=opts.latency,

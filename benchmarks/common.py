@@ -11,15 +11,20 @@
 - :func:`write_json`: the document is written to a temporary file in the same folder,
   then renamed over FILE, so FILE is either the old file or the whole new one;
 - :func:`run_main`: Ctrl-C (SIGINT) ends the script with exit status 130 and one line
-  on stderr (``SCRIPT: interrupted``), no traceback; ``--json`` is then not written.
+  on stderr (``SCRIPT: interrupted``), no traceback; ``--json`` is then not written;
+- :func:`temporary_folder`: a private folder removed at the end of its block, and also
+  when SIGTERM or SIGHUP ends the script (:func:`starchol.faults.track`).
 
 The scripts run as ``python benchmarks/X.py``, so this folder is on ``sys.path``.
 """
 import argparse
+import contextlib
 import json
 import numbers
 import os
+import shutil
 import sys
+import tempfile
 
 #: exit status of a program ended by SIGINT (128 + 2), as shells report it
 INTERRUPTED = 130
@@ -185,3 +190,21 @@ def run_main(main, argv=None):
         print(f"{name}: interrupted", file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED)
     sys.exit(status or 0)
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix):
+    """A new private folder (its path) for the block, removed after it, whatever ends
+    it: an exception, Ctrl-C, or SIGTERM / SIGHUP at their default action, which would
+    otherwise end the script and leave the folder behind (:mod:`starchol.faults`
+    removes the folders it tracks, then ends the process by the same signal)."""
+    from starchol import faults
+
+    with faults.creating():
+        path = tempfile.mkdtemp(prefix=prefix)
+        faults.track(path)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        faults.untrack(path)

@@ -19,9 +19,8 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
-from common import ArgumentParser, positive_int, run_main, write_json
+from common import ArgumentParser, positive_int, run_main, temporary_folder, write_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: what a copy of the sources leaves out when git cannot list them (.gitignore's build
@@ -100,7 +99,7 @@ def main(argv=None):
     p.add_json("every run, the medians and the ratios")
     args = p.parse_args(argv)
     p.check_runtime(n=args.n, nb=args.nb)
-    with tempfile.TemporaryDirectory(prefix="starchol-debian-") as tmp:
+    with temporary_folder("starchol-debian-") as tmp:
         debian = os.path.join(tmp, "site")
         os.makedirs(debian)
         print("building starchol against Debian's StarPU (from a copy of the sources) ...",

@@ -45,10 +45,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-from common import ArgumentParser, int_list, positive_int, run_main, write_json
+from common import (ArgumentParser, int_list, positive_int, run_main, temporary_folder,
+                    write_json)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: the programs every variant runs: small_sizes.py's two modes and the main job
@@ -188,7 +188,7 @@ def main(argv=None):
           f"{','.join(map(str, args.sizes))} --repeat {args.repeat}; --back-to-back "
           f"--sizes {args.b2b_size} --calls {args.calls} --blocks {args.blocks}; mpirun -np "
           f"{args.np} starchol run --dist sbc --n {args.n} --nb {args.nb} --check", flush=True)
-    with tempfile.TemporaryDirectory(prefix="starchol-patch-policy-") as tmp:
+    with temporary_folder("starchol-patch-policy-") as tmp:
         for r in range(args.rounds):
             for k in range(len(cases)):
                 label, settings = cases[(k + r) % len(cases)]

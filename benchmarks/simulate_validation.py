@@ -32,7 +32,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from comm_bound import NODES, candidates, run_once, starchol_exe  # noqa: E402
-from common import ArgumentParser, nonnegative_int, positive_int, run_main  # noqa: E402
+from common import (ArgumentParser, nonnegative_int, positive_int, run_main,  # noqa: E402
+                    temporary_folder)
 from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
 
 from starchol.distributions import get_map  # noqa: E402
@@ -60,7 +60,7 @@ def single_node(repeat, env):
     rows = []
     for n, nb in SINGLE:
         measured, simulated = [], []
-        with tempfile.TemporaryDirectory() as tmp:
+        with temporary_folder("simval-") as tmp:
             for rnd in range(repeat):
                 node = node_from_dict(runtime_calibration([nb], ["float64"], workers=2))
                 plat = Platform(node=node, nodes=1, bandwidth=1e12)
@@ -99,7 +99,7 @@ def cluster(repeat, bandwidths, env, name, subnet, sends):
     cl = EmulatedCluster(NODES, bandwidth=bandwidths[0], name=name, subnet=subnet)
     cl.up()
     try:
-        with tempfile.TemporaryDirectory() as tmp:
+        with temporary_folder("simval-") as tmp:
             run_once(cl, ["--dist", "sbc"], 480, 96, env, Path(tmp) / "warmup.json")
             for bw in bandwidths:
                 cl.shape(bandwidth=bw)
@@ -178,7 +178,7 @@ def main(argv=None):
                                       f"(default {VALIDATION_SENDS}; 0: no limit)")
     opts = ap.parse_args(argv)
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="simval-starpu-") as home:
+    with temporary_folder("simval-starpu-") as home:
         env = dict(os.environ, STARPU_HOME=home, STARPU_SILENT="1",
                    OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         single = [] if opts.no_single else single_node(opts.repeat, env)

@@ -18,7 +18,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +64,7 @@ def ranks(n, nb, nrhs, repeat, out):
 def main(argv=None):
     from emulated_cluster import ClusterUnavailable, EmulatedCluster
 
-    from common import ArgumentParser, positive_int, write_json
+    from common import ArgumentParser, positive_int, temporary_folder, write_json
 
     from starchol.distributions import get_map
     from starchol.model.rhs_volume import solve_bytes_by_variant
@@ -85,7 +84,7 @@ def main(argv=None):
     for v, p in by.items():
         print(f"  model {v:<6}: {p.sum() / 1e6:.3f} MB in all, busiest link "
               f"{p.max() / 1e6:.3f} MB")
-    with tempfile.TemporaryDirectory(prefix="solve_variants-") as tmp:
+    with temporary_folder("solve_variants-") as tmp:
         env = dict(os.environ, STARPU_HOME=tmp, STARPU_SILENT="1")
         out = Path(tmp) / "out.json"
         try:

@@ -11,9 +11,8 @@
  * "rank R round K seconds S" (S: its insertion loop).
  * Built and run by benchmarks/starpu_mpi_insert.py.
  */
-#include <starpu_mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
+#define BENCH_NAME "starpu_mpi_insert"
+#include "starpu_mpi_bench.h"
 
 static void nothing(void *buffers[], void *arg)
 {
@@ -28,12 +27,6 @@ static struct starpu_codelet gemm_like = {
     .name = "gemm_like",
 };
 
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "starpu_mpi_insert: %s failed (%d)\n", what, rc);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -45,20 +38,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "starpu_mpi_insert: TILES >= 3, TASKS and ROUNDS >= 1\n");
         return 2;
     }
-    int provided, rank, size, rc;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-    if (provided < MPI_THREAD_SERIALIZED)
-        die("MPI_THREAD_SERIALIZED", provided);
-    double i0 = MPI_Wtime();
-    if ((rc = starpu_mpi_init_conf(&argc, &argv, 0, MPI_COMM_WORLD, NULL)) != 0)
-        die("starpu_mpi_init_conf", rc);
-    double i1 = MPI_Wtime();
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    printf("rank %d init seconds %.9f\n", rank, i1 - i0);
+    double init_s;
+    int rc, rank = bench_start(&argc, &argv, &init_s);
+    printf("rank %d init seconds %.9f\n", rank, init_s);
     fflush(stdout);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2)
-        die("2 ranks", size);
 
     double *buf = calloc((size_t)tiles, sizeof(double));
     starpu_data_handle_t *h = malloc(sizeof(*h) * (size_t)tiles);
@@ -96,7 +79,6 @@ int main(int argc, char **argv)
         starpu_data_unregister(h[i]);
     free(h);
     free(buf);
-    starpu_mpi_shutdown();
-    MPI_Finalize();
+    bench_end();
     return 0;
 }

@@ -17,16 +17,14 @@ Usage: python benchmarks/starpu_mpi_insert.py [--tasks 100000] [--tiles 1000]
            [--rounds 5] [--json FILE]
 """
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from common import ArgumentParser, at_least, positive_int, run_main, write_json  # noqa: E402
-from starpu_mpi_messages import build  # noqa: E402  (the same compile line)
+from common import (ArgumentParser, at_least, positive_int, run_main,  # noqa: E402
+                    temporary_folder, write_json)
+from starpu_mpi_messages import bench_env, build, run_two_ranks  # noqa: E402
 
 SOURCE = os.path.join(HERE, "starpu_mpi_insert.c")
 
@@ -40,19 +38,12 @@ def main(argv=None):
     ap.add_argument("--rounds", type=positive_int, default=5, help="rounds (default 5)")
     ap.add_json("the rounds and the medians")
     args = ap.parse_args(argv)
-    env = dict(os.environ, STARPU_NCPU="1", STARPU_SILENT="1", STARPU_FXT_TRACE="0",
-               STARPU_MPI_NOBIND="1", STARPU_WORKERS_NOBIND="1")
-    with tempfile.TemporaryDirectory(prefix="starpu_mpi_insert.") as work:
+    with temporary_folder("starpu_mpi_insert.") as work:
         exe = build(work, SOURCE, "starpu_mpi_insert")
-        cmd = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", exe,
-               str(args.tiles), str(args.tasks), str(args.rounds)]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                           timeout=max(120, 60 * args.rounds))
-    if p.returncode != 0:
-        raise SystemExit(f"starpu_mpi_insert: {' '.join(cmd)} failed (exit "
-                         f"{p.returncode}):\n{p.stderr[-2000:]}")
+        out = run_two_ranks([exe, str(args.tiles), str(args.tasks), str(args.rounds)],
+                            bench_env(), timeout=max(120, 60 * args.rounds))
     init, loops = {0: None, 1: None}, {0: [], 1: []}
-    for line in p.stdout.splitlines():
+    for line in out.splitlines():
         words = line.split()
         if len(words) == 5 and words[2] == "init":
             init[int(words[1])] = float(words[4])
@@ -60,7 +51,7 @@ def main(argv=None):
             loops[int(words[1])].append(float(words[5]))
     if any(v is None for v in init.values()) or any(len(v) != args.rounds
                                                     for v in loops.values()):
-        raise SystemExit(f"starpu_mpi_insert: unexpected output:\n{p.stdout}")
+        raise SystemExit(f"starpu_mpi_insert: unexpected output:\n{out}")
     doc = {"tasks": args.tasks, "tiles": args.tiles, "init_s": init,
            "rounds_s": loops,
            "walk_s_per_task": statistics.median(loops[0]) / args.tasks,

@@ -2,18 +2,19 @@
  * BYTES bytes each to rank 1 at once (starpu_mpi_isend_detached, one registered buffer
  * per message), rank 1 the matching detached receives; both wait until all are done
  * (each request's callback counts down; starpu_mpi_wait_for_all, tried first, hung
- * here with messages above Open MPI's 4 kB shared-memory eager limit). ROUNDS rounds, each timed on rank 1 from a barrier to the
- * last message received. How many sends StarPU-MPI keeps in flight is its own setting,
- * STARPU_MPI_NDETACHED_SEND, read from the environment.
+ * here with messages above Open MPI's 4 kB shared-memory eager limit). ROUNDS rounds,
+ * each timed on rank 1 from a barrier to the last message received. How many sends
+ * StarPU-MPI keeps in flight is its own setting, STARPU_MPI_NDETACHED_SEND, read from
+ * the environment.
  *
  * Usage: mpirun -np 2 starpu_mpi_messages BYTES COUNT ROUNDS
  * Prints, on rank 1, one line per round: "round R seconds S" (S: the round's time).
  * Built and run by benchmarks/starpu_mpi_messages.py.
  */
-#include <starpu_mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <unistd.h>
+
+#define BENCH_NAME "starpu_mpi_messages"
+#include "starpu_mpi_bench.h"
 
 /* messages of the round not yet done on this rank (the detached requests' callback) */
 static volatile int pending;
@@ -22,12 +23,6 @@ static void one_done(void *arg)
 {
     (void)arg;
     __atomic_sub_fetch(&pending, 1, __ATOMIC_SEQ_CST);
-}
-
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "starpu_mpi_messages: %s failed (%d)\n", what, rc);
-    MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 int main(int argc, char **argv)
@@ -42,16 +37,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "starpu_mpi_messages: BYTES, COUNT and ROUNDS must be >= 1\n");
         return 2;
     }
-    int provided, rank, size, rc;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
-    if (provided < MPI_THREAD_SERIALIZED)
-        die("MPI_THREAD_SERIALIZED", provided);
-    if ((rc = starpu_mpi_init_conf(&argc, &argv, 0, MPI_COMM_WORLD, NULL)) != 0)
-        die("starpu_mpi_init_conf", rc);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2)
-        die("2 ranks", size);
+    int rc, rank = bench_start(&argc, &argv, NULL);
 
     char *buf = malloc(bytes * (size_t)count);
     starpu_data_handle_t *h = malloc(sizeof(*h) * (size_t)count);
@@ -87,7 +73,6 @@ int main(int argc, char **argv)
         starpu_data_unregister(h[i]);
     free(h);
     free(buf);
-    starpu_mpi_shutdown();
-    MPI_Finalize();
+    bench_end();
     return 0;
 }

@@ -24,50 +24,72 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 import build_flags  # noqa: E402  (the project's StarPU flags)
 from common import (ArgumentParser, int_list, positive_int, run_main,  # noqa: E402
-                    write_json)
+                    temporary_folder, write_json)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scripts"))
-from emulated_cluster import ClusterUnavailable, EmulatedCluster  # noqa: E402
+from emulated_cluster import ClusterError, ClusterUnavailable, EmulatedCluster  # noqa: E402
+from starchol.jobs.traced_run import run_tracked  # noqa: E402
 
 SOURCE = os.path.join(HERE, "starpu_mpi_messages.c")
 
 
 def build(work, source=SOURCE, name="starpu_mpi_messages"):
-    """Compile ``source`` (a C program on StarPU-MPI) into ``work/name``; return its path."""
+    """Compile ``source`` (a C program on StarPU-MPI, with ``starpu_mpi_bench.h`` beside
+    it) into ``work/name``; return its path."""
     inc, libdirs, libnames, _ccx, lx = build_flags.flags()
     exe = os.path.join(work, name)
-    cmd = (["cc", "-O2", "-o", exe, source] + [f"-I{d}" for d in inc]
+    cmd = (["cc", "-O2", "-o", exe, source, f"-I{HERE}"] + [f"-I{d}" for d in inc]
            + [f"-L{d}" for d in libdirs] + [f"-Wl,-rpath,{d}" for d in libdirs]
            + [f"-l{n}" for n in libnames] + list(lx))
     subprocess.run(cmd, check=True)
     return exe
 
 
-def run_setting(exe, size, count, rounds, in_flight, cluster, timeout):
-    """The rounds' times (s) of one setting, from rank 1's lines (``cluster``: an up
-    :class:`EmulatedCluster`, rank i on node i; None: two local ranks)."""
-    env = dict(os.environ, STARPU_MPI_NDETACHED_SEND=str(in_flight), STARPU_NCPU="1",
-               STARPU_SILENT="1", STARPU_FXT_TRACE="0", STARPU_MPI_NOBIND="1",
-               STARPU_WORKERS_NOBIND="1")
-    argv = [exe, str(size), str(count), str(rounds)]
-    if cluster is None:
-        cmd = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", *argv]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    else:
-        cmd = ["mpirun", "-np", "2", *argv]
-        p = cluster.mpirun(2, argv, timeout=timeout, env=env)
+def bench_env(**more):
+    """The environment of the two ranks: one StarPU worker each, nothing bound, no trace,
+    quiet; ``more``: further variables."""
+    env = dict(os.environ, STARPU_NCPU="1", STARPU_SILENT="1", STARPU_FXT_TRACE="0",
+               STARPU_MPI_NOBIND="1", STARPU_WORKERS_NOBIND="1", **more)
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def run_two_ranks(argv, env, timeout, cluster=None):
+    """``mpirun -np 2 ARGV`` -> its stdout; SystemExit with its stderr's end if it fails
+    or outlives ``timeout``. ``cluster``: an up :class:`EmulatedCluster` (rank i on node
+    i; it kills everything on timeout); None: two local ranks, whose mpirun ends with
+    this process (:func:`starchol.jobs.traced_run.run_tracked`)."""
+    name = os.path.basename(argv[0])
+    try:
+        if cluster is None:
+            cmd = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", "2", *argv]
+            p = run_tracked(cmd, env, timeout)
+        else:
+            cmd = ["mpirun", "-np", "2", *argv]
+            p = cluster.mpirun(2, argv, timeout=timeout, env=env)
+    except (subprocess.TimeoutExpired, ClusterError):
+        raise SystemExit(f"{name}: {' '.join(cmd)} took more than {timeout} s; "
+                         f"stopped") from None
     if p.returncode != 0:
-        raise SystemExit(f"starpu_mpi_messages: {' '.join(cmd)} failed "
-                         f"(exit {p.returncode}):\n{p.stderr[-2000:]}")
-    times = [float(ln.split()[3]) for ln in p.stdout.splitlines() if ln.startswith("round ")]
+        raise SystemExit(f"{name}: {' '.join(cmd)} failed (exit {p.returncode}):\n"
+                         f"{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def run_setting(exe, size, count, rounds, in_flight, cluster, timeout):
+    """The rounds' times (s) of one setting, from rank 1's lines (``cluster``: see
+    :func:`run_two_ranks`)."""
+    out = run_two_ranks([exe, str(size), str(count), str(rounds)],
+                        bench_env(STARPU_MPI_NDETACHED_SEND=str(in_flight)), timeout, cluster)
+    times = [float(ln.split()[3]) for ln in out.splitlines() if ln.startswith("round ")]
     if len(times) != rounds:
-        raise SystemExit(f"starpu_mpi_messages: expected {rounds} rounds, got:\n{p.stdout}")
+        raise SystemExit(f"starpu_mpi_messages: expected {rounds} rounds, got:\n{out}")
     return times
 
 
@@ -92,7 +114,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = []
     with contextlib.ExitStack() as stack:
-        work = stack.enter_context(tempfile.TemporaryDirectory(prefix="starpu_mpi_messages."))
+        work = stack.enter_context(temporary_folder("starpu_mpi_messages."))
         os.chmod(work, 0o755)                # the nodes' ranks run the executable too
         exe = build(work)
         cluster = None
@@ -103,8 +125,8 @@ def main(argv=None):
                 sys.exit(f"starpu_mpi_messages: no emulated cluster here: {exc}")
         where = f"2 emulated nodes, links {args.cluster}" if cluster else "2 local ranks"
         print(f"StarPU-MPI, {where}:")
-        print(f"| bytes | sends in flight | messages per round | median round (ms) | "
-              f"per message (us) | MB/s |")
+        print("| bytes | sends in flight | messages per round | median round (ms) | "
+              "per message (us) | MB/s |")
         print("|---|---|---|---|---|---|")
         for size in args.sizes:
             count = max(1, min(args.max_count, int(args.count_bytes // size)))

@@ -56,7 +56,7 @@ def traced_run(n, nb, dtype, workers=1, ranks=1, folder=None, timeout=900, launc
         env.setdefault("STARPU_HOME", folder)
         if os.geteuid() == 0:
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        proc = _run_tracked(cmd, env, timeout)
+        proc = run_tracked(cmd, env, timeout)
         if proc.returncode != 0:
             lines = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()]
             if proc.returncode == 2 and lines and ": error: " in lines[-1]:
@@ -73,7 +73,7 @@ def traced_run(n, nb, dtype, workers=1, ranks=1, folder=None, timeout=900, launc
             faults.untrack(folder)
 
 
-def _run_tracked(cmd, env, timeout):
+def run_tracked(cmd, env, timeout):
     """``subprocess.run(cmd)`` whose process group (mpirun and its ranks) ends with this
     process: started in a session of its own, tracked by :mod:`starchol.faults` (a
     signal to this process SIGKILLs the group and every process below it) and sent

@@ -282,3 +282,29 @@ def test_starpu_mpi_insert_times_both_ranks(tmp_path):
     assert [len(doc["rounds_s"][r]) for r in ("0", "1")] == [2, 2]
     assert doc["walk_s_per_task"] > 0 and doc["insert_s_per_task"] > 0
     assert "walk, a task it takes no part in" in p.stdout
+
+
+def test_temporary_folder_is_removed_when_sigterm_ends_the_script(tmp_path):
+    # SIGTERM at its default action ends a benchmark at once: its private folder must go
+    # with it (it stayed behind with tempfile.TemporaryDirectory)
+    said = tmp_path / "folder.txt"
+    program = (f"import sys, time\nsys.path.insert(0, {BENCH!r})\n"
+               "from common import temporary_folder\n"
+               "with temporary_folder('bench-test-') as path:\n"
+               "    open(path + '/x', 'w').write('x')\n"
+               f"    open({str(said)!r}, 'w').write(path)\n"
+               "    time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", program], preexec_fn=signals_default)
+    try:
+        deadline = time.monotonic() + 30
+        while not (said.exists() and said.read_text()) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the program ended before making its folder"
+            time.sleep(0.05)
+        folder = said.read_text()
+        assert os.path.isdir(folder)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not os.path.exists(folder)
