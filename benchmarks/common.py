@@ -118,9 +118,29 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser plus the shared ``--json FILE`` option and :meth:`fail`."""
 
     def add_json(self, what="the results"):
-        """``--json FILE``: write ``what`` to FILE (atomically, see :func:`write_json`)."""
+        """``--json FILE``: write ``what`` to FILE (atomically, see :func:`write_json`),
+        and ``--overwrite``. After parsing, FILE passes the command line's one check of
+        a ``--json`` file (:func:`starchol.jobs.output.check_json_file`: a regular file,
+        never a device, FIFO or socket; an existing one only with ``--overwrite``)."""
         self.add_argument("--json", metavar="FILE", type=check_output_path,
-                          help=f"write {what} as JSON to FILE (written whole or not at all)")
+                          help=f"write {what} as JSON to FILE (written whole or not at all; "
+                               f"an existing FILE only with --overwrite)")
+        self.add_argument("--overwrite", action="store_true",
+                          help="replace the --json file if it exists")
+        self._json_checked = True
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, then the ``--json`` file's check (:meth:`add_json`)."""
+        parsed = super().parse_args(args, namespace)
+        if getattr(self, "_json_checked", False) and parsed.json is not None:
+            from starchol.errors import UsageError
+            from starchol.jobs.output import check_json_file
+
+            try:
+                check_json_file(parsed.json, parsed.overwrite)
+            except UsageError as exc:
+                self.error(str(exc))
+        return parsed
 
     def fail(self, message):
         """A usage error found after parsing (values that depend on each other): the same
@@ -151,24 +171,13 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def write_json(path, doc, indent=1):
-    """Write ``doc`` as JSON to ``path`` atomically: a temporary file in the same folder,
-    flushed to disk, then renamed over ``path``; removed on any failure. numpy numbers
-    and other real numbers (fractions) are written as plain numbers."""
-    text = json.dumps(doc, indent=indent, default=_plain) + "\n"
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write ``doc`` as JSON to ``path`` atomically, by starchol's one write path
+    (:func:`starchol.files.write_atomic`: a temporary file beside it, removed on any
+    failure or signal, renamed over ``path``; never over a device, FIFO or socket).
+    numpy numbers and other real numbers (fractions) are written as plain numbers."""
+    from starchol.files import write_atomic
+
+    write_atomic(path, json.dumps(doc, indent=indent, default=_plain) + "\n", role="--json")
 
 
 def _plain(value):

@@ -7,13 +7,14 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import run_or_fail, signals_default
+from conftest import run_or_fail, sha256_file, signals_default
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "benchmarks")
@@ -48,6 +49,14 @@ def test_every_script_uses_common():
     ("symmetric_maps.py", ["--docs", "README.md"],
      "--docs README.md has no <!-- symmetric-maps-table --> ... "
      "<!-- /symmetric-maps-table --> markers"),
+    ("symmetric_maps.py", ["--json", "/dev/null"],
+     "--json /dev/null is a character device, not a regular file"),
+    ("symmetric_maps.py", ["--json", "{tmp}/fifo"], "--json {tmp}/fifo is a FIFO (named pipe), not a "
+                                                     "regular file"),
+    ("symmetric_maps.py", ["--json", "{tmp}/rows.json"],
+     "--json {tmp}/rows.json exists; pass --overwrite to replace it"),
+    ("starpu_mpi_insert.py", ["--json", os.path.join(BENCH, "starpu_mpi_insert.py")],
+     f"--json {os.path.join(BENCH, 'starpu_mpi_insert.py')} exists; pass --overwrite"),
     ("symmetric_maps.py", ["--json", "{tmp}/no/x.json"],
      "argument --json: {tmp}/no/x.json: folder {tmp}/no does not exist"),
     ("plan_balance.py", ["--nodes", "2-x"], "argument --nodes: must be comma-separated "
@@ -83,11 +92,18 @@ def test_every_script_uses_common():
 ])
 def test_bad_arguments_end_with_one_usage_error(tmp_path, name, args, message):
     (tmp_path / "rows.json").write_text(json.dumps([{"nodes": 2}]))
+    os.mkfifo(tmp_path / "fifo")
+    script = os.path.join(BENCH, name)
+    before = (sha256_file(script), os.stat("/dev/null").st_mode)
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     p = _script(name, *args)
     assert p.returncode == 2, p.stderr
     assert f"{name}: error: {message.replace('{tmp}', str(tmp_path))}" in p.stderr
     assert "Traceback" not in p.stderr and p.stdout == ""
+    # nothing named was replaced: the script, /dev/null, the FIFO, an existing file
+    assert (sha256_file(script), os.stat("/dev/null").st_mode) == before
+    assert stat.S_ISFIFO(os.stat(tmp_path / "fifo").st_mode)
+    assert json.loads((tmp_path / "rows.json").read_text()) == [{"nodes": 2}]
 
 
 def test_write_json_is_whole_or_nothing(tmp_path):
@@ -117,6 +133,12 @@ def test_script_json_output(tmp_path):
     # the rows come back with --from-json (the same table, nothing recomputed)
     p2 = _script("symmetric_maps.py", "--from-json", out)
     assert p2.returncode == 0 and "2 node counts" in p2.stdout, p2.stderr
+    # an existing --json file is replaced with --overwrite, whole
+    p3 = _script("symmetric_maps.py", "--first", "2", "--last", "2", "--nt", "12",
+                 "--json", out, "--overwrite")
+    assert p3.returncode == 0, p3.stderr
+    assert [r["nodes"] for r in json.loads(out.read_text())] == [2]
+    assert os.listdir(tmp_path) == ["rows.json"]
 
 
 def _interrupt_after_first_line(cmd, timeout=120):
