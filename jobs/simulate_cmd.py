@@ -166,12 +166,17 @@ def runtime_text(rt):
     if not rt:
         return "runtime:    no runtime costs"
     recv = rt.get("receive_overhead_s", 0.0)
-    more = f" (+ {format_seconds(recv)} per message received)" if recv else ""
+    sent = rt.get("sent_overhead_s", 0.0)
+    more = f" + {format_seconds(recv)} per message received" if recv else ""
+    if sent:
+        more += f" + {format_seconds(sent)} per message sent (after its bytes)"
+    prio = rt.get("priorities", "starchol")
     return (f"runtime:    {rt['name']}: {rt['sends_in_flight']} send(s) in flight, "
             f"{rt['submission']} submission ({format_seconds(rt['insert_s'])} per task "
             f"inserted, {format_seconds(rt['walk_s'])} walked), "
-            f"{format_seconds(rt['message_overhead_s'])} per message{more}, "
-            f"{rt['task_order']} order")
+            f"thread {format_seconds(rt['message_overhead_s'])} per message{more}, "
+            f"{rt['task_order']} order"
+            + (f", {prio}'s priorities" if prio != "starchol" else ""))
 
 
 def text_report(doc):

@@ -201,7 +201,8 @@ def simulate_graph(graph, platform, dtype="float64", nb=None, cache=True, progre
         sends_in_flight = runtime.sends_in_flight
     ct = platform.node.comm_throughput
     duration = np.ascontiguousarray(task_durations(graph, platform.node, dtype, nb))
-    args = (graph.records, graph.tasks, duration, graph.data_bytes, bool(cache),
+    records = graph.chameleon_records() if runtime.priorities == "chameleon" else graph.records
+    args = (records, graph.tasks, duration, graph.data_bytes, bool(cache),
             np.full(p, platform.node.workers, dtype=np.intc),
             np.full(p, float(platform.bandwidth)), np.full(p, float(platform.latency)))
     kwargs = {"backbone_bandwidth": float(platform.backbone_bandwidth or 0.0),

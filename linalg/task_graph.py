@@ -49,6 +49,8 @@ class TaskGraph:
         P.
     flops_total : float
         Flops of the operation (N^3/3 for the Cholesky), for GFlop/s.
+    data_tile : int64 (D, 2), optional
+        Per datum, its tile (i, j) in its matrix (tile row, column).
     """
     records: np.ndarray
     codelet: np.ndarray
@@ -59,6 +61,7 @@ class TaskGraph:
     data_bytes: np.ndarray
     nodes: int
     flops_total: float
+    data_tile: np.ndarray = None
 
     @property
     def tasks(self):
@@ -69,12 +72,34 @@ class TaskGraph:
         table = np.array([KERNELS.index(k) for k in self.kernel_names], dtype=np.int64)
         return table[self.codelet] if len(table) else np.zeros(0, dtype=np.int64)
 
+    def chameleon_records(self):
+        """The records with Chameleon's priorities (its ``compute/pzpotrf.c``) instead of
+        starchol's, a new int64 array. The Cholesky's updates of step k: SYRK into tile
+        (n, n) gets ``2 NT - 2k - n`` and GEMM into (m, n), m > n, ``2 NT - 2k - m - n``
+        (Chameleon ranks them by anti-diagonal), where starchol's loops give both one
+        priority per tile column, ``2 NT - 2k - 2n``: they move by n and by n - m. POTRF
+        (``2 NT - 2k``), TRSM (``2 NT - 2k - m``) and the other graphs' tasks keep
+        theirs."""
+        if self.data_tile is None:
+            raise ValueError("the graph has no tile indices (data_tile): record it with "
+                             "record_cholesky")
+        out = np.array(self.records, dtype=np.int64, copy=True)
+        rows = np.flatnonzero(out[:, 0] != 0)           # the tasks' records, in order
+        for names, move in ((("gemm", "gemm0"), lambda m, n: n - m),
+                            (("syrk", "syrk0"), lambda m, n: n)):
+            sel = rows[np.isin(self.codelet, [x for x, name in enumerate(self.codelet_names)
+                                              if name in names])]
+            modes, ids = out[sel][:, [3, 6, 9]], out[sel][:, [2, 5, 8]]
+            written = ids[np.arange(len(sel)), np.argmax((modes & 2) != 0, axis=1)]
+            out[sel, 1] += move(self.data_tile[written, 0], self.data_tile[written, 1])
+        return out
+
 
 class _Data:
     """The data of the handles made during one recording: rows, cols per data id."""
 
     def __init__(self):
-        self.rows, self.cols = [], []
+        self.rows, self.cols, self.tiles = [], [], []
 
     def add(self, handles, rows, cols):
         # ids count up from 0 over the handles of a recording: id = first + i * nt + j
@@ -82,9 +107,15 @@ class _Data:
             raise RuntimeError("the recorder's data ids are not consecutive")
         self.rows.append(np.repeat(rows, len(cols)))
         self.cols.append(np.tile(cols, len(rows)))
+        self.tiles.append(np.stack([np.repeat(np.arange(len(rows)), len(cols)),
+                                    np.tile(np.arange(len(cols)), len(rows))], axis=1))
 
     def arrays(self):
         return np.concatenate(self.rows), np.concatenate(self.cols)
+
+    def tile_indices(self):
+        """int64 (D, 2): each datum's tile (i, j)."""
+        return np.concatenate(self.tiles).astype(np.int64)
 
 
 def _backend():
@@ -116,7 +147,8 @@ def _finish(records, itemsize, data, nodes, flops_total):
                      kernel_names=[KERNEL_OF[n] for n in key_names], flops=flops,
                      node=np.asarray(owners[t, wcol], dtype=np.int64),
                      data_bytes=(rows * cols * int(itemsize)).astype(np.int64),
-                     nodes=int(nodes), flops_total=float(flops_total))
+                     nodes=int(nodes), flops_total=float(flops_total),
+                     data_tile=data.tile_indices())
 
 
 def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):

@@ -34,6 +34,7 @@ cdef extern from "starchol_sim.h":
         const double *comm_throughput
         double message_overhead
         double receive_overhead
+        double sent_overhead
         int sends_fifo
         int tasks_fifo
         int submit_every_task
@@ -79,7 +80,7 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
              int64_t every=10000, object comm_throughput=None, double message_overhead=0.0,
              bint submit_every_task=False, double insert_s=0.0, double walk_s=0.0,
              double startup_s=0.0, bint sends_fifo=False, bint tasks_fifo=False,
-             int window=0, double receive_overhead=0.0):
+             int window=0, double receive_overhead=0.0, double sent_overhead=0.0):
     """Simulate the recorded graph once (see the module docstring); returns a dict:
     ``makespan``, ``critical_path``, ``critical_path_comm`` (s), ``transfers``,
     ``start``, ``end`` (float64 per task, s), ``worker``, ``node`` (int32 per task),
@@ -90,7 +91,8 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
     The runtime's costs (``starchol_sim.h``; 0 = free): ``comm_throughput`` (bytes/s per
     node, sends and receives together; None: no limit), ``message_overhead`` (s of a
     node's communication thread per message, sender and receiver),
-    ``receive_overhead`` (s more of the receiver's thread per message it receives), the
+    ``receive_overhead`` (s more of the receiver's thread per message it receives),
+    ``sent_overhead`` (s of the sender's thread per message after its bytes left), the
     submission
     clock (``insert_s`` per task a node takes part in, ``walk_s`` per other task when
     ``submit_every_task``, from ``startup_s``). ``window``: the submission window in
@@ -119,7 +121,8 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
         if vc.shape[0] != p:
             raise ValueError("comm_throughput needs one entry per node")
     for name, value in (("message_overhead", message_overhead),
-                        ("receive_overhead", receive_overhead), ("insert_s", insert_s),
+                        ("receive_overhead", receive_overhead),
+                        ("sent_overhead", sent_overhead), ("insert_s", insert_s),
                         ("walk_s", walk_s), ("startup_s", startup_s)):
         if not value >= 0:
             raise ValueError(f"{name} must be >= 0 s, got {value!r}")
@@ -146,6 +149,7 @@ def simulate(int64_t[:, ::1] records, int64_t ntasks, double[::1] duration,
     inp.comm_throughput = &vc[0] if comm_throughput is not None else NULL
     inp.message_overhead = message_overhead
     inp.receive_overhead = receive_overhead
+    inp.sent_overhead = sent_overhead
     inp.sends_fifo = 1 if sends_fifo else 0
     inp.tasks_fifo = 1 if tasks_fifo else 0
     inp.submit_every_task = 1 if submit_every_task else 0

@@ -252,7 +252,7 @@ double route_latency(const starchol_sim_input* in, int32_t a, int32_t b)
 }
 
 // what an activity's completion means
-enum Kind { K_TASK, K_BYTES, K_ARRIVED, K_RELEASED, K_SEND_CPU, K_RECV_CPU };
+enum Kind { K_TASK, K_BYTES, K_ARRIVED, K_RELEASED, K_SEND_CPU, K_RECV_CPU, K_SENT_CPU };
 
 struct Running {
   sg4::ActivityPtr act;
@@ -412,6 +412,8 @@ struct Sim {
     double s = in->message_overhead;
     if (job.second == K_RECV_CPU)
       s += in->receive_overhead;                  // the receiver's own share
+    else if (job.second == K_SENT_CPU)
+      s = in->sent_overhead;                      // the sender's, after the bytes left
     delay(s, job.first, job.second);
   }
 
@@ -488,6 +490,12 @@ struct Sim {
         start_bytes(ev);
         return;
       }
+      case K_SENT_CPU: {                           // the sender's thread is done with it
+        int32_t src = g->xfer_src[ev - g->ntasks];
+        comm_busy[src] = 0;
+        next_comm_cpu(src);
+        return;
+      }
       case K_BYTES: {
         // the bytes have left the sender (the links carry them without latency): its
         // send slot is free at once, and the transfer arrives one route latency later,
@@ -498,6 +506,8 @@ struct Sim {
         in_flight[src]--;
         pair_busy[(int64_t)src * in->nodes + dst] = 0;
         start_sends(src);
+        if (in->sent_overhead > 0)                 // the sender's thread completes it
+          comm_cpu(src, ev, K_SENT_CPU);
         double lat = route_latency(in, src, dst);
         if (lat > 0) {
           delay(lat, ev, K_ARRIVED);

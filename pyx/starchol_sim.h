@@ -53,7 +53,10 @@ typedef struct {
        sender before the bytes leave and on the receiver after they arrive, one message
        at a time per node (FIFO); receive_overhead: s more of the receiver's
        communication thread per message it receives (matching, the rendezvous
-       handshake, the copy on receive), in the same FIFO; submission: a node submits the records in order, a task
+       handshake, the copy on receive), in the same FIFO; sent_overhead: s of the
+       sender's communication thread per message once its bytes have left (testing the
+       send to completion, releasing the tile), in the same FIFO: it delays the messages
+       behind it on that thread, not this one; submission: a node submits the records in order, a task
        it takes part in (runs it, or owns one of its operands) costs insert_s, any other
        walk_s when submit_every_task is 1 (every rank walks every task, as Chameleon) and
        nothing when 0 (the graph loops prune it); the first submission at startup_s. A task
@@ -62,6 +65,7 @@ typedef struct {
     const double *comm_throughput;
     double message_overhead;
     double receive_overhead;
+    double sent_overhead;
     /* 1: a node's sends start in the order they became ready (0: by priority) */
     int sends_fifo;
     /* 1: a node's workers take its ready tasks in the order they became ready (0: by

@@ -86,6 +86,11 @@ def test_message_seconds_with_a_receive_overhead_hand_count():
     got = message_seconds(RuntimeSpec(message_overhead_s=o, receive_overhead_s=r),
                           [2, 1], [1, 2])
     np.testing.assert_allclose(got, [3 * o + r, 3 * o + 2 * r], rtol=1e-12)
+    # and d per message sent, after its bytes left: 2 d on node 0, d on node 1
+    d = 2e-4
+    got = message_seconds(RuntimeSpec(message_overhead_s=o, receive_overhead_s=r,
+                                      sent_overhead_s=d), [2, 1], [1, 2])
+    np.testing.assert_allclose(got, [3 * o + r + 2 * d, 3 * o + 2 * r + d], rtol=1e-12)
     # an object without the attribute (the model's duck type) pays no receive share
     np.testing.assert_allclose(message_seconds(_Runtime(message_overhead_s=o), [2, 1],
                                                [1, 2]), [3 * o, 3 * o], rtol=1e-12)

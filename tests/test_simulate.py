@@ -12,6 +12,7 @@ from starchol.model.platform import (NodeSpec, Platform, load_node, node_from_di
 from starchol.linalg.task_graph import record_cholesky, record_solve
 from starchol.model.volume import solve_transfer_pairs_bytes, transfer_pairs_bytes
 from starchol.model.memory import WINDOW
+from starchol.model.counts import KERNELS
 
 sim = pytest.importorskip("starchol.linalg.simulate")
 pytest.importorskip("starchol.runtime._sim")
@@ -191,6 +192,79 @@ def test_receive_overhead_serializes_a_receivers_messages():
         potrf + 2 * o + tile + 2 * lat + r, rel=1e-9)
 
 
+def test_sent_overhead_delays_what_follows_on_the_senders_thread_not_the_message():
+    """2dbc 2x1, NT = 3: (0,0), (2,0), (2,1), (2,2) on node 0; (1,0), (1,1) on node 1;
+    one worker per node. L[0][0] leaves node 0 for node 1 at POTRF + tile, arrives 2 lat
+    later and node 1's thread takes r: TRSM(1,0) starts at POTRF + tile + 2 lat + r, the
+    same with or without a sent_overhead s (it does not delay the message). Node 0's
+    thread then spends s on that send, from POTRF + tile: L[1][0] comes back to node 0
+    (for GEMM(2,1)) while it does, waits, and takes r after it, so GEMM(2,1) starts at
+    POTRF + tile + s + r, where without s it starts at L[1][0]'s arrival + r."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+
+    nb, lat, bw, r, s = 100, 0.01, 1e6, 0.002, 1.0
+    plat = _platform(2, workers=1, bandwidth=bw, latency=lat)
+    tile_map = get_map("2dbc", 2, grid="2x1")
+    potrf, trsm = nb ** 3 / 3 / 2e9, nb ** 3 / 4e9
+    tile = nb * nb * 8 / bw
+    gemm = KERNELS.index("gemm")
+    got = {}
+    for name, sent in (("without", 0.0), ("with", s)):
+        res = sim.simulate_cholesky(tile_map, 3 * nb, nb, plat, runtime=RuntimeSpec(
+            receive_overhead_s=r, sent_overhead_s=sent))
+        np.testing.assert_array_equal(res.pair_bytes,
+                                      transfer_pairs_bytes(tile_map, 3 * nb, nb))
+        got[name] = res
+    a1 = potrf + tile + 2 * lat + r
+    for res in got.values():
+        assert res.start[res.node == 1].min() == pytest.approx(a1, rel=1e-9)
+    back = a1 + trsm + tile + 2 * lat               # L[1][0] arrives at node 0
+    assert got["without"].start[got["without"].kernel == gemm][0] == pytest.approx(
+        back + r, rel=1e-9)
+    assert got["with"].start[got["with"].kernel == gemm][0] == pytest.approx(
+        potrf + tile + s + r, rel=1e-9)
+
+
+def test_chameleon_priorities_rank_a_steps_updates_by_anti_diagonal():
+    """Chameleon's pzpotrf priorities: SYRK(n, k) gets 2 NT - 2k - n and GEMM(m, n, k) of
+    tile (m, n) 2 NT - 2k - m - n (starchol's loops: 2 NT - 2k - 2n for both); POTRF and
+    TRSM keep theirs, the bytes do not change and the same inputs give the same times."""
+    from starchol.linalg.runtime_costs import RuntimeSpec
+
+    nt, nb = 5, 100
+    tile_map = get_map("2dbc", 4, grid="2x2")
+    graph = record_cholesky(tile_map, nt * nb, nb)
+    cham = graph.chameleon_records()
+    assert cham is not graph.records and cham.shape == graph.records.shape
+    rows = np.flatnonzero(graph.records[:, 0] != 0)
+    names = np.array(graph.codelet_names)[graph.codelet]
+    for t, row in enumerate(rows):
+        rec = graph.records[row]
+        k = rec[11]
+        written = [rec[2 + 3 * x] for x in range(3) if rec[3 + 3 * x] & 2][0]
+        m, n = graph.data_tile[written]
+        if names[t] in ("gemm", "gemm0"):
+            assert m > n > k
+            assert rec[1] == 2 * nt - 2 * k - 2 * n
+            assert cham[row, 1] == 2 * nt - 2 * k - m - n
+        elif names[t] in ("syrk", "syrk0"):
+            assert m == n > k
+            assert rec[1] == 2 * nt - 2 * k - 2 * n
+            assert cham[row, 1] == 2 * nt - 2 * k - n
+        else:
+            assert cham[row, 1] == rec[1]
+    np.testing.assert_array_equal(np.delete(cham, 1, axis=1),
+                                  np.delete(graph.records, 1, axis=1))
+    assert (names == "gemm").sum() == nt * (nt - 1) * (nt - 2) // 6
+    assert (names == "syrk").sum() == nt * (nt - 1) // 2
+    plat = _platform(4, workers=2)
+    rt = RuntimeSpec(priorities="chameleon", sends_in_flight=1)
+    a = sim.simulate_cholesky(tile_map, nt * nb, nb, plat, runtime=rt)
+    np.testing.assert_array_equal(a.pair_bytes, transfer_pairs_bytes(tile_map, nt * nb, nb))
+    b = sim.simulate_cholesky(tile_map, nt * nb, nb, plat, runtime=rt)
+    np.testing.assert_array_equal(a.start, b.start)
+
+
 def test_comm_throughput_is_shared_by_a_nodes_sends_and_receives():
     """2dbc 2x1, NT = 2 (the one-transfer test): with the nodes' communication at
     ``comm_throughput`` below the link, the transfer takes bytes / comm_throughput."""
@@ -298,7 +372,7 @@ def test_a_transfer_waits_for_both_ends_submission():
 
 COSTLY = dict(sends_in_flight=10, submission="every-task", insert_s=2e-5, walk_s=2e-6,
               startup_s=1e-3, message_overhead_s=1e-4, receive_overhead_s=5e-5,
-              tasks_fifo=True, sends_fifo=True)
+              sent_overhead_s=7e-5, tasks_fifo=True, sends_fifo=True, priorities="chameleon")
 
 
 @pytest.mark.parametrize("name,nodes,kw", MAPS[:3])
@@ -325,15 +399,22 @@ def test_runtime_descriptions_are_checked():
 
     rt = runtime_from_dict({"sends_in_flight": 10, "submission": "every-task",
                             "insert": "20us", "walk": "2us", "message_overhead": "0.1ms",
-                            "receive_overhead": "0.5ms"})
+                            "receive_overhead": "0.5ms", "sent_overhead": "0.9ms",
+                            "priorities": "chameleon"})
     assert rt.sends_in_flight == 10 and rt.submission == "every-task"
     assert rt.receive_overhead_s == pytest.approx(5e-4)
-    assert RuntimeSpec().receive_overhead_s == 0
+    assert rt.sent_overhead_s == pytest.approx(9e-4) and rt.priorities == "chameleon"
+    assert rt.to_dict()["priorities"] == "chameleon"
+    assert RuntimeSpec().receive_overhead_s == RuntimeSpec().sent_overhead_s == 0
+    assert RuntimeSpec().priorities == "starchol"
     assert (rt.insert_s, rt.walk_s, rt.message_overhead_s) == pytest.approx((2e-5, 2e-6, 1e-4))
     assert rt.window is None and runtime_from_dict({"window": 0}).window == 0
     for bad, word in [({"submission": "some"}, "submission"), ({"insert": "-1us"}, "insert"),
                       ({"sends_in_flight": -1}, "sends_in_flight"), ({"speed": 1}, "speed"),
                       ({"receive_overhead": "-1ms"}, "receive_overhead"),
+                      ({"sent_overhead": "-1ms"}, "sent_overhead"),
+                      ({"priorities": "dplasma"}, "priorities must be one of starchol, "
+                                                  "chameleon"),
                       ({"window": -1}, "window must be an integer >= 0"),
                       ({"window": 1.5}, "window")]:
         with pytest.raises(UsageError, match=word):

@@ -8,8 +8,9 @@ the same quantities, counted exactly per node instead of replayed:
 - ``message_overhead`` (s): the node's one communication thread spends it per message
   it sends and per message it receives, one message at a time:
   ``message_s = message_overhead * (tiles sent + tiles received) + receive_overhead *
-  tiles received`` of the busiest node (:func:`message_seconds`; ``receive_overhead``,
-  s, is the receiver's own share of a message);
+  tiles received + sent_overhead * tiles sent`` of the busiest node
+  (:func:`message_seconds`; ``receive_overhead``, s, is the receiver's own share of a
+  message, ``sent_overhead`` the sender's after the bytes left);
 - ``comm_throughput`` (bytes/s, the node's): what the node's communication moves, sends
   and receives together: the estimate's bytes go at ``min(link bandwidth,
   comm_throughput)``;
@@ -24,8 +25,8 @@ the conservative sum of ``plan`` (no overlap).
 
 A ``runtime`` here is any object with the attributes of
 :class:`starchol.linalg.runtime_costs.RuntimeSpec` (``submission``, ``insert_s``,
-``walk_s``, ``startup_s``, ``message_overhead_s``, optionally ``receive_overhead_s``;
-seconds), or None (free).
+``walk_s``, ``startup_s``, ``message_overhead_s``, optionally ``receive_overhead_s``
+and ``sent_overhead_s``; seconds), or None (free).
 """
 import numpy as np
 
@@ -83,13 +84,15 @@ def submission_seconds(runtime, tile_map, nt):
 def message_seconds(runtime, sent_tiles, received_tiles):
     """Seconds of each node's communication thread, float64 array (P,):
     ``message_overhead * (tiles sent + tiles received) + receive_overhead * tiles
-    received`` (0 without a runtime)."""
+    received + sent_overhead * tiles sent`` (0 without a runtime)."""
     msgs = np.asarray(sent_tiles, dtype=np.float64) + np.asarray(received_tiles, dtype=np.float64)
     if runtime is None:
         return np.zeros_like(msgs)
     recv = np.asarray(received_tiles, dtype=np.float64)
+    sent = np.asarray(sent_tiles, dtype=np.float64)
     return (runtime.message_overhead_s * msgs
-            + getattr(runtime, "receive_overhead_s", 0.0) * recv)
+            + getattr(runtime, "receive_overhead_s", 0.0) * recv
+            + getattr(runtime, "sent_overhead_s", 0.0) * sent)
 
 
 def effective_bandwidth(node_bandwidth, comm_throughput=None):
