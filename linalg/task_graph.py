@@ -49,8 +49,8 @@ class TaskGraph:
         P.
     flops_total : float
         Flops of the operation (N^3/3 for the Cholesky), for GFlop/s.
-    data_tile : int64 (D, 2), optional
-        Per datum, its tile (i, j) in its matrix (tile row, column).
+    task_tile : int64 (T, 2), optional
+        Per task, the tile (i, j) it writes, in its matrix (tile row, column).
     """
     records: np.ndarray
     codelet: np.ndarray
@@ -61,7 +61,7 @@ class TaskGraph:
     data_bytes: np.ndarray
     nodes: int
     flops_total: float
-    data_tile: np.ndarray = None
+    task_tile: np.ndarray = None
 
     @property
     def tasks(self):
@@ -80,18 +80,16 @@ class TaskGraph:
         priority per tile column, ``2 NT - 2k - 2n``: they move by n and by n - m. POTRF
         (``2 NT - 2k``), TRSM (``2 NT - 2k - m``) and the other graphs' tasks keep
         theirs."""
-        if self.data_tile is None:
-            raise ValueError("the graph has no tile indices (data_tile): record it with "
+        if self.task_tile is None:
+            raise ValueError("the graph has no tile indices (task_tile): record it with "
                              "record_cholesky")
         out = np.array(self.records, dtype=np.int64, copy=True)
         rows = np.flatnonzero(out[:, 0] != 0)           # the tasks' records, in order
-        for names, move in ((("gemm", "gemm0"), lambda m, n: n - m),
-                            (("syrk", "syrk0"), lambda m, n: n)):
-            sel = rows[np.isin(self.codelet, [x for x, name in enumerate(self.codelet_names)
-                                              if name in names])]
-            modes, ids = out[sel][:, [3, 6, 9]], out[sel][:, [2, 5, 8]]
-            written = ids[np.arange(len(sel)), np.argmax((modes & 2) != 0, axis=1)]
-            out[sel, 1] += move(self.data_tile[written, 0], self.data_tile[written, 1])
+        m, n = self.task_tile[:, 0], self.task_tile[:, 1]
+        for names, move in ((("gemm", "gemm0"), n - m), (("syrk", "syrk0"), n)):
+            sel = np.isin(self.codelet, [x for x, name in enumerate(self.codelet_names)
+                                         if name in names])
+            out[rows[sel], 1] += move[sel]
         return out
 
 
@@ -148,7 +146,7 @@ def _finish(records, itemsize, data, nodes, flops_total):
                      node=np.asarray(owners[t, wcol], dtype=np.int64),
                      data_bytes=(rows * cols * int(itemsize)).astype(np.int64),
                      nodes=int(nodes), flops_total=float(flops_total),
-                     data_tile=data.tile_indices())
+                     task_tile=data.tile_indices()[w])
 
 
 def record_cholesky(tile_map, n, nb, itemsize=DOUBLE_BYTES, flush=True):

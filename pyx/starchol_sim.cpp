@@ -402,6 +402,13 @@ struct Sim {
     next_comm_cpu(node);
   }
 
+  // the node's thread has finished its message: it takes the next one
+  void comm_done(int32_t node)
+  {
+    comm_busy[node] = 0;
+    next_comm_cpu(node);
+  }
+
   void next_comm_cpu(int32_t node)
   {
     if (comm_busy[node] or comm_queue[node].empty())
@@ -483,19 +490,13 @@ struct Sim {
           start_tasks(node);
         return;
       }
-      case K_SEND_CPU: {                           // the sender's thread posted it
-        int32_t src = g->xfer_src[ev - g->ntasks];
-        comm_busy[src] = 0;
-        next_comm_cpu(src);
+      case K_SEND_CPU:                             // the sender's thread posted it
+        comm_done(g->xfer_src[ev - g->ntasks]);
         start_bytes(ev);
         return;
-      }
-      case K_SENT_CPU: {                           // the sender's thread is done with it
-        int32_t src = g->xfer_src[ev - g->ntasks];
-        comm_busy[src] = 0;
-        next_comm_cpu(src);
+      case K_SENT_CPU:                             // the sender's thread is done with it
+        comm_done(g->xfer_src[ev - g->ntasks]);
         return;
-      }
       case K_BYTES: {
         // the bytes have left the sender (the links carry them without latency): its
         // send slot is free at once, and the transfer arrives one route latency later,
@@ -521,12 +522,9 @@ struct Sim {
           return;
         }
         break;
-      case K_RECV_CPU: {
-        int32_t dst = g->xfer_dst[ev - g->ntasks];
-        comm_busy[dst] = 0;
-        next_comm_cpu(dst);
+      case K_RECV_CPU:
+        comm_done(g->xfer_dst[ev - g->ntasks]);
         break;
-      }
       case K_TASK: {
         int32_t node = g->task_node[ev];
         out->end[ev] = sg4::Engine::get_clock();

@@ -241,8 +241,7 @@ def test_chameleon_priorities_rank_a_steps_updates_by_anti_diagonal():
     for t, row in enumerate(rows):
         rec = graph.records[row]
         k = rec[11]
-        written = [rec[2 + 3 * x] for x in range(3) if rec[3 + 3 * x] & 2][0]
-        m, n = graph.data_tile[written]
+        m, n = graph.task_tile[t]
         if names[t] in ("gemm", "gemm0"):
             assert m > n > k
             assert rec[1] == 2 * nt - 2 * k - 2 * n
